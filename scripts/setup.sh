@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Idempotent set-up shared by demo.sh and test.sh: Debian packages, the .venv with the pinned
+# CPU torch, the CMake build into build/, and the fqntrace package installed into the venv.
+# Each step is skipped when its result is already there.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+TORCH_VERSION="2.13.0"
+APT_PACKAGES=(nlohmann-json3-dev libgtest-dev jq)
+log() { echo "[setup] $*" >&2; }
+
+# --- Debian packages -------------------------------------------------------------------------
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  log "installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# --- Python venv with the pinned torch --------------------------------------------------------
+PY="$ROOT/.venv/bin/python"
+if [ ! -x "$PY" ]; then
+  log "creating .venv"
+  python3.11 -m venv "$ROOT/.venv" 2>/dev/null || python3 -m venv "$ROOT/.venv"
+fi
+if ! "$PY" -c "import torch,sys; sys.exit(0 if torch.__version__.split('+')[0]=='$TORCH_VERSION' else 1)" 2>/dev/null; then
+  log "installing torch==$TORCH_VERSION (CPU wheel)"
+  "$PY" -m pip install -q "torch==$TORCH_VERSION"
+fi
+# Everything else only after torch, with torch pinned, so pip never swaps it out.
+PIN="$ROOT/build/torch-pin.txt"; mkdir -p "$ROOT/build"; echo "torch==$TORCH_VERSION" > "$PIN"
+need_py=()
+for spec in pytest:pytest numpy:numpy; do
+  mod="${spec%%:*}"; pkg="${spec##*:}"
+  "$PY" -c "import $mod" 2>/dev/null || need_py+=("$pkg")
+done
+if [ ${#need_py[@]} -gt 0 ]; then
+  log "installing Python packages: ${need_py[*]}"
+  "$PY" -m pip install -q -c "$PIN" "${need_py[@]}"
+fi
