@@ -1,0 +1,65 @@
+#include "exporters/exporter.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace fqntrace {
+
+OutputFile::~OutputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool OutputFile::open(const std::string& path, std::string* error) {
+  path_ = path;
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    *error = "cannot open " + path + " for writing (" + std::strerror(errno) + ")";
+    return false;
+  }
+  buffer_.reserve(kBufferBytes + (64 << 10));
+  return true;
+}
+
+void OutputFile::write(const std::string& bytes) {
+  if (fd_ < 0 || failed_errno_ != 0) return;
+  buffer_ += bytes;
+  if (buffer_.size() >= kBufferBytes) {
+    std::string ignored;
+    flush(&ignored);  // a failure is remembered and reported by the next flush()
+  }
+}
+
+bool OutputFile::flush(std::string* error) {
+  size_t done = 0;
+  while (fd_ >= 0 && failed_errno_ == 0 && done < buffer_.size()) {
+    ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      failed_errno_ = n < 0 ? errno : EIO;
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  buffer_.clear();
+  if (failed_errno_ != 0) {
+    *error = "writing " + path_ + " failed (" + std::strerror(failed_errno_) + ")";
+    return false;
+  }
+  return true;
+}
+
+bool OutputFile::close(std::string* error) {
+  if (fd_ < 0) return true;
+  bool ok = flush(error);
+  if (::close(fd_) != 0 && ok) {
+    *error = "closing " + path_ + " failed (" + std::strerror(errno) + ")";
+    ok = false;
+  }
+  fd_ = -1;
+  return ok;
+}
+
+}  // namespace fqntrace

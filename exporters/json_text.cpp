@@ -1,0 +1,197 @@
+#include "exporters/json_text.h"
+
+#include <charconv>
+
+namespace fqntrace::json {
+namespace {
+
+// Length of the valid UTF-8 sequence starting at s[i], or 0 if it is not valid.
+size_t utf8_sequence_length(std::string_view s, size_t i) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = byte(i);
+  size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+  }
+  if (n == 3 && c == 0xE0 && byte(i + 1) < 0xA0) return 0;  // overlong
+  if (n == 3 && c == 0xED && byte(i + 1) >= 0xA0) return 0;  // surrogate
+  if (n == 4 && c == 0xF0 && byte(i + 1) < 0x90) return 0;   // overlong
+  if (n == 4 && c == 0xF4 && byte(i + 1) >= 0x90) return 0;  // > U+10FFFF
+  return n;
+}
+
+const char* phase_text(Phase p) { return phase_name(p); }
+
+const char* category(EventKind k) {
+  return (k == EventKind::kModule || k == EventKind::kUserScope) ? "user_annotation" : "cpu_op";
+}
+
+void begin_line(std::string& out, const char* separator, bool* first) {
+  if (!*first) out += separator;
+  *first = false;
+}
+
+}  // namespace
+
+void append_string(std::string& out, std::string_view s) {
+  static const char kHex[] = "0123456789abcdef";
+  out.push_back('"');
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      size_t n = utf8_sequence_length(s, i);
+      if (n == 0) {
+        out += "\\ufffd";
+        ++i;
+      } else {
+        out.append(s.data() + i, n);
+        i += n;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default:
+        if (c < 0x20 || c == 0x7F) {
+          out += "\\u00";
+          out.push_back(kHex[c >> 4]);
+          out.push_back(kHex[c & 0xF]);
+        } else {
+          out.push_back(static_cast<char>(c));
+        }
+    }
+    ++i;
+  }
+  out.push_back('"');
+}
+
+void append_int(std::string& out, int64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  out.append(buf, r.ptr);
+}
+
+void append_uint(std::string& out, uint64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  out.append(buf, r.ptr);
+}
+
+void append_us(std::string& out, uint64_t ns) {
+  append_uint(out, ns / 1000);
+  uint64_t frac = ns % 1000;
+  char buf[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
+                 static_cast<char>('0' + frac % 10)};
+  out.append(buf, 4);
+}
+
+void append_event(std::string& out, const EventRecord& e, long pid, const char* separator,
+                  bool* first) {
+  begin_line(out, separator, first);
+  out += "{\"ph\": \"X\", \"cat\": \"";
+  out += category(e.raw.kind);
+  out += "\", \"name\": ";
+  append_string(out, e.name);
+  out += ", \"pid\": ";
+  append_int(out, pid);
+  out += ", \"tid\": ";
+  append_uint(out, e.tid);
+  out += ", \"ts\": ";
+  append_us(out, e.ts_ns);
+  out += ", \"dur\": ";
+  append_us(out, e.dur_ns);
+  out += ", \"args\": {\"fqn\": ";
+  append_string(out, e.fqn);
+  out += ", \"phase\": \"";
+  out += phase_text(e.raw.phase);
+  out += "\"";
+  if (e.raw.kind == EventKind::kModule) {
+    out += ", \"module_type\": ";
+    append_string(out, e.module_type);
+  }
+  if (e.raw.seq >= 0) {
+    out += ", \"Sequence number\": ";
+    append_int(out, e.raw.seq);
+  }
+  if (e.raw.kind == EventKind::kNode || e.raw.kind == EventKind::kEngineEval) {
+    out += ", \"Fwd thread id\": ";
+    append_uint(out, e.raw.fwd_thread_id);
+  }
+  out += ", \"depth\": ";
+  append_uint(out, e.raw.depth);
+  out += "}}";
+
+  if (e.flow_id != 0) {
+    begin_line(out, separator, first);
+    out += "{\"ph\": \"s\", \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\", \"id\": ";
+    append_uint(out, e.flow_id);
+    out += ", \"pid\": ";
+    append_int(out, pid);
+    out += ", \"tid\": ";
+    append_uint(out, e.raw.flow_src_tid);
+    out += ", \"ts\": ";
+    append_us(out, e.flow_src_ts_ns);
+    out += "}";
+    begin_line(out, separator, first);
+    out += "{\"ph\": \"f\", \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\", \"id\": ";
+    append_uint(out, e.flow_id);
+    out += ", \"bp\": \"e\", \"pid\": ";
+    append_int(out, pid);
+    out += ", \"tid\": ";
+    append_uint(out, e.tid);
+    out += ", \"ts\": ";
+    append_us(out, e.ts_ns);
+    out += "}";
+  }
+}
+
+void append_thread_name(std::string& out, long pid, uint32_t tid, const std::string& name,
+                        const char* separator, bool* first) {
+  begin_line(out, separator, first);
+  out += "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": ";
+  append_int(out, pid);
+  out += ", \"tid\": ";
+  append_uint(out, tid);
+  out += ", \"args\": {\"name\": ";
+  append_string(out, name);
+  out += "}}";
+}
+
+void append_process_name(std::string& out, long pid, const std::string& name, int rank,
+                         const char* separator, bool* first) {
+  begin_line(out, separator, first);
+  out += "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": ";
+  append_int(out, pid);
+  out += ", \"tid\": 0, \"args\": {\"name\": ";
+  append_string(out, name);
+  out += "}}";
+  begin_line(out, separator, first);
+  out += "{\"ph\": \"M\", \"name\": \"process_labels\", \"pid\": ";
+  append_int(out, pid);
+  out += ", \"tid\": 0, \"args\": {\"labels\": ";
+  append_string(out, "rank " + std::to_string(rank));
+  out += "}}";
+}
+
+void append_distributed_info(std::string& out, const TraceInfo& info) {
+  out += "\"distributedInfo\": {";
+  if (!info.backend.empty()) {
+    out += "\"backend\": ";
+    append_string(out, info.backend);
+    out += ", ";
+  }
+  out += "\"rank\": ";
+  append_int(out, info.rank);
+  out += ", \"world_size\": ";
+  append_int(out, info.world_size);
+  out += "}";
+}
+
+}  // namespace fqntrace::json

@@ -1,0 +1,144 @@
+#include "plugin/config.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace fqntrace {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Parses a non-negative integer environment value; `fallback` when unset or malformed.
+int env_int(const EnvLookup& env, const char* name, int fallback) {
+  const char* v = env(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (end == v || *end != '\0' || n < 0 || n > 1000000) return fallback;
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
+  ConfigResult result;
+  if (value == nullptr || *value == '\0') return result;
+  const std::string raw(value);
+  Config config;
+  config.raw_value = raw;
+  config.rank = env_int(env, "RANK", 0);
+  config.world_size = env_int(env, "WORLD_SIZE", 1);
+
+  // Expand {pid} and {rank}; anything else in braces is a mistake worth reporting.
+  std::string out;
+  bool has_rank = false;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    char c = raw[i];
+    if (c == '}') {
+      result.problem = "unmatched '}' at position " + std::to_string(i);
+      result.fix = "Use only the placeholders {pid} and {rank}.";
+      return result;
+    }
+    if (c != '{') {
+      out.push_back(c);
+      continue;
+    }
+    size_t close = raw.find('}', i);
+    if (close == std::string::npos) {
+      result.problem = "unmatched '{' at position " + std::to_string(i);
+      result.fix = "Use only the placeholders {pid} and {rank}.";
+      return result;
+    }
+    std::string name = raw.substr(i + 1, close - i - 1);
+    if (name == "pid") {
+      out += std::to_string(pid);
+    } else if (name == "rank") {
+      out += std::to_string(config.rank);
+      has_rank = true;
+    } else {
+      result.problem = "unknown placeholder {" + name + "}";
+      result.fix = "Use only the placeholders {pid} and {rank}.";
+      return result;
+    }
+    i = close;
+  }
+
+  if (ends_with(out, ".jsonl")) {
+    config.format = Format::kJsonLines;
+  } else if (ends_with(out, ".json")) {
+    config.format = Format::kChrome;
+  } else {
+    size_t slash = out.find_last_of('/');
+    size_t dot = out.find_last_of('.');
+    std::string ext = (dot == std::string::npos || (slash != std::string::npos && dot < slash))
+                          ? std::string("no extension")
+                          : "extension '" + out.substr(dot) + "'";
+    result.problem = "unknown trace format (" + ext + ")";
+    result.fix = "End the path with .json (Chrome trace) or .jsonl (JSON Lines).";
+    return result;
+  }
+
+  // Several ranks writing one file would overwrite each other: give each rank its own file.
+  if (config.world_size > 1 && !has_rank) {
+    size_t dot = out.find_last_of('.');
+    out = out.substr(0, dot) + ".rank" + std::to_string(config.rank) + out.substr(dot);
+    if (config.rank == 0) {
+      config.note = "FQNTRACE=" + raw + " has no {rank} and WORLD_SIZE=" +
+                    std::to_string(config.world_size) +
+                    ": each rank writes its own file (rank inserted before the extension, e.g. " +
+                    out + ").";
+    }
+  }
+  config.path = out;
+  result.config = config;
+  return result;
+}
+
+std::string check_path_writable(const std::string& path, std::string* fix) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      *fix = "Set FQNTRACE to a file path such as " + path + "/trace.json.";
+      return "it is a directory";
+    }
+    if (::access(path.c_str(), W_OK) != 0) {
+      *fix = "Set FQNTRACE to a writable path.";
+      return "file is not writable (" + std::string(std::strerror(errno)) + ")";
+    }
+    return "";
+  }
+  size_t slash = path.find_last_of('/');
+  std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    *fix = "Create the directory first (mkdir -p " + dir + ") or set FQNTRACE to a path in an existing one.";
+    return "directory " + dir + " does not exist";
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    *fix = "Set FQNTRACE to a writable path.";
+    return "directory " + dir + " is not writable";
+  }
+  return "";
+}
+
+ConfigResult config_from_environment() {
+  ConfigResult result = parse_config(
+      std::getenv("FQNTRACE"), [](const char* name) { return std::getenv(name); }, ::getpid());
+  if (result.config) {
+    std::string fix;
+    std::string problem = check_path_writable(result.config->path, &fix);
+    if (!problem.empty()) {
+      result.config.reset();
+      result.problem = problem;
+      result.fix = fix;
+    }
+  }
+  return result;
+}
+
+}  // namespace fqntrace

@@ -1,0 +1,39 @@
+// Parsing and checking the FQNTRACE value. Pure functions over an explicit environment so the
+// rules are unit-testable; the session only calls config_from_environment().
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace fqntrace {
+
+enum class Format { kChrome, kJsonLines };
+
+struct Config {
+  std::string raw_value;   // FQNTRACE as given
+  std::string path;        // placeholders expanded
+  Format format = Format::kChrome;
+  int rank = 0;
+  int world_size = 1;
+  std::string note;        // an informational line to print once (e.g. rank inserted), or empty
+};
+
+struct ConfigResult {
+  std::optional<Config> config;  // set when tracing should start
+  std::string problem;           // set when the value is bad: what is wrong
+  std::string fix;               // ... and what to do about it
+};
+
+using EnvLookup = std::function<const char*(const char*)>;
+
+// value == nullptr or "" → neither config nor problem (tracing is simply off).
+ConfigResult parse_config(const char* value, const EnvLookup& env, long pid);
+
+// Checks that the expanded path can be written: not a directory, parent exists and is writable.
+// Returns the problem (empty when fine) and fills `fix`.
+std::string check_path_writable(const std::string& path, std::string* fix);
+
+// Reads FQNTRACE/RANK/WORLD_SIZE from the real environment and runs both checks.
+ConfigResult config_from_environment();
+
+}  // namespace fqntrace

@@ -1,0 +1,36 @@
+// The raw event: a fixed-size record written by callbacks into per-thread rings and turned into
+// text only on the drain thread. Names are interned ids, never pointers.
+#pragma once
+#include <cstdint>
+
+namespace fqntrace {
+
+enum class EventKind : uint8_t {
+  kOp,          // an operator the dispatcher ran (FUNCTION scope)
+  kNode,        // an autograd node's own range (BACKWARD_FUNCTION scope)
+  kEngineEval,  // "autograd::engine::evaluate_function: <Node>", the engine's wrapper around a node
+  kModule,      // a module-boundary record scope (nn.Module forward / fqntrace::ModuleScope)
+  kUserScope,   // any other USER_SCOPE range (record_function("..."))
+};
+
+enum class Phase : uint8_t { kForward, kBackward, kRecompute };
+
+const char* phase_name(Phase p);
+
+struct RawEvent {
+  uint64_t start_ns;        // monotonic clock
+  uint64_t end_ns;
+  uint64_t flow_src_ns;     // kNode: start of the forward op that created the node (0: none)
+  int64_t seq;              // sequence number, -1 if none
+  uint32_t name_id;
+  uint32_t fqn_id;
+  uint32_t type_id;         // kModule: module class name
+  uint32_t flow_src_tid;    // kNode: OS thread id of that forward op
+  uint32_t fwd_thread_id;   // kNode/kEngineEval: RecordFunction's logical forward thread id
+  EventKind kind;
+  Phase phase;
+  uint16_t depth;           // nesting depth among traced ranges on this thread (0 = outermost)
+};
+static_assert(sizeof(RawEvent) == 56, "RawEvent is the unit of every buffer: keep it small");
+
+}  // namespace fqntrace

@@ -1,0 +1,81 @@
+// Interned strings: op names, module fqns and type names travel through buffers as 32-bit ids.
+// The process-wide table only grows; readers (the drain thread) look ids up without a lock.
+// Each thread keeps a small cache from a content hash to an id, so the hot path never locks.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+namespace fqntrace {
+
+constexpr uint32_t kEmptyNameId = 0;   // ""
+constexpr uint32_t kGlobalFqnId = 1;   // "Global": no module running
+
+class InternTable {
+ public:
+  static InternTable& instance();
+  uint32_t intern(std::string_view s);      // takes a mutex: slow path only
+  const std::string& str(uint32_t id) const;  // lock-free; id must come from intern()
+  uint32_t size() const { return size_.load(std::memory_order_acquire); }
+
+ private:
+  InternTable();
+  static constexpr uint32_t kChunkBits = 12;
+  static constexpr uint32_t kChunkSize = 1u << kChunkBits;
+  static constexpr uint32_t kMaxChunks = 4096;  // 16 M names: far beyond any real run
+  std::mutex mu_;
+  std::unordered_map<std::string_view, uint32_t> index_;
+  std::atomic<std::string*> chunks_[kMaxChunks];
+  std::atomic<uint32_t> size_{0};
+};
+
+// Word-at-a-time hash of a NUL-terminated name; never 0 (0 marks an empty cache slot).
+inline uint64_t hash_name(const char* s) {
+  size_t n = std::strlen(s);
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0x100000001B3ull);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s + i, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+  }
+  uint64_t w = 0;
+  std::memcpy(&w, s + i, n - i);
+  h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 29;
+  return h | 1;
+}
+
+// Per-thread cache in front of the InternTable (lives inside the thread's state, no TLS of its own).
+struct NameCache {
+  static constexpr uint32_t kSlots = 2048;
+  static constexpr uint32_t kProbes = 8;
+  uint64_t keys[kSlots] = {};
+  uint32_t ids[kSlots] = {};
+
+  uint32_t lookup(const char* name) {
+    uint64_t h = hash_name(name);
+    uint32_t base = static_cast<uint32_t>(h >> 20);
+    for (uint32_t p = 0; p < kProbes; ++p) {
+      uint32_t slot = (base + p) & (kSlots - 1);
+      if (keys[slot] == h) return ids[slot];
+      if (keys[slot] == 0) return fill(slot, h, name);
+    }
+    return fill(base & (kSlots - 1), h, name);  // table crowded: overwrite the home slot
+  }
+
+ private:
+  uint32_t fill(uint32_t slot, uint64_t h, const char* name) {
+    uint32_t id = InternTable::instance().intern(name);
+    keys[slot] = h;
+    ids[slot] = id;
+    return id;
+  }
+};
+
+}  // namespace fqntrace

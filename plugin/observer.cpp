@@ -1,0 +1,259 @@
+#include "plugin/observer.h"
+
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <torch/csrc/autograd/graph_task.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "plugin/clock.h"
+#include "plugin/intern.h"
+#include "plugin/seq_map.h"
+#include "plugin/session_state.h"
+#include "plugin/thread_buffer.h"
+
+namespace fqntrace::observer {
+namespace {
+
+constexpr uint32_t kMaxDepth = 256;
+constexpr uint32_t kEndSearch = 8;  // how far below the top an unmatched end may close a range
+constexpr char kEngineEvalPrefix[] = "autograd::engine::evaluate_function: ";
+
+struct Frame {
+  const at::RecordFunction* rf;  // identity of the open range (the object lives until it ends)
+  uint64_t start_ns;
+  uint64_t flow_src_ns;
+  int64_t seq;
+  uint32_t name_id;
+  uint32_t fqn_id;
+  uint32_t type_id;
+  uint32_t flow_src_tid;
+  uint32_t fwd_tid;
+  EventKind kind;
+  Phase phase;
+};
+
+struct ThreadState {
+  uint64_t generation = 0;        // session the thread is attached to
+  ThreadBuffer* buffer = nullptr;
+  SeqMap::Table* seq_table = nullptr;
+  uint32_t os_tid = 0;
+  uint32_t depth = 0;
+  uint32_t pending_module_fqn = 0;  // 0: none
+  uint32_t pending_module_type = 0;
+  uint32_t pending_accumulate_fqn = 0;
+  NameCache names;
+  Frame frames[kMaxDepth];
+};
+
+thread_local ThreadState* tls_state = nullptr;
+thread_local bool tls_exited = false;
+
+// Marks the thread's buffer retired when the thread ends, so the drain thread can free it.
+struct ThreadExit {
+  ~ThreadExit() {
+    tls_exited = true;
+    if (tls_state != nullptr) {
+      if (tls_state->buffer != nullptr) session_state::retire_buffer(tls_state->buffer);
+      delete tls_state;
+      tls_state = nullptr;
+    }
+  }
+};
+thread_local ThreadExit tls_exit_hook;
+
+uint32_t os_thread_id() { return static_cast<uint32_t>(::syscall(SYS_gettid)); }
+
+// Slow path: first callback on this thread, or first since a new session started.
+ThreadState* attach(uint64_t generation) {
+  if (tls_exited) return nullptr;
+  ThreadState* ts = tls_state;
+  if (ts == nullptr) {
+    (void)&tls_exit_hook;  // touch it so its destructor runs at thread exit
+    ts = new ThreadState();
+    ts->os_tid = os_thread_id();
+    ts->seq_table = SeqMap::instance().table_for(at::RecordFunction::currentThreadId(), ts->os_tid);
+    tls_state = ts;
+  }
+  if (ts->buffer == nullptr) {
+    char name[32] = {0};
+    pthread_getname_np(pthread_self(), name, sizeof(name));
+    ts->buffer = session_state::register_buffer(ts->os_tid, name);
+  }
+  ts->generation = generation;
+  ts->depth = 0;  // ranges opened under an earlier session never end here
+  return ts->buffer != nullptr ? ts : nullptr;
+}
+
+inline ThreadState* current_state() {
+  uint64_t generation = session_state::generation();
+  ThreadState* ts = tls_state;
+  if (__builtin_expect(ts != nullptr && ts->generation == generation && ts->buffer != nullptr, 1)) {
+    return ts;
+  }
+  return attach(generation);
+}
+
+inline bool in_graph_task() { return torch::autograd::get_current_graph_task_id() != -1; }
+
+// Backward ranges: the module whose forward created the node, via (forward thread, seq).
+void attribute_node(const at::RecordFunction& fn, Frame& f, const Frame* parent) {
+  f.fwd_tid = static_cast<uint32_t>(fn.forwardThreadId());
+  uint32_t fqn = 0;
+  uint64_t ts = 0;
+  uint32_t tid = 0;
+  if (SeqMap::instance().lookup(fn.forwardThreadId(), f.seq, &fqn, &ts, &tid)) {
+    f.fqn_id = fqn;
+    f.flow_src_ns = ts;
+    f.flow_src_tid = tid;
+  } else {
+    f.fqn_id = parent != nullptr ? parent->fqn_id : kGlobalFqnId;
+  }
+  f.phase = Phase::kBackward;
+}
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  if (!session_state::running()) return nullptr;
+  try {
+    ThreadState* ts = current_state();
+    if (ts == nullptr || ts->depth >= kMaxDepth) return nullptr;
+    Frame* parent = ts->depth > 0 ? &ts->frames[ts->depth - 1] : nullptr;
+    Frame& f = ts->frames[ts->depth];
+    f.rf = &fn;
+    f.seq = fn.seqNr();
+    f.flow_src_ns = 0;
+    f.flow_src_tid = 0;
+    f.type_id = 0;
+    f.fwd_tid = 0;
+    const char* name = fn.name();
+    f.name_id = ts->names.lookup(name);
+    bool record_seq = false;
+    switch (fn.scope()) {
+      case at::RecordScope::FUNCTION:
+        if (name[0] == 'a' && name[1] == 'u' && std::strncmp(name, kEngineEvalPrefix, sizeof(kEngineEvalPrefix) - 1) == 0) {
+          f.kind = EventKind::kEngineEval;
+          attribute_node(fn, f, parent);
+        } else {
+          f.kind = EventKind::kOp;
+          if (parent != nullptr) {
+            f.fqn_id = parent->fqn_id;
+            f.phase = parent->phase;
+          } else {
+            f.fqn_id = kGlobalFqnId;
+            f.phase = in_graph_task() ? Phase::kBackward : Phase::kForward;
+          }
+          record_seq = f.seq >= 0 && f.phase != Phase::kBackward && ts->seq_table != nullptr;
+        }
+        break;
+      case at::RecordScope::BACKWARD_FUNCTION:
+        f.kind = EventKind::kNode;
+        if (f.seq < 0 && ts->pending_accumulate_fqn != 0) {
+          // AccumulateGrad has no sequence number: its parameter's owner was announced by a hook.
+          f.fwd_tid = static_cast<uint32_t>(fn.forwardThreadId());
+          f.fqn_id = ts->pending_accumulate_fqn;
+          f.phase = Phase::kBackward;
+        } else {
+          attribute_node(fn, f, parent);
+        }
+        ts->pending_accumulate_fqn = 0;
+        // The engine's wrapper opened before the node was known (AccumulateGrad): adopt its fqn.
+        if (parent != nullptr && parent->kind == EventKind::kEngineEval && parent->seq < 0) {
+          parent->fqn_id = f.fqn_id;
+        }
+        break;
+      case at::RecordScope::USER_SCOPE:
+        if (ts->pending_module_fqn != 0) {
+          f.kind = EventKind::kModule;
+          f.fqn_id = ts->pending_module_fqn;
+          f.type_id = ts->pending_module_type;
+          ts->pending_module_fqn = 0;
+          bool under_backward = parent != nullptr ? parent->phase != Phase::kForward : in_graph_task();
+          f.phase = under_backward ? Phase::kRecompute : Phase::kForward;
+        } else {
+          f.kind = EventKind::kUserScope;
+          f.fqn_id = parent != nullptr ? parent->fqn_id : kGlobalFqnId;
+          f.phase = parent != nullptr ? parent->phase
+                                      : (in_graph_task() ? Phase::kBackward : Phase::kForward);
+        }
+        break;
+      default:
+        return nullptr;
+    }
+    ++ts->depth;
+    f.start_ns = monotonic_ns();  // last: our own bookkeeping stays outside the range's time
+    if (record_seq) SeqMap::record(ts->seq_table, f.seq, f.fqn_id, f.start_ns);
+  } catch (...) {
+    session_state::fail_from_callback("an internal error in the start callback");
+  }
+  return nullptr;
+}
+
+void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
+  uint64_t end_ns = monotonic_ns();
+  ThreadState* ts = tls_state;
+  if (ts == nullptr || ts->depth == 0 || ts->generation != session_state::generation()) return;
+  try {
+    uint32_t lowest = ts->depth > kEndSearch ? ts->depth - kEndSearch : 0;
+    uint32_t i = ts->depth;
+    while (i > lowest && ts->frames[i - 1].rf != &fn) --i;
+    if (i == lowest) return;  // not a range we opened (too deep, or opened before the session)
+    --i;
+    ts->depth = i;  // ranges above i never reported their end: they are abandoned
+    const Frame& f = ts->frames[i];
+    RawEvent e;
+    e.start_ns = f.start_ns;
+    e.end_ns = end_ns;
+    e.flow_src_ns = f.flow_src_ns;
+    e.seq = f.seq;
+    e.name_id = f.name_id;
+    e.fqn_id = f.fqn_id;
+    e.type_id = f.type_id;
+    e.flow_src_tid = f.flow_src_tid;
+    e.fwd_thread_id = f.fwd_tid;
+    e.kind = f.kind;
+    e.phase = f.phase;
+    e.depth = static_cast<uint16_t>(i);
+    ts->buffer->ring.push(e);
+  } catch (...) {
+    session_state::fail_from_callback("an internal error in the end callback");
+  }
+}
+
+}  // namespace
+
+at::CallbackHandle install() {
+  return at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
+                                   .scopes({at::RecordScope::FUNCTION,
+                                            at::RecordScope::BACKWARD_FUNCTION,
+                                            at::RecordScope::USER_SCOPE}));
+}
+
+void uninstall(at::CallbackHandle handle) { at::removeCallback(handle); }
+
+void set_pending_module(uint32_t fqn_id, uint32_t type_id) {
+  ThreadState* ts = session_state::running() ? current_state() : nullptr;
+  if (ts == nullptr) return;
+  ts->pending_module_fqn = fqn_id;
+  ts->pending_module_type = type_id;
+}
+
+void clear_pending_module() {
+  if (tls_state != nullptr) tls_state->pending_module_fqn = 0;
+}
+
+void set_accumulate_owner(uint32_t fqn_id) {
+  ThreadState* ts = session_state::running() ? current_state() : nullptr;
+  if (ts != nullptr) ts->pending_accumulate_fqn = fqn_id;
+}
+
+uint32_t current_fqn() {
+  ThreadState* ts = tls_state;
+  if (ts == nullptr || ts->depth == 0 || ts->generation != session_state::generation()) {
+    return kGlobalFqnId;
+  }
+  return ts->frames[ts->depth - 1].fqn_id;
+}
+
+}  // namespace fqntrace::observer

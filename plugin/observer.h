@@ -1,0 +1,27 @@
+// The RecordFunction observer: one global callback for FUNCTION, BACKWARD_FUNCTION and
+// USER_SCOPE. Each thread keeps a stack of open ranges; every range gets the fqn and phase it
+// belongs to, and on close becomes one RawEvent in the thread's ring. No lock, no allocation,
+// no formatting, no I/O on this path once the thread is attached.
+#pragma once
+#include <ATen/record_function.h>
+
+#include <cstdint>
+
+namespace fqntrace::observer {
+
+// Installs the global callback; the session calls this once per session start.
+at::CallbackHandle install();
+void uninstall(at::CallbackHandle handle);
+
+// Side channels, set on the current thread just before the range they describe opens.
+// The next USER_SCOPE range opened on this thread is the module `fqn_id` of class `type_id`.
+void set_pending_module(uint32_t fqn_id, uint32_t type_id);
+void clear_pending_module();
+// The next AccumulateGrad node on this thread accumulates into a parameter of module `fqn_id`.
+void set_accumulate_owner(uint32_t fqn_id);
+
+// The fqn of the innermost open range on this thread (kGlobalFqnId when none): for tests and
+// for the Python ModTracker, so both agree with what the trace records.
+uint32_t current_fqn();
+
+}  // namespace fqntrace::observer

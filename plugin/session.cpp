@@ -1,0 +1,288 @@
+#include "plugin/session.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "exporters/exporter.h"
+#include "plugin/clock.h"
+#include "plugin/intern.h"
+#include "plugin/log.h"
+#include "plugin/observer.h"
+#include "plugin/session_state.h"
+
+#ifndef FQNTRACE_VERSION
+#define FQNTRACE_VERSION "dev"
+#endif
+
+namespace fqntrace {
+
+namespace session_state {
+std::atomic<bool> g_running{false};
+std::atomic<uint64_t> g_generation{0};
+}  // namespace session_state
+
+namespace {
+
+using namespace std::chrono_literals;
+constexpr auto kDrainPeriod = 20ms;
+constexpr auto kFlushPeriod = 500ms;  // "flushed at least once a second"
+constexpr uint32_t kRingCapacityLog2 = 15;  // 32768 events × 56 B ≈ 1.8 MB per traced thread
+
+BufferRegistry& registry() {
+  static BufferRegistry* r = new BufferRegistry(kRingCapacityLog2);  // outlives every thread
+  return *r;
+}
+
+std::string read_process_name() {
+  std::ifstream comm("/proc/self/comm");
+  std::string name;
+  std::getline(comm, name);
+  return name.empty() ? "process" : name;
+}
+
+struct Session {
+  Config config;
+  TraceInfo info;
+  std::vector<std::unique_ptr<Exporter>> exporters;
+  at::CallbackHandle callback = 0;
+  bool callback_installed = false;
+
+  std::thread drain_thread;
+  std::mutex wake_mu;                 // guards stop_requested
+  std::condition_variable wake;
+  bool stop_requested = false;
+
+  std::mutex drain_mu;                // one thread at a time touches the exporters
+  uint64_t next_flow_id = 0;
+  uint64_t events_written = 0;
+  bool write_failed = false;
+  std::chrono::steady_clock::time_point last_flush = std::chrono::steady_clock::now();
+
+  void process(const RawEvent& e, uint32_t tid) {
+    const InternTable& names = InternTable::instance();
+    uint64_t origin = info.mono_origin_ns;
+    uint64_t flow_id = 0;
+    uint64_t flow_src_ts = 0;
+    if (e.kind == EventKind::kNode && e.flow_src_ns >= origin && e.flow_src_ns != 0) {
+      flow_id = ++next_flow_id;
+      flow_src_ts = e.flow_src_ns - origin;
+    }
+    EventRecord record{e,
+                       tid,
+                       names.str(e.name_id),
+                       names.str(e.fqn_id),
+                       names.str(e.type_id),
+                       e.start_ns > origin ? e.start_ns - origin : 0,
+                       e.end_ns > e.start_ns ? e.end_ns - e.start_ns : 0,
+                       flow_id,
+                       flow_src_ts};
+    for (auto& ex : exporters) ex->event(record);
+    ++events_written;
+  }
+
+  // Caller holds drain_mu.
+  void drain_all() {
+    uint64_t gen = session_state::generation();
+    registry().for_each_and_reap([&](ThreadBuffer& b) {
+      if (b.announced_generation != gen && !b.ring.empty()) {
+        std::string label = "thread " + std::to_string(b.os_tid) +
+                            (b.thread_name.empty() ? "" : " (" + b.thread_name + ")");
+        for (auto& ex : exporters) ex->thread_seen(b.os_tid, label);
+        b.announced_generation = gen;
+      }
+      b.ring.drain([&](const RawEvent& e) {
+        if (!write_failed) process(e, b.os_tid);
+      });
+    });
+  }
+
+  // Caller holds drain_mu.
+  void flush_all() {
+    last_flush = std::chrono::steady_clock::now();
+    if (write_failed) return;
+    for (auto& ex : exporters) {
+      std::string error;
+      if (!ex->flush(&error)) {
+        on_write_failure(error);
+        return;
+      }
+    }
+  }
+
+  void on_write_failure(const std::string& error) {
+    write_failed = true;
+    session_state::g_running.store(false, std::memory_order_relaxed);
+    log_bad_env(config.raw_value, error,
+                "Free disk space or set FQNTRACE to a path on another file system.");
+  }
+
+  void drain_loop() {
+    for (;;) {
+      bool stopping;
+      {
+        std::unique_lock<std::mutex> lock(wake_mu);
+        wake.wait_for(lock, kDrainPeriod, [&] { return stop_requested; });
+        stopping = stop_requested;
+      }
+      if (stopping) return;  // the final drain happens in stop_session()
+      std::lock_guard<std::mutex> lock(drain_mu);
+      drain_all();
+      if (std::chrono::steady_clock::now() - last_flush >= kFlushPeriod) flush_all();
+    }
+  }
+};
+
+std::mutex g_lifecycle_mu;
+Session* g_session = nullptr;
+bool g_forked_child = false;
+std::once_flag g_process_hooks_once;
+
+void stop_at_exit() { stop_session(); }
+
+void on_fork_child() {
+  // The child has no drain thread and must never write the parent's file.
+  g_forked_child = true;
+  session_state::g_running.store(false, std::memory_order_relaxed);
+  g_session = nullptr;
+}
+
+}  // namespace
+
+namespace session_state {
+
+ThreadBuffer* register_buffer(uint32_t os_tid, const char* thread_name) {
+  return registry().add(os_tid, thread_name);
+}
+
+void retire_buffer(ThreadBuffer* buffer) { registry().retire(buffer); }
+
+void fail_from_callback(const char* what) noexcept {
+  static std::atomic<bool> logged{false};
+  g_running.store(false, std::memory_order_relaxed);
+  if (!logged.exchange(true)) {
+    try {
+      log_line(std::string(what) + "; tracing is off for the rest of this process. "
+               "Events recorded so far are kept. Please report this with the trace.");
+    } catch (...) {
+    }
+  }
+}
+
+}  // namespace session_state
+
+bool start_session(const Config& config, std::string* error) {
+  std::lock_guard<std::mutex> lock(g_lifecycle_mu);
+  if (g_forked_child) {
+    *error = "tracing cannot start in a forked child of a traced process";
+    return false;
+  }
+  if (g_session != nullptr) {
+    *error = "already tracing to " + g_session->config.path;
+    return false;
+  }
+  auto session = std::make_unique<Session>();
+  session->config = config;
+  TraceInfo& info = session->info;
+  info.path = config.path;
+  info.trace_name = config.raw_value;
+  info.pid = ::getpid();
+  info.rank = config.rank;
+  info.world_size = config.world_size;
+  info.process_name = read_process_name();
+  info.version = FQNTRACE_VERSION;
+  uint64_t wall = wall_ns();
+  uint64_t mono = monotonic_ns();
+  info.base_time_ns = wall - wall % 1000000000ull;  // a whole second, as Kineto does
+  info.mono_origin_ns = mono - (wall - info.base_time_ns);
+
+  session->exporters.push_back(config.format == Format::kJsonLines ? make_json_lines_exporter()
+                                                                   : make_chrome_trace_exporter());
+  for (auto& ex : session->exporters) {
+    if (!ex->open(info, error)) return false;
+  }
+
+  // Events left in a thread's ring by an earlier session are not this session's.
+  registry().for_each_and_reap([](ThreadBuffer& b) { b.ring.drain([](const RawEvent&) {}); });
+
+  std::call_once(g_process_hooks_once, [] {
+    std::atexit(stop_at_exit);
+    pthread_atfork(nullptr, nullptr, on_fork_child);
+  });
+
+  session_state::g_generation.fetch_add(1, std::memory_order_relaxed);
+  session_state::g_running.store(true, std::memory_order_relaxed);
+  session->callback = observer::install();
+  session->callback_installed = true;
+  Session* raw = session.release();
+  raw->drain_thread = std::thread([raw] {
+    pthread_setname_np(pthread_self(), "fqntrace-drain");
+    raw->drain_loop();
+  });
+  g_session = raw;
+  return true;
+}
+
+bool stop_session() {
+  std::lock_guard<std::mutex> lock(g_lifecycle_mu);
+  if (g_forked_child || g_session == nullptr) return true;
+  std::unique_ptr<Session> session(g_session);
+  g_session = nullptr;
+  session_state::g_running.store(false, std::memory_order_relaxed);
+  if (session->callback_installed) observer::uninstall(session->callback);
+  {
+    std::lock_guard<std::mutex> wake_lock(session->wake_mu);
+    session->stop_requested = true;
+  }
+  session->wake.notify_all();
+  if (session->drain_thread.joinable()) session->drain_thread.join();
+
+  std::lock_guard<std::mutex> drain_lock(session->drain_mu);
+  session->drain_all();
+  session->flush_all();
+  if (session->write_failed) return false;
+  FinishInfo fin;
+  fin.dropped_events = registry().dropped_total();
+  fin.events_written = session->events_written;
+  bool ok = true;
+  for (auto& ex : session->exporters) {
+    std::string error;
+    if (!ex->finish(fin, &error)) {
+      session->on_write_failure(error);
+      ok = false;
+    }
+  }
+  if (fin.dropped_events > 0) {
+    log_line("dropped " + std::to_string(fin.dropped_events) +
+             " events because the writer fell behind; the trace says so in fqntrace.dropped_events.");
+  }
+  return ok;
+}
+
+bool session_running() {
+  std::lock_guard<std::mutex> lock(g_lifecycle_mu);
+  return g_session != nullptr;
+}
+
+std::string session_path() {
+  std::lock_guard<std::mutex> lock(g_lifecycle_mu);
+  return g_session != nullptr ? g_session->config.path : std::string();
+}
+
+void flush_session() {
+  std::lock_guard<std::mutex> lock(g_lifecycle_mu);
+  if (g_session == nullptr) return;
+  std::lock_guard<std::mutex> drain_lock(g_session->drain_mu);
+  g_session->drain_all();
+  g_session->flush_all();
+}
+
+}  // namespace fqntrace

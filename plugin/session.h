@@ -1,0 +1,22 @@
+// The tracing session: at most one per process. Starting installs the observer and a drain
+// thread that moves events from the per-thread rings to the exporters; stopping (explicitly,
+// or at process exit) drains everything and completes the files.
+#pragma once
+#include <string>
+
+#include "plugin/config.h"
+
+namespace fqntrace {
+
+// false with *error when a session is already running or the output cannot be opened.
+bool start_session(const Config& config, std::string* error);
+// Drains and finishes the files. Safe to call when nothing runs. Returns false if the trace
+// could not be written completely (the reason was logged).
+bool stop_session();
+bool session_running();
+// Path of the running session's main output ("" when none).
+std::string session_path();
+// Drain now and push bytes to the OS (tests and fqntrace.flush()).
+void flush_session();
+
+}  // namespace fqntrace

@@ -1,0 +1,25 @@
+// What the hot path needs to know about the session, kept apart from session.h so the observer
+// sees only relaxed atomics and a few slow-path entry points.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "plugin/thread_buffer.h"
+
+namespace fqntrace::session_state {
+
+extern std::atomic<bool> g_running;
+extern std::atomic<uint64_t> g_generation;
+
+inline bool running() { return g_running.load(std::memory_order_relaxed); }
+inline uint64_t generation() { return g_generation.load(std::memory_order_relaxed); }
+
+// Slow path: a thread's first event in a process. nullptr if tracing stopped meanwhile.
+ThreadBuffer* register_buffer(uint32_t os_tid, const char* thread_name);
+void retire_buffer(ThreadBuffer* buffer);
+
+// An exception reached a callback: log one line, turn tracing off, keep what was recorded.
+void fail_from_callback(const char* what) noexcept;
+
+}  // namespace fqntrace::session_state

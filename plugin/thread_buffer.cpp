@@ -1,0 +1,55 @@
+#include "plugin/thread_buffer.h"
+
+namespace fqntrace {
+
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::kForward: return "forward";
+    case Phase::kBackward: return "backward";
+    case Phase::kRecompute: return "recompute";
+  }
+  return "forward";
+}
+
+EventRing::EventRing(uint32_t capacity_log2)
+    : capacity_(1ull << capacity_log2),
+      mask_((1ull << capacity_log2) - 1),
+      slots_(new RawEvent[1ull << capacity_log2]) {}
+
+ThreadBuffer* BufferRegistry::add(uint32_t os_tid, std::string name) {
+  auto buffer = std::make_unique<ThreadBuffer>(os_tid, std::move(name), capacity_log2_);
+  ThreadBuffer* raw = buffer.get();
+  std::lock_guard<std::mutex> lock(mu_);
+  buffers_.push_back(std::move(buffer));
+  return raw;
+}
+
+void BufferRegistry::retire(ThreadBuffer* buffer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!buffer->ring.empty()) {
+    buffer->retired.store(true, std::memory_order_release);
+    return;
+  }
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    if (buffers_[i].get() == buffer) {
+      retired_dropped_ += buffer->ring.dropped();
+      buffers_[i] = std::move(buffers_.back());
+      buffers_.pop_back();
+      return;
+    }
+  }
+}
+
+uint64_t BufferRegistry::dropped_total() {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t total = retired_dropped_;
+  for (auto& b : buffers_) total += b->ring.dropped();
+  return total;
+}
+
+size_t BufferRegistry::size() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return buffers_.size();
+}
+
+}  // namespace fqntrace

@@ -1,0 +1,70 @@
+#include "record_function/module_scope.h"
+
+#include <memory>
+#include <vector>
+
+#include "plugin/intern.h"
+#include "plugin/observer.h"
+
+namespace fqntrace {
+namespace {
+
+// Starts a USER_SCOPE range named "nn.Module: <fqn>" and tells our observer (through the
+// pending-module side channel) which module it is. Callers construct the range only when someone
+// observes USER_SCOPE (our observer or torch.profiler), so otherwise a scope costs one check.
+void begin_module_range(at::RecordFunction& range, uint32_t fqn_id, uint32_t type_id) {
+  observer::set_pending_module(fqn_id, type_id);
+  range.before("nn.Module: " + InternTable::instance().str(fqn_id));
+  observer::clear_pending_module();  // if our observer did not take it, nobody else may
+}
+
+// Python's forward pre/post hooks are two calls: their ranges live on this per-thread stack.
+thread_local std::vector<std::unique_ptr<at::RecordFunction>> tls_open_modules;
+
+}  // namespace
+
+ModuleScope::ModuleScope(std::string_view fqn, std::string_view module_type) {
+  open(intern(fqn), intern(module_type));
+}
+
+ModuleScope::ModuleScope(const torch::nn::Module& module) {
+  std::string fqn = module_fqn(module);
+  std::string type = module_type_name(module);
+  open(intern(fqn.empty() ? type : fqn), intern(type));
+}
+
+ModuleScope::~ModuleScope() {
+  if (range_.has_value()) range_->end();
+}
+
+void ModuleScope::open(uint32_t fqn_id, uint32_t type_id) {
+  auto callbacks = at::getStepCallbacksUnlessEmpty(at::RecordScope::USER_SCOPE);
+  if (!callbacks.has_value()) return;
+  range_.emplace(std::move(*callbacks));
+  begin_module_range(*range_, fqn_id, type_id);
+}
+
+uint32_t intern(std::string_view s) { return InternTable::instance().intern(s); }
+
+void module_enter(uint32_t fqn_id, uint32_t type_id) {
+  auto callbacks = at::getStepCallbacksUnlessEmpty(at::RecordScope::USER_SCOPE);
+  if (!callbacks.has_value()) {
+    tls_open_modules.push_back(nullptr);  // keep enter/exit balanced
+    return;
+  }
+  // RecordFunction cannot move, so a range spanning two calls lives on the heap.
+  auto range = std::make_unique<at::RecordFunction>(std::move(*callbacks));
+  begin_module_range(*range, fqn_id, type_id);
+  tls_open_modules.push_back(std::move(range));
+}
+
+void module_exit() {
+  if (tls_open_modules.empty()) return;
+  std::unique_ptr<at::RecordFunction> range = std::move(tls_open_modules.back());
+  tls_open_modules.pop_back();
+  if (range) range->end();
+}
+
+void announce_accumulate_owner(uint32_t fqn_id) { observer::set_accumulate_owner(fqn_id); }
+
+}  // namespace fqntrace

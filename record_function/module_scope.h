@@ -1,0 +1,54 @@
+// fqntrace — module-boundary record scopes for C++ (libtorch) programs.
+//
+// Quick start:
+//   fqntrace::trace_module(*model, "Model");        // names every submodule once
+//   ...
+//   torch::Tensor Block::forward(torch::Tensor x) {
+//     fqntrace::ModuleScope scope(*this);            // ops below carry "Model.blocks.0"
+//     return fc->forward(x);
+//   }
+// Run with FQNTRACE=trace.json. Each scope is a USER_SCOPE RecordFunction named
+// "nn.Module: <fqn>", so torch.profiler shows the same module ranges.
+#pragma once
+#include <ATen/record_function.h>
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace fqntrace {
+
+class ModuleScope {
+ public:
+  ModuleScope(std::string_view fqn, std::string_view module_type);
+  // A module registered with trace_module(); an unregistered one is named by its class.
+  explicit ModuleScope(const torch::nn::Module& module);
+  ~ModuleScope();
+  ModuleScope(const ModuleScope&) = delete;
+  ModuleScope& operator=(const ModuleScope&) = delete;
+
+ private:
+  void open(uint32_t fqn_id, uint32_t type_id);
+  std::optional<at::RecordFunction> range_;
+};
+
+// Names `root` (as `root_name`, or its class name when empty) and every submodule the way
+// ModTracker does (children joined by attribute name), and hooks each trainable parameter so its
+// gradient accumulation is attributed to the module that owns it (first owner wins).
+void trace_module(const torch::nn::Module& root, const std::string& root_name = "");
+
+// The fqn registered for `module`, or "" if it was never registered.
+std::string module_fqn(const torch::nn::Module& module);
+
+// Class name of a C++ module without namespace and "Impl" suffix ("torch::nn::LinearImpl" → "Linear").
+std::string module_type_name(const torch::nn::Module& module);
+
+// Low level, used by the Python binding: ids come from intern().
+uint32_t intern(std::string_view s);
+void module_enter(uint32_t fqn_id, uint32_t type_id);  // opens a scope kept on a per-thread stack
+void module_exit();                                     // closes the innermost one
+void announce_accumulate_owner(uint32_t fqn_id);        // called by a parameter's gradient hook
+
+}  // namespace fqntrace

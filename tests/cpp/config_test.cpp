@@ -1,0 +1,135 @@
+// FQNTRACE parsing rules, and the behaviour of a traced program given a bad value.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "plugin/config.h"
+#include "tests/cpp/test_util.h"
+
+using namespace fqntrace;
+using namespace fqntrace::testing;
+
+namespace {
+ConfigResult parse(const char* value, const char* rank = nullptr, const char* world = nullptr) {
+  return parse_config(
+      value,
+      [&](const char* name) -> const char* {
+        if (std::string(name) == "RANK") return rank;
+        if (std::string(name) == "WORLD_SIZE") return world;
+        return nullptr;
+      },
+      4242);
+}
+}  // namespace
+
+TEST(ConfigTest, EmptyOrUnsetMeansOffWithoutComplaint) {
+  for (const char* v : {static_cast<const char*>(nullptr), ""}) {
+    ConfigResult r = parse(v);
+    EXPECT_FALSE(r.config.has_value());
+    EXPECT_TRUE(r.problem.empty());
+  }
+}
+
+TEST(ConfigTest, PlaceholdersAndFormats) {
+  ConfigResult r = parse("/tmp/t.{pid}.{rank}.json", "3", "1");
+  ASSERT_TRUE(r.config);
+  EXPECT_EQ(r.config->path, "/tmp/t.4242.3.json");
+  EXPECT_EQ(r.config->format, Format::kChrome);
+  EXPECT_EQ(r.config->rank, 3);
+  r = parse("/tmp/t.jsonl");
+  ASSERT_TRUE(r.config);
+  EXPECT_EQ(r.config->format, Format::kJsonLines);
+  EXPECT_EQ(r.config->rank, 0);
+}
+
+TEST(ConfigTest, BadValuesSayWhatIsWrong) {
+  EXPECT_NE(parse("/tmp/{host}.json").problem.find("unknown placeholder {host}"), std::string::npos);
+  EXPECT_NE(parse("/tmp/{pid.json").problem.find("unmatched '{'"), std::string::npos);
+  EXPECT_NE(parse("/tmp/pid}.json").problem.find("unmatched '}'"), std::string::npos);
+  EXPECT_NE(parse("/tmp/trace.txt").problem.find("extension '.txt'"), std::string::npos);
+  EXPECT_NE(parse("/tmp/trace").problem.find("no extension"), std::string::npos);
+}
+
+TEST(ConfigTest, RanksWithoutPlaceholderGetTheirOwnFile) {
+  ConfigResult r0 = parse("/tmp/run.json", "0", "2");
+  ConfigResult r1 = parse("/tmp/run.json", "1", "2");
+  ASSERT_TRUE(r0.config && r1.config);
+  EXPECT_EQ(r0.config->path, "/tmp/run.rank0.json");
+  EXPECT_EQ(r1.config->path, "/tmp/run.rank1.json");
+  EXPECT_FALSE(r0.config->note.empty());  // rank 0 says so once
+  EXPECT_TRUE(r1.config->note.empty());
+}
+
+TEST(ConfigTest, PathChecks) {
+  std::string dir = make_temp_dir();
+  std::string fix;
+  EXPECT_EQ(check_path_writable(dir + "/ok.json", &fix), "");
+  EXPECT_EQ(check_path_writable(dir, &fix), "it is a directory");
+  EXPECT_NE(check_path_writable(dir + "/missing/x.json", &fix).find("does not exist"), std::string::npos);
+  EXPECT_NE(fix.find("mkdir -p"), std::string::npos);
+}
+
+// A traced program given a bad FQNTRACE runs to its own exit code with exactly one warning
+// line that names FQNTRACE; a good value yields a complete trace.
+TEST(EnvironmentTest, BadValuesNeverChangeTheExitCode) {
+  std::string dir = make_temp_dir();
+  std::string full = dir + "/full.json";
+  ASSERT_EQ(symlink("/dev/full", full.c_str()), 0);
+  const std::vector<std::string> bad = {
+      dir,                          // a directory
+      dir + "/nope/trace.json",     // a missing directory
+      "/proc/trace.json",           // a directory nobody can create files in
+      dir + "/trace.txt",           // an unknown extension
+      dir + "/trace.{host}.json",   // a bad placeholder
+      full,                         // a disk that is full
+  };
+  for (const auto& value : bad) {
+    ChildResult r = run_child({FQNTRACE_CHILD, "3"}, {{"FQNTRACE", value}});
+    EXPECT_EQ(r.exit_code, 3) << value << "\n" << r.stderr_text;
+    std::vector<std::string> lines = lines_of(r.stderr_text);
+    ASSERT_EQ(lines.size(), 1u) << value << "\n" << r.stderr_text;
+    EXPECT_NE(lines[0].find("FQNTRACE"), std::string::npos) << lines[0];
+    EXPECT_NE(lines[0].find("tracing is off"), std::string::npos) << lines[0];
+  }
+  for (const char* off : {"", "\x01unset"}) {
+    ChildResult r = run_child({FQNTRACE_CHILD, "5"}, {{"FQNTRACE", off}});
+    EXPECT_EQ(r.exit_code, 5);
+    EXPECT_EQ(r.stderr_text, "");
+  }
+  std::string good = dir + "/good.json";
+  ChildResult r = run_child({FQNTRACE_CHILD, "0"}, {{"FQNTRACE", good}});
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  std::ifstream in(good);
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json trace = nlohmann::json::parse(text.str());
+  EXPECT_EQ(trace.at("fqntrace").at("complete"), true);
+  int child_ops = 0;
+  for (const auto& e : slices(trace)) child_ops += e.at("args").at("fqn") == "Child";
+  EXPECT_GT(child_ops, 0);
+}
+
+// A Python process that loads the library with torch.ops.load_library and FQNTRACE set writes
+// a valid trace of its ops.
+TEST(EnvironmentTest, PythonLoadLibraryWritesValidTrace) {
+  std::string path = make_temp_dir() + "/py.json";
+  std::string script =
+      "import torch\n"
+      "torch.ops.load_library('" FQNTRACE_LIBRARY "')\n"
+      "x = torch.ones(3, requires_grad=True)\n"
+      "(x * 2).sum().backward()\n";
+  ChildResult r = run_child({FQNTRACE_PYTHON, "-c", script}, {{"FQNTRACE", path}});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json trace = nlohmann::json::parse(text.str());
+  std::set<std::string> names;
+  for (const auto& e : slices(trace)) names.insert(e.at("name").get<std::string>());
+  EXPECT_TRUE(names.count("aten::mul"));
+  EXPECT_TRUE(names.count("MulBackward0"));
+  EXPECT_EQ(trace.at("distributedInfo").at("rank"), 0);
+}
