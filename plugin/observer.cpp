@@ -158,9 +158,13 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
           attribute_node(fn, f, parent);
         }
         ts->pending_accumulate_fqn = 0;
-        // The engine's wrapper opened before the node was known (AccumulateGrad): adopt its fqn.
+        // The engine's wrapper opens before the node and carries no sequence number: it takes
+        // the node's attribution, so work it does after the node (summing gradients into the
+        // next node's input) lands on the same module.
         if (parent != nullptr && parent->kind == EventKind::kEngineEval && parent->seq < 0) {
           parent->fqn_id = f.fqn_id;
+          parent->seq = f.seq;
+          parent->fwd_tid = f.fwd_tid;
         }
         break;
       case at::RecordScope::USER_SCOPE:

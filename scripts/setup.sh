@@ -42,3 +42,24 @@ if [ ${#need_py[@]} -gt 0 ]; then
   log "installing Python packages: ${need_py[*]}"
   "$PY" -m pip install -q -c "$PIN" "${need_py[@]}"
 fi
+
+# --- Build (CMake + Ninja into build/) --------------------------------------------------------
+bash "$ROOT/scripts/build.sh"
+
+# --- Install the package, with the freshly built libraries inside it --------------------------
+cp -f "$ROOT"/build/libfqntrace.so "$ROOT"/python/fqntrace/
+cp -f "$ROOT"/build/_C*.so "$ROOT"/python/fqntrace/
+# Reinstall only when anything under python/ (sources or the copied libraries) changed.
+stamp_file="$ROOT/.venv/.fqntrace-installed"
+stamp=$(cd "$ROOT/python" && find . -type f \( -name '*.py' -o -name '*.so' -o -name '*.pth' -o -name '*.toml' \) \
+        -not -path './build/*' | sort | xargs md5sum | md5sum | cut -d' ' -f1)
+if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp" ] || ! "$PY" -c "import fqntrace" 2>/dev/null; then
+  log "installing the fqntrace package into .venv"
+  rm -rf "$ROOT/python/build" "$ROOT"/python/*.egg-info
+  "$PY" -m pip install -q --no-build-isolation --no-deps --force-reinstall "$ROOT/python" 2>&1 \
+    | grep -v "^WARNING: Location" >&2 || true
+  rm -rf "$ROOT/python/build" "$ROOT"/python/*.egg-info
+  echo "$stamp" > "$stamp_file"
+fi
+"$PY" -c "import fqntrace, os; assert os.path.exists(fqntrace.library_path())" \
+  || { echo "[setup] fqntrace did not install correctly" >&2; exit 1; }

@@ -1,0 +1,41 @@
+"""fqntrace: which layer is slow, forward *and* backward?
+
+Quick start::
+
+    FQNTRACE=trace.json python train.py          # no code change
+    python -m fqntrace summary trace.json        # per-module table
+
+or in code::
+
+    import fqntrace
+    with fqntrace.profile("trace.json"):
+        loss = model(x).sum(); loss.backward()
+
+This module stays light (no torch import) so that `python -m fqntrace` and the start-up hook cost
+nothing; the native library is loaded on first use.
+"""
+import os as _os
+
+__version__ = "0.1.0"
+__all__ = ["library_path", "profile", "ModTracker", "ModuleTracker", "flush", "tracing"]
+
+_PACKAGE_DIR = _os.path.dirname(_os.path.abspath(__file__))
+
+
+def library_path() -> str:
+    """Path of libfqntrace.so, for torch.ops.load_library() or a C++ program."""
+    return _os.path.join(_PACKAGE_DIR, "libfqntrace.so")
+
+
+def __getattr__(name):
+    # Lazy: these need torch and the native library.
+    if name == "profile":
+        from fqntrace._profile import profile
+        return profile
+    if name in ("ModTracker", "ModuleTracker"):
+        from fqntrace import mod_tracker
+        return getattr(mod_tracker, name)
+    if name in ("flush", "tracing"):
+        from fqntrace import _native
+        return getattr(_native, name)
+    raise AttributeError(f"module 'fqntrace' has no attribute {name!r}")

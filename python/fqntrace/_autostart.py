@@ -1,0 +1,50 @@
+"""Run at interpreter start-up by fqntrace-autostart.pth. With FQNTRACE unset it does nothing.
+With it set, it waits until the program imports torch (processes that never do pay nothing),
+then loads fqntrace, which starts the session and installs the module hooks."""
+import os
+import sys
+
+
+def _is_launcher():
+    # torchrun's own process only spawns the workers; tracing it would clobber rank 0's file.
+    argv0 = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return argv0 == "torchrun" or sys.argv[0].endswith(os.path.join("torch", "distributed", "run.py"))
+
+
+def _activate():
+    if _is_launcher():
+        return
+    try:
+        import fqntrace._activate  # noqa: F401
+    except Exception as error:  # never break the user's program
+        sys.stderr.write(f"fqntrace: FQNTRACE is set but tracing could not start ({error}); "
+                         "tracing is off. Reinstall fqntrace into this environment.\n")
+
+
+class _TorchImportWatcher:
+    """A meta-path finder that only waits for `import torch` to finish."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        import importlib.util
+
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        original_exec = spec.loader.exec_module
+
+        def exec_module(module):
+            original_exec(module)
+            _activate()
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if os.environ.get("FQNTRACE"):
+    if "torch" in sys.modules:
+        _activate()
+    else:
+        sys.meta_path.insert(0, _TorchImportWatcher())

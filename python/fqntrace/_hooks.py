@@ -1,0 +1,97 @@
+"""nn.Module record scopes: global forward hooks open and close each module's range in the C++
+core, named the way ModTracker names modules.
+
+Naming (ModTracker's rule): a module first seen without a name is a root and is named by its
+class; when a module is first seen, each child is named ``<parent>.<attribute>`` and the walk goes
+down the tree. A module reachable under two parents is renamed on each walk, so it ends up with the
+name of the last path walked; its own children keep the names of the first walk (this is what
+torch's ModTracker does, and agreeing with it matters more than tidiness).
+
+Gradient accumulation: when a root is first named, each trainable parameter gets a tensor hook
+that tells the core which module owns it (the first owner in ``named_modules()`` order when weights
+are tied), so the AccumulateGrad node and the ops under it carry that module's fqn.
+"""
+import functools
+import weakref
+
+from fqntrace import _native
+
+_installed = False
+_handles = []
+_names = weakref.WeakKeyDictionary()   # module -> (fqn, fqn_id, type_id)
+_walked = weakref.WeakSet()            # modules whose children have been named
+_param_owner = weakref.WeakKeyDictionary()  # parameter -> fqn
+
+
+def _register(C, module, fqn):
+    info = (fqn, C.intern(fqn), C.intern(type(module).__name__))
+    _names[module] = info
+    return info
+
+
+def name_of(module):
+    """(fqn, fqn_id, type_id) of `module`, naming it and its subtree on first sight."""
+    C = _native.load()
+    info = _names.get(module)
+    is_root = info is None
+    if is_root:
+        info = _register(C, module, type(module).__name__)
+    if module not in _walked:
+        for child_name, child in module.named_children():
+            _register(C, child, f"{info[0]}.{child_name}")
+            name_of(child)
+        _walked.add(module)
+    if is_root:
+        _hook_parameters(C, module, info[0])
+    return info
+
+
+def known_fqn(module):
+    info = _names.get(module)
+    return None if info is None else info[0]
+
+
+def _announce_owner(fqn_id, _grad):
+    _native._C.accumulate_owner(fqn_id)
+
+
+def _hook_parameters(C, root, root_fqn):
+    for sub_name, sub in root.named_modules():
+        fqn = f"{root_fqn}.{sub_name}" if sub_name else root_fqn
+        for param in sub.parameters(recurse=False):
+            if not param.requires_grad or param in _param_owner:
+                continue
+            _param_owner[param] = fqn
+            param.register_hook(functools.partial(_announce_owner, C.intern(fqn)))
+
+
+def _pre_hook(module, args):
+    info = _names.get(module)
+    if info is None or module not in _walked:
+        info = name_of(module)
+    _enter(info[1], info[2])
+
+
+def _post_hook(module, args, output):
+    _exit()
+
+
+_enter = None
+_exit = None
+
+
+def install():
+    """Installs the global forward hooks once per process (idempotent)."""
+    global _installed, _enter, _exit
+    if _installed:
+        return
+    C = _native.load()
+    _enter, _exit = C.module_enter, C.module_exit
+    from torch.nn.modules.module import (
+        register_module_forward_hook,
+        register_module_forward_pre_hook,
+    )
+
+    _handles.append(register_module_forward_pre_hook(_pre_hook))
+    _handles.append(register_module_forward_hook(_post_hook, always_call=True))
+    _installed = True

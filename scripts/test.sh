@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The test command: sets everything up from nothing (idempotent), builds, then runs the C++
+# tests (GoogleTest via ctest) and the Python tests (pytest). Exit 0 only if all pass.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+start=$(date +%s)
+bash scripts/setup.sh
+echo "== C++ tests (ctest)"
+(cd build && ctest --output-on-failure -j 2)
+echo "== Python tests (pytest)"
+unset FQNTRACE
+.venv/bin/python -m pytest -q -p no:cacheprovider tests/python
+echo "== all tests passed in $(( $(date +%s) - start )) s"
