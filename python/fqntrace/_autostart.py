@@ -43,7 +43,8 @@ class _TorchImportWatcher:
         return spec
 
 
-if os.environ.get("FQNTRACE"):
+# FQNTRACE_AUTOSTART=0 leaves starting to the program (torch.ops.load_library or fqntrace.profile).
+if os.environ.get("FQNTRACE") and os.environ.get("FQNTRACE_AUTOSTART", "1") != "0":
     if "torch" in sys.modules:
         _activate()
     else:

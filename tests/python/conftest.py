@@ -1,0 +1,33 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_python(code, env_extra=None, cwd=None, check_rc=None):
+    """Runs `code` in a fresh interpreter of this venv; returns CompletedProcess."""
+    env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
+    env.update(env_extra or {})
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
+    if check_rc is not None:
+        assert proc.returncode == check_rc, proc.stderr
+    return proc
+
+
+def load_trace(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def slices(trace):
+    return [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+
+
+@pytest.fixture
+def run():
+    return run_python

@@ -1,0 +1,161 @@
+"""End-to-end tracing from Python: no code change, load_library alone, profile(), exits."""
+import json
+import os
+
+import pytest
+
+from conftest import load_trace, slices
+
+MODEL = """
+import torch
+class Foo(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.b = torch.nn.ModuleDict({"nest": torch.nn.Linear(4, 4)})
+        self.c = torch.nn.ModuleList([torch.nn.Linear(4, 4)])
+    def forward(self, x):
+        return self.b["nest"](self.a(self.c[0](x))).relu()
+m = Foo()
+for _ in range(2):
+    m(torch.randn(3, 4)).sum().backward()
+"""
+
+
+def module_fqns(trace):
+    return {e["args"]["fqn"] for e in slices(trace) if "module_type" in e["args"]}
+
+
+def fqn_by_node(trace, name):
+    return sorted(e["args"]["fqn"] for e in slices(trace) if e["name"] == name)
+
+
+# FQNTRACE set, program unchanged: ops carry ModTracker-style fqns, forward and backward.
+def test_no_code_change_traces_module_fqns(run, tmp_path):
+    path = tmp_path / "t.json"
+    proc = run(MODEL, {"FQNTRACE": str(path)}, check_rc=0)
+    assert proc.stderr == ""
+    trace = load_trace(path)
+    assert module_fqns(trace) == {"Foo", "Foo.a", "Foo.b.nest", "Foo.c.0"}
+    assert fqn_by_node(trace, "AddmmBackward0") == sorted(["Foo.a", "Foo.b.nest", "Foo.c.0"] * 2)
+    fwd = [e for e in slices(trace) if e["name"] == "aten::addmm"]
+    assert sorted(e["args"]["fqn"] for e in fwd) == sorted(["Foo.a", "Foo.b.nest", "Foo.c.0"] * 2)
+    assert all(e["args"]["phase"] == "forward" for e in fwd)
+    acc = [e for e in slices(trace) if e["name"] == "torch::autograd::AccumulateGrad"]
+    assert sorted(e["args"]["fqn"] for e in acc) == sorted(["Foo.a", "Foo.b.nest", "Foo.c.0"] * 4)
+    assert trace["fqntrace"]["complete"] is True
+    assert trace["distributedInfo"] == {"rank": 0, "world_size": 1}
+
+
+# torch.ops.load_library alone (no import of fqntrace) also gives module fqns.
+def test_load_library_alone_gives_module_fqns(run, tmp_path):
+    import fqntrace
+
+    path = tmp_path / "t.json"
+    code = f"import torch\ntorch.ops.load_library({fqntrace.library_path()!r})\n" + MODEL.replace(
+        "import torch\n", "", 1)
+    # The start-up hook is told to stay out of it, so only the library can start anything.
+    env = {"FQNTRACE": str(path), "FQNTRACE_AUTOSTART": "0"}
+    proc = run(code, env, check_rc=0)
+    assert proc.stderr == ""
+    trace = load_trace(path)
+    assert module_fqns(trace) == {"Foo", "Foo.a", "Foo.b.nest", "Foo.c.0"}
+    assert fqn_by_node(trace, "AddmmBackward0") == sorted(["Foo.a", "Foo.b.nest", "Foo.c.0"] * 2)
+
+
+@pytest.mark.parametrize("ending", ["sys.exit(7)", "raise ValueError('boom')", "pass"])
+def test_trace_is_valid_json_after_any_normal_exit(run, tmp_path, ending):
+    path = tmp_path / "t.json"
+    proc = run(MODEL + "\nimport sys\n" + ending + "\n", {"FQNTRACE": str(path)})
+    assert proc.returncode == {"sys.exit(7)": 7, "pass": 0}.get(ending, 1)
+    trace = load_trace(path)
+    assert trace["fqntrace"]["complete"] is True
+    assert any(e["name"] == "aten::addmm" for e in slices(trace))
+
+
+def test_unset_or_empty_installs_nothing(run):
+    code = "import torch, fqntrace\nfrom fqntrace import _native\nprint(_native.load().running())"
+    for env in ({}, {"FQNTRACE": ""}):
+        proc = run(code, env, check_rc=0)
+        assert proc.stdout.strip() == "False"
+        assert proc.stderr == ""
+
+
+@pytest.mark.parametrize("value", ["{tmp}", "{tmp}/missing/t.json", "{tmp}/t.txt", "{tmp}/t.{{x}}.json"])
+def test_bad_value_warns_once_and_keeps_exit_code(run, tmp_path, value):
+    value = value.format(tmp=tmp_path)
+    proc = run(MODEL + "\nimport sys\nsys.exit(4)\n", {"FQNTRACE": value})
+    assert proc.returncode == 4
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "FQNTRACE" in lines[0] and "tracing is off" in lines[0], proc.stderr
+
+
+# The Chrome trace streams one event per line and is flushed while the program runs.
+def test_trace_is_flushed_while_running(run, tmp_path):
+    path = tmp_path / "t.json"
+    code = MODEL + f"""
+import time
+time.sleep(1.2)
+text = open({str(path)!r}).read()
+print(text.count('"aten::addmm"'))
+import os
+os._exit(0)   # no clean exit: what reached the file is all there is
+"""
+    proc = run(code, {"FQNTRACE": str(path)}, check_rc=0)
+    assert int(proc.stdout.strip()) == 6
+    lines = path.read_text().splitlines()
+    assert lines[0].startswith('{"schemaVersion": 1, "distributedInfo": {"rank": 0')
+    for line in lines[1:]:
+        json.loads(line.rstrip(","))
+
+
+def test_profile_context_manager(tmp_path):
+    import torch
+
+    import fqntrace
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU(), torch.nn.Linear(3, 1))
+    with fqntrace.profile(str(tmp_path / "p.jsonl")) as path:
+        model(torch.randn(2, 3)).sum().backward()
+    lines = [json.loads(line) for line in open(path)]
+    assert lines[0]["ph"] == "header" and lines[-1]["ph"] == "footer"
+    events = [e for e in lines if e.get("ph") == "X"]
+    assert {e["args"]["fqn"] for e in events if "module_type" in e["args"]} == {
+        "Sequential", "Sequential.0", "Sequential.1", "Sequential.2"}
+    assert {e["args"]["fqn"] for e in events if e["name"] == "AddmmBackward0"} == {
+        "Sequential.0", "Sequential.2"}
+    with pytest.raises(ValueError, match="unknown placeholder"):
+        with fqntrace.profile(str(tmp_path / "{nope}.json")):
+            pass
+
+
+# Activation checkpointing: the re-run forward is tagged recompute under the right module.
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_checkpoint_recompute_is_tagged(tmp_path, reentrant):
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+    import fqntrace
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(2))
+
+        def forward(self, x):
+            x = self.blocks[0](x).relu()
+            return checkpoint(self.blocks[1], x, use_reentrant=reentrant)
+
+    net = Net()
+    x = torch.randn(2, 4, requires_grad=True)
+    with fqntrace.profile(str(tmp_path / "ac.json")) as path:
+        net(x).sum().backward()
+    events = slices(load_trace(path))
+    recompute = [e for e in events if e["args"]["phase"] == "recompute"]
+    assert recompute, "no recompute events"
+    assert {e["args"]["fqn"] for e in recompute} == {"Net.blocks.1"}
+    assert any(e["name"] == "aten::addmm" for e in recompute)
+    fwd_addmm = [e for e in events if e["name"] == "aten::addmm" and e["args"]["phase"] == "forward"]
+    assert sorted(e["args"]["fqn"] for e in fwd_addmm) == ["Net.blocks.0", "Net.blocks.1"]
+    bwd = {e["args"]["fqn"] for e in events if e["name"] == "AddmmBackward0"}
+    assert bwd == {"Net.blocks.0", "Net.blocks.1"}
