@@ -124,6 +124,10 @@ void append_event(std::string& out, const EventRecord& e, long pid, const char* 
     out += ", \"Fwd thread id\": ";
     append_uint(out, e.raw.fwd_thread_id);
   }
+  if (e.raw.flops != 0) {
+    out += ", \"flops\": ";
+    append_uint(out, e.raw.flops);
+  }
   out += ", \"depth\": ";
   append_uint(out, e.raw.depth);
   out += "}}";

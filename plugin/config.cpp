@@ -96,6 +96,39 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
     }
   }
   config.path = out;
+
+  // Extra outputs beside the main one share its stem: trace.json → trace.jsonl, trace.summary.json.
+  const std::string stem = out.substr(0, out.find_last_of('.'));
+  config.outputs.push_back({config.format == Format::kChrome ? Output::Kind::kChrome
+                                                             : Output::Kind::kJsonLines,
+                            out});
+  if (const char* formats = env("FQNTRACE_FORMATS")) {
+    std::string list(formats);
+    size_t pos = 0;
+    while (pos <= list.size()) {
+      size_t comma = list.find(',', pos);
+      std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      pos = comma == std::string::npos ? list.size() + 1 : comma + 1;
+      if (item.empty()) continue;
+      Output o;
+      if (item == "chrome") {
+        o = {Output::Kind::kChrome, stem + ".json"};
+      } else if (item == "jsonl") {
+        o = {Output::Kind::kJsonLines, stem + ".jsonl"};
+      } else if (item == "summary") {
+        o = {Output::Kind::kSummary, stem + ".summary.json"};
+      } else {
+        result.problem = "FQNTRACE_FORMATS has an unknown format '" + item + "'";
+        result.fix = "Set FQNTRACE_FORMATS to a comma-separated list of chrome, jsonl, summary.";
+        return result;
+      }
+      bool duplicate = false;
+      for (const auto& existing : config.outputs) duplicate |= existing.path == o.path;
+      if (!duplicate) config.outputs.push_back(o);
+    }
+  }
+  const char* flops = env("FQNTRACE_FLOPS");
+  config.flops = flops == nullptr || std::string(flops) != "0";
   result.config = config;
   return result;
 }

@@ -4,15 +4,24 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace fqntrace {
 
 enum class Format { kChrome, kJsonLines };
 
+// One output of a session: a format and the file it goes to.
+struct Output {
+  enum class Kind { kChrome, kJsonLines, kSummary } kind;
+  std::string path;
+};
+
 struct Config {
   std::string raw_value;   // FQNTRACE as given
   std::string path;        // placeholders expanded
   Format format = Format::kChrome;
+  std::vector<Output> outputs;  // the main one (from the extension) first, then FQNTRACE_FORMATS'
+  bool flops = true;            // FQNTRACE_FLOPS (default 1): ask for op inputs to count FLOPs
   int rank = 0;
   int world_size = 1;
   std::string note;        // an informational line to print once (e.g. rank inserted), or empty

@@ -22,6 +22,7 @@ struct RawEvent {
   uint64_t end_ns;
   uint64_t flow_src_ns;     // kNode: start of the forward op that created the node (0: none)
   int64_t seq;              // sequence number, -1 if none
+  uint64_t flops;           // FLOPs of this op (outermost op of a FLOP-counted nest only), else 0
   uint32_t name_id;
   uint32_t fqn_id;
   uint32_t type_id;         // kModule: module class name
@@ -29,8 +30,13 @@ struct RawEvent {
   uint32_t fwd_thread_id;   // kNode/kEngineEval: RecordFunction's logical forward thread id
   EventKind kind;
   Phase phase;
-  uint16_t depth;           // nesting depth among traced ranges on this thread (0 = outermost)
+  uint8_t depth;            // nesting depth among traced ranges on this thread (0 = outermost)
+  uint8_t flags;            // kTopOp ...
 };
-static_assert(sizeof(RawEvent) == 56, "RawEvent is the unit of every buffer: keep it small");
+static_assert(sizeof(RawEvent) == 64, "RawEvent is the unit of every buffer: keep it small");
+
+// The outermost cpu_op (op, node or engine wrapper) on its thread: its time is not inside any
+// other op's time, so summing these never counts a nanosecond twice.
+constexpr uint8_t kTopOp = 1;
 
 }  // namespace fqntrace

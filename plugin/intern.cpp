@@ -1,5 +1,7 @@
 #include "plugin/intern.h"
 
+#include "plugin/flops.h"
+
 namespace fqntrace {
 
 InternTable& InternTable::instance() {
@@ -38,6 +40,19 @@ const std::string& InternTable::str(uint32_t id) const {
   if (id >= size_.load(std::memory_order_acquire)) return kUnknown;
   const std::string* block = chunks_[id >> kChunkBits].load(std::memory_order_acquire);
   return block[id & (kChunkSize - 1)];
+}
+
+}  // namespace fqntrace
+
+namespace fqntrace {
+
+NameInfo describe_name(const char* name) {
+  static constexpr char kEngineEvalPrefix[] = "autograd::engine::evaluate_function: ";
+  NameInfo info;
+  info.id = InternTable::instance().intern(name);
+  info.flop_kind = static_cast<uint8_t>(flop_kind_of(name));
+  info.engine_eval = std::strncmp(name, kEngineEvalPrefix, sizeof(kEngineEvalPrefix) - 1) == 0;
+  return info;
 }
 
 }  // namespace fqntrace

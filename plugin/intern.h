@@ -51,30 +51,39 @@ inline uint64_t hash_name(const char* s) {
   return h | 1;
 }
 
+// What the observer wants to know about a name, computed once when a thread first meets it.
+struct NameInfo {
+  uint32_t id;
+  uint8_t flop_kind;     // FlopKind
+  uint8_t engine_eval;   // "autograd::engine::evaluate_function: ..."
+};
+
+// Returns the NameInfo of a name never seen by this thread (slow path, may lock).
+NameInfo describe_name(const char* name);
+
 // Per-thread cache in front of the InternTable (lives inside the thread's state, no TLS of its own).
 struct NameCache {
   static constexpr uint32_t kSlots = 2048;
   static constexpr uint32_t kProbes = 8;
   uint64_t keys[kSlots] = {};
-  uint32_t ids[kSlots] = {};
+  NameInfo infos[kSlots] = {};
 
-  uint32_t lookup(const char* name) {
+  const NameInfo& lookup(const char* name) {
     uint64_t h = hash_name(name);
     uint32_t base = static_cast<uint32_t>(h >> 20);
     for (uint32_t p = 0; p < kProbes; ++p) {
       uint32_t slot = (base + p) & (kSlots - 1);
-      if (keys[slot] == h) return ids[slot];
+      if (keys[slot] == h) return infos[slot];
       if (keys[slot] == 0) return fill(slot, h, name);
     }
     return fill(base & (kSlots - 1), h, name);  // table crowded: overwrite the home slot
   }
 
  private:
-  uint32_t fill(uint32_t slot, uint64_t h, const char* name) {
-    uint32_t id = InternTable::instance().intern(name);
+  const NameInfo& fill(uint32_t slot, uint64_t h, const char* name) {
+    infos[slot] = describe_name(name);
     keys[slot] = h;
-    ids[slot] = id;
-    return id;
+    return infos[slot];
   }
 };
 

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "plugin/clock.h"
+#include "plugin/flops.h"
 #include "plugin/intern.h"
 #include "plugin/seq_map.h"
 #include "plugin/session_state.h"
@@ -17,9 +18,8 @@
 namespace fqntrace::observer {
 namespace {
 
-constexpr uint32_t kMaxDepth = 256;
+constexpr uint32_t kMaxDepth = 255;  // depth travels as a uint8_t
 constexpr uint32_t kEndSearch = 8;  // how far below the top an unmatched end may close a range
-constexpr char kEngineEvalPrefix[] = "autograd::engine::evaluate_function: ";
 
 struct Frame {
   const at::RecordFunction* rf;  // identity of the open range (the object lives until it ends)
@@ -31,8 +31,11 @@ struct Frame {
   uint32_t type_id;
   uint32_t flow_src_tid;
   uint32_t fwd_tid;
+  uint64_t flops;
   EventKind kind;
   Phase phase;
+  bool in_op;    // this range or an enclosing one is a cpu_op (op, node, engine wrapper)
+  bool in_flop;  // this range or an enclosing one is a FLOP-counted op
 };
 
 struct ThreadState {
@@ -127,12 +130,14 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     f.flow_src_tid = 0;
     f.type_id = 0;
     f.fwd_tid = 0;
-    const char* name = fn.name();
-    f.name_id = ts->names.lookup(name);
+    f.flops = 0;
+    f.in_flop = parent != nullptr && parent->in_flop;
+    const NameInfo& info = ts->names.lookup(fn.name());
+    f.name_id = info.id;
     bool record_seq = false;
     switch (fn.scope()) {
       case at::RecordScope::FUNCTION:
-        if (name[0] == 'a' && name[1] == 'u' && std::strncmp(name, kEngineEvalPrefix, sizeof(kEngineEvalPrefix) - 1) == 0) {
+        if (info.engine_eval) {
           f.kind = EventKind::kEngineEval;
           attribute_node(fn, f, parent);
         } else {
@@ -145,6 +150,12 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
             f.phase = in_graph_task() ? Phase::kBackward : Phase::kForward;
           }
           record_seq = f.seq >= 0 && f.phase != Phase::kBackward && ts->seq_table != nullptr;
+          // Only the outermost FLOP-counted op of a nest counts (convolution, not the
+          // _convolution it calls), as FlopCounterMode sees it.
+          if (info.flop_kind != 0 && !f.in_flop && fn.needsInputs()) {
+            f.flops = count_flops(static_cast<FlopKind>(info.flop_kind), fn.inputs());
+            f.in_flop = true;
+          }
         }
         break;
       case at::RecordScope::BACKWARD_FUNCTION:
@@ -185,6 +196,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
       default:
         return nullptr;
     }
+    f.in_op = (parent != nullptr && parent->in_op) || f.kind == EventKind::kOp ||
+              f.kind == EventKind::kNode || f.kind == EventKind::kEngineEval;
     ++ts->depth;
     f.start_ns = monotonic_ns();  // last: our own bookkeeping stays outside the range's time
     if (record_seq) SeqMap::record(ts->seq_table, f.seq, f.fqn_id, f.start_ns);
@@ -216,9 +229,11 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
     e.type_id = f.type_id;
     e.flow_src_tid = f.flow_src_tid;
     e.fwd_thread_id = f.fwd_tid;
+    e.flops = f.flops;
     e.kind = f.kind;
     e.phase = f.phase;
-    e.depth = static_cast<uint16_t>(i);
+    e.depth = static_cast<uint8_t>(i);
+    e.flags = (f.in_op && (i == 0 || !ts->frames[i - 1].in_op)) ? kTopOp : 0;
     ts->buffer->ring.push(e);
   } catch (...) {
     session_state::fail_from_callback("an internal error in the end callback");
@@ -227,8 +242,9 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
 
 }  // namespace
 
-at::CallbackHandle install() {
+at::CallbackHandle install(bool need_inputs) {
   return at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
+                                   .needsInputs(need_inputs)
                                    .scopes({at::RecordScope::FUNCTION,
                                             at::RecordScope::BACKWARD_FUNCTION,
                                             at::RecordScope::USER_SCOPE}));

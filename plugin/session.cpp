@@ -204,10 +204,14 @@ bool start_session(const Config& config, std::string* error) {
   info.base_time_ns = wall - wall % 1000000000ull;  // a whole second, as Kineto does
   info.mono_origin_ns = mono - (wall - info.base_time_ns);
 
-  session->exporters.push_back(config.format == Format::kJsonLines ? make_json_lines_exporter()
-                                                                   : make_chrome_trace_exporter());
-  for (auto& ex : session->exporters) {
-    if (!ex->open(info, error)) return false;
+  for (const Output& output : config.outputs) {
+    std::unique_ptr<Exporter> ex = output.kind == Output::Kind::kChrome ? make_chrome_trace_exporter()
+                                   : output.kind == Output::Kind::kJsonLines ? make_json_lines_exporter()
+                                                                             : make_summary_exporter();
+    TraceInfo output_info = info;
+    output_info.path = output.path;
+    if (!ex->open(output_info, error)) return false;
+    session->exporters.push_back(std::move(ex));
   }
 
   // Events left in a thread's ring by an earlier session are not this session's.
@@ -220,7 +224,7 @@ bool start_session(const Config& config, std::string* error) {
 
   session_state::g_generation.fetch_add(1, std::memory_order_relaxed);
   session_state::g_running.store(true, std::memory_order_relaxed);
-  session->callback = observer::install();
+  session->callback = observer::install(config.flops);
   session->callback_installed = true;
   Session* raw = session.release();
   raw->drain_thread = std::thread([raw] {

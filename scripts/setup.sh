@@ -34,7 +34,8 @@ fi
 # Everything else only after torch, with torch pinned, so pip never swaps it out.
 PIN="$ROOT/build/torch-pin.txt"; mkdir -p "$ROOT/build"; echo "torch==$TORCH_VERSION" > "$PIN"
 need_py=()
-for spec in pytest:pytest numpy:numpy; do
+# module:package pairs; transformers (tiny random-weight models) and HTA are used by the tests.
+for spec in pytest:pytest numpy:numpy transformers:transformers hta:HolisticTraceAnalysis; do
   mod="${spec%%:*}"; pkg="${spec##*:}"
   "$PY" -c "import $mod" 2>/dev/null || need_py+=("$pkg")
 done

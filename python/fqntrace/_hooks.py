@@ -20,7 +20,7 @@ _installed = False
 _handles = []
 _names = weakref.WeakKeyDictionary()   # module -> (fqn, fqn_id, type_id)
 _walked = weakref.WeakSet()            # modules whose children have been named
-_param_owner = weakref.WeakKeyDictionary()  # parameter -> fqn
+_param_owner = None  # parameter -> fqn (a WeakTensorKeyDictionary: tensors compare elementwise)
 
 
 def _register(C, module, fqn):
@@ -56,6 +56,11 @@ def _announce_owner(fqn_id, _grad):
 
 
 def _hook_parameters(C, root, root_fqn):
+    global _param_owner
+    if _param_owner is None:
+        from torch.utils.weak import WeakTensorKeyDictionary
+
+        _param_owner = WeakTensorKeyDictionary()
     for sub_name, sub in root.named_modules():
         fqn = f"{root_fqn}.{sub_name}" if sub_name else root_fqn
         for param in sub.parameters(recurse=False):

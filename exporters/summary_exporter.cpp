@@ -1,0 +1,174 @@
+// Per-module summary, written beside the trace at the end (<stem>.summary.json): for every fqn
+// and phase, total and self time, op count, FLOPs and the top ops by time. Self time is the time
+// of the outermost cpu_ops attributed to exactly that fqn, so self times add up to the traced
+// op time; a module's total is its self time plus its descendants' (fqn prefix), so a parent's
+// total covers its children. Memory is bounded by (modules × phases × distinct op names).
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+#include "exporters/exporter.h"
+#include "exporters/json_text.h"
+#include "plugin/intern.h"
+
+namespace fqntrace {
+namespace {
+
+constexpr int kPhases = 3;
+constexpr size_t kTopOps = 5;
+
+struct OpStats {
+  uint64_t ns = 0;
+  uint64_t count = 0;
+};
+
+struct PhaseStats {
+  uint64_t self_ns = 0;
+  uint64_t ops = 0;
+  uint64_t flops = 0;
+  std::unordered_map<uint32_t, OpStats> top_level_ops;  // name id → time of outermost ops
+};
+
+struct ModuleStats {
+  uint32_t type_id = 0;
+  uint64_t calls = 0;
+  PhaseStats phase[kPhases];
+};
+
+void append_ms(std::string& out, uint64_t ns) {
+  // Milliseconds with six decimals (nanosecond resolution), locale-independent.
+  json::append_uint(out, ns / 1000000);
+  std::string frac = std::to_string(ns % 1000000);
+  out += '.';
+  out.append(6 - frac.size(), '0');
+  out += frac;
+}
+
+class SummaryExporter final : public Exporter {
+ public:
+  const char* format_name() const override { return "summary"; }
+
+  bool open(const TraceInfo& info, std::string* error) override {
+    info_ = info;
+    // Open now so a bad path is reported at start, not at exit.
+    return file_.open(info.path, error);
+  }
+
+  void thread_seen(uint32_t, const std::string&) override {}
+
+  void event(const EventRecord& e) override {
+    const RawEvent& r = e.raw;
+    ModuleStats& m = modules_[r.fqn_id];
+    if (r.kind == EventKind::kModule) {
+      m.type_id = r.type_id;
+      if (r.phase == Phase::kForward) ++m.calls;
+      return;
+    }
+    if (r.kind == EventKind::kUserScope) return;
+    PhaseStats& p = m.phase[static_cast<int>(r.phase)];
+    if (r.kind == EventKind::kOp) ++p.ops;
+    p.flops += r.flops;
+    if (r.flags & kTopOp) {
+      p.self_ns += e.dur_ns;
+      OpStats& op = p.top_level_ops[r.name_id];
+      op.ns += e.dur_ns;
+      ++op.count;
+    }
+  }
+
+  bool flush(std::string*) override { return true; }
+
+  bool finish(const FinishInfo& fin, std::string* error) override {
+    const InternTable& names = InternTable::instance();
+    std::map<std::string, const ModuleStats*> by_fqn;  // sorted: parents before children
+    for (const auto& [id, stats] : modules_) by_fqn[names.str(id)] = &stats;
+    uint64_t traced_ns = 0;
+    for (const auto& [fqn, stats] : by_fqn) {
+      for (const auto& p : stats->phase) traced_ns += p.self_ns;
+    }
+    std::string out = "{\"trace\": ";
+    json::append_string(out, info_.trace_name);
+    out += ", \"rank\": ";
+    json::append_int(out, info_.rank);
+    out += ", \"step_ms\": ";
+    append_ms(out, traced_ns);
+    out += ", \"dropped_events\": ";
+    json::append_uint(out, fin.dropped_events);
+    out += ", \"modules\": {";
+    bool first_module = true;
+    for (auto it = by_fqn.begin(); it != by_fqn.end(); ++it) {
+      const std::string& fqn = it->first;
+      const ModuleStats& m = *it->second;
+      if (!first_module) out += ",";
+      first_module = false;
+      out += "\n  ";
+      json::append_string(out, fqn);
+      out += ": {\"module_type\": ";
+      json::append_string(out, m.type_id != 0 ? names.str(m.type_id) : std::string());
+      out += ", \"calls\": ";
+      json::append_uint(out, m.calls);
+      for (int ph = 0; ph < kPhases; ++ph) {
+        // Descendants follow their parent in sorted order and share the "fqn." prefix.
+        uint64_t total_ns = 0, total_ops = 0, total_flops = 0;
+        for (auto d = it; d != by_fqn.end(); ++d) {
+          if (d != it && (d->first.size() <= fqn.size() || d->first.compare(0, fqn.size(), fqn) != 0 ||
+                          d->first[fqn.size()] != '.')) {
+            if (d->first.compare(0, fqn.size(), fqn) != 0) break;
+            continue;
+          }
+          const PhaseStats& p = d->second->phase[ph];
+          total_ns += p.self_ns;
+          total_ops += p.ops;
+          total_flops += p.flops;
+        }
+        const PhaseStats& p = m.phase[ph];
+        out += ", \"";
+        out += phase_name(static_cast<Phase>(ph));
+        out += "\": {\"total_ms\": ";
+        append_ms(out, total_ns);
+        out += ", \"self_ms\": ";
+        append_ms(out, p.self_ns);
+        out += ", \"ops\": ";
+        json::append_uint(out, total_ops);
+        out += ", \"self_ops\": ";
+        json::append_uint(out, p.ops);
+        out += ", \"flops\": ";
+        json::append_uint(out, total_flops);
+        out += ", \"self_flops\": ";
+        json::append_uint(out, p.flops);
+        out += ", \"top_ops\": [";
+        std::vector<std::pair<uint32_t, OpStats>> ops(p.top_level_ops.begin(), p.top_level_ops.end());
+        std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) {
+          return a.second.ns != b.second.ns ? a.second.ns > b.second.ns : a.first < b.first;
+        });
+        for (size_t i = 0; i < ops.size() && i < kTopOps; ++i) {
+          if (i > 0) out += ", ";
+          out += "{\"name\": ";
+          json::append_string(out, names.str(ops[i].first));
+          out += ", \"ms\": ";
+          append_ms(out, ops[i].second.ns);
+          out += ", \"count\": ";
+          json::append_uint(out, ops[i].second.count);
+          out += "}";
+        }
+        out += "]}";
+      }
+      out += "}";
+    }
+    out += "\n}}\n";
+    file_.write(out);
+    return file_.close(error);
+  }
+
+ private:
+  TraceInfo info_;
+  OutputFile file_;
+  std::unordered_map<uint32_t, ModuleStats> modules_;
+};
+
+}  // namespace
+
+std::unique_ptr<Exporter> make_summary_exporter() { return std::make_unique<SummaryExporter>(); }
+
+}  // namespace fqntrace
