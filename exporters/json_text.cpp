@@ -124,7 +124,15 @@ void append_event(std::string& out, const EventRecord& e, long pid, const char* 
     out += ", \"Fwd thread id\": ";
     append_uint(out, e.raw.fwd_thread_id);
   }
-  if (e.raw.flops != 0) {
+  if (e.raw.flags & kCollective) {
+    out += ", \"collective\": ";
+    append_string(out, e.module_type);  // the kind travels in type_id
+    out += ", \"bytes\": ";
+    append_uint(out, e.raw.flops);
+    out += ", \"group_size\": ";
+    append_uint(out, e.raw.fwd_thread_id);
+    if (e.raw.flags & kCollectiveWork) out += ", \"async_work\": true";
+  } else if (e.raw.flops != 0) {
     out += ", \"flops\": ";
     append_uint(out, e.raw.flops);
   }

@@ -27,6 +27,9 @@ struct PhaseStats {
   uint64_t self_ns = 0;
   uint64_t ops = 0;
   uint64_t flops = 0;
+  uint64_t comm_ns = 0;       // backend work ranges (the data moving), on their own threads
+  uint64_t comm_bytes = 0;    // bytes the issuing c10d ops hand to the backend
+  uint64_t collectives = 0;   // issuing c10d ops
   std::unordered_map<uint32_t, OpStats> top_level_ops;  // name id → time of outermost ops
 };
 
@@ -65,10 +68,19 @@ class SummaryExporter final : public Exporter {
       if (r.phase == Phase::kForward) ++m.calls;
       return;
     }
-    if (r.kind == EventKind::kUserScope) return;
     PhaseStats& p = m.phase[static_cast<int>(r.phase)];
+    if (r.flags & kCollectiveWork) {
+      p.comm_ns += e.dur_ns;  // not compute: it runs beside the training thread
+      return;
+    }
+    if (r.kind == EventKind::kUserScope) return;
+    if (r.flags & kCollective) {
+      p.comm_bytes += r.flops;
+      ++p.collectives;
+    } else {
+      p.flops += r.flops;
+    }
     if (r.kind == EventKind::kOp) ++p.ops;
-    p.flops += r.flops;
     if (r.flags & kTopOp) {
       p.self_ns += e.dur_ns;
       OpStats& op = p.top_level_ops[r.name_id];
@@ -137,6 +149,12 @@ class SummaryExporter final : public Exporter {
         json::append_uint(out, total_flops);
         out += ", \"self_flops\": ";
         json::append_uint(out, p.flops);
+        out += ", \"comm_ms\": ";
+        append_ms(out, p.comm_ns);
+        out += ", \"comm_bytes\": ";
+        json::append_uint(out, p.comm_bytes);
+        out += ", \"collectives\": ";
+        json::append_uint(out, p.collectives);
         out += ", \"top_ops\": [";
         std::vector<std::pair<uint32_t, OpStats>> ops(p.top_level_ops.begin(), p.top_level_ops.end());
         std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) {

@@ -22,12 +22,14 @@ struct RawEvent {
   uint64_t end_ns;
   uint64_t flow_src_ns;     // kNode: start of the forward op that created the node (0: none)
   int64_t seq;              // sequence number, -1 if none
-  uint64_t flops;           // FLOPs of this op (outermost op of a FLOP-counted nest only), else 0
+  uint64_t flops;           // FLOPs of this op (outermost op of a FLOP-counted nest only);
+                            // kCollective: bytes the collective moves
   uint32_t name_id;
   uint32_t fqn_id;
-  uint32_t type_id;         // kModule: module class name
+  uint32_t type_id;         // kModule: module class name; kCollective: collective kind name
   uint32_t flow_src_tid;    // kNode: OS thread id of that forward op
-  uint32_t fwd_thread_id;   // kNode/kEngineEval: RecordFunction's logical forward thread id
+  uint32_t fwd_thread_id;   // kNode/kEngineEval: RecordFunction's logical forward thread id;
+                            // kCollective: process group size
   EventKind kind;
   Phase phase;
   uint8_t depth;            // nesting depth among traced ranges on this thread (0 = outermost)
@@ -38,5 +40,9 @@ static_assert(sizeof(RawEvent) == 64, "RawEvent is the unit of every buffer: kee
 // The outermost cpu_op (op, node or engine wrapper) on its thread: its time is not inside any
 // other op's time, so summing these never counts a nanosecond twice.
 constexpr uint8_t kTopOp = 1;
+// A collective: the issuing c10d op, or (with kCollectiveWork) the backend's work range, which
+// inherits the issuer's fqn and phase and spans the actual communication.
+constexpr uint8_t kCollective = 2;
+constexpr uint8_t kCollectiveWork = 4;
 
 }  // namespace fqntrace

@@ -1,5 +1,6 @@
 #include "plugin/intern.h"
 
+#include "plugin/collectives.h"
 #include "plugin/flops.h"
 
 namespace fqntrace {
@@ -52,6 +53,11 @@ NameInfo describe_name(const char* name) {
   info.id = InternTable::instance().intern(name);
   info.flop_kind = static_cast<uint8_t>(flop_kind_of(name));
   info.engine_eval = std::strncmp(name, kEngineEvalPrefix, sizeof(kEngineEvalPrefix) - 1) == 0;
+  bool is_work = false;
+  info.collective = collectives::kind_of(name, &is_work);
+  info.collective_work = is_work;
+  info.collective_name_id =
+      info.collective != 0 ? InternTable::instance().intern(collectives::kind_name(info.collective)) : 0;
   return info;
 }
 

@@ -54,8 +54,11 @@ inline uint64_t hash_name(const char* s) {
 // What the observer wants to know about a name, computed once when a thread first meets it.
 struct NameInfo {
   uint32_t id;
-  uint8_t flop_kind;     // FlopKind
-  uint8_t engine_eval;   // "autograd::engine::evaluate_function: ..."
+  uint32_t collective_name_id;  // interned collective kind ("allreduce") when collective != 0
+  uint8_t flop_kind;            // FlopKind
+  uint8_t engine_eval;          // "autograd::engine::evaluate_function: ..."
+  uint8_t collective;           // collectives::kind_of, 0 for ordinary ops
+  uint8_t collective_work;      // the backend's work range ("gloo:..."), not the issuing c10d op
 };
 
 // Returns the NameInfo of a name never seen by this thread (slow path, may lock).

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "plugin/clock.h"
+#include "plugin/collectives.h"
 #include "plugin/flops.h"
 #include "plugin/intern.h"
 #include "plugin/seq_map.h"
@@ -34,6 +35,7 @@ struct Frame {
   uint64_t flops;
   EventKind kind;
   Phase phase;
+  uint8_t flags;  // kCollective, kCollectiveWork
   bool in_op;    // this range or an enclosing one is a cpu_op (op, node, engine wrapper)
   bool in_flop;  // this range or an enclosing one is a FLOP-counted op
 };
@@ -117,6 +119,27 @@ void attribute_node(const at::RecordFunction& fn, Frame& f, const Frame* parent)
   f.phase = Phase::kBackward;
 }
 
+// The issuing c10d op hands its attribution to the backend's work range that runs it later.
+void attribute_collective(const at::RecordFunction& fn, const NameInfo& info, Frame& f) {
+  collectives::Issued c;
+  if (info.collective_work) {
+    if (collectives::take(info.collective, &c)) {
+      f.fqn_id = c.fqn_id;
+      f.phase = c.phase;
+    }
+    f.flags = kCollective | kCollectiveWork;
+  } else {
+    if (fn.needsInputs()) collectives::describe(fn.inputs(), &c.bytes, &c.group_size);
+    c.fqn_id = f.fqn_id;
+    c.phase = f.phase;
+    collectives::issue(info.collective, c);
+    f.flags = kCollective;
+  }
+  f.flops = c.bytes;
+  f.fwd_tid = c.group_size;
+  f.type_id = info.collective_name_id;
+}
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (!session_state::running()) return nullptr;
   try {
@@ -131,6 +154,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     f.type_id = 0;
     f.fwd_tid = 0;
     f.flops = 0;
+    f.flags = 0;
     f.in_flop = parent != nullptr && parent->in_flop;
     const NameInfo& info = ts->names.lookup(fn.name());
     f.name_id = info.id;
@@ -156,6 +180,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
             f.flops = count_flops(static_cast<FlopKind>(info.flop_kind), fn.inputs());
             f.in_flop = true;
           }
+          if (info.collective != 0) attribute_collective(fn, info, f);
         }
         break;
       case at::RecordScope::BACKWARD_FUNCTION:
@@ -191,6 +216,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
           f.fqn_id = parent != nullptr ? parent->fqn_id : kGlobalFqnId;
           f.phase = parent != nullptr ? parent->phase
                                       : (in_graph_task() ? Phase::kBackward : Phase::kForward);
+          // gloo's work ranges ("gloo:all_reduce") are USER_SCOPE ranges on its own threads.
+          if (info.collective != 0) attribute_collective(fn, info, f);
         }
         break;
       default:
@@ -233,7 +260,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
     e.kind = f.kind;
     e.phase = f.phase;
     e.depth = static_cast<uint8_t>(i);
-    e.flags = (f.in_op && (i == 0 || !ts->frames[i - 1].in_op)) ? kTopOp : 0;
+    e.flags = f.flags | ((f.in_op && (i == 0 || !ts->frames[i - 1].in_op)) ? kTopOp : 0);
     ts->buffer->ring.push(e);
   } catch (...) {
     session_state::fail_from_callback("an internal error in the end callback");

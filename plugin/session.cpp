@@ -14,6 +14,7 @@
 
 #include "exporters/exporter.h"
 #include "plugin/clock.h"
+#include "plugin/collectives.h"
 #include "plugin/intern.h"
 #include "plugin/log.h"
 #include "plugin/observer.h"
@@ -222,6 +223,7 @@ bool start_session(const Config& config, std::string* error) {
     pthread_atfork(nullptr, nullptr, on_fork_child);
   });
 
+  collectives::reset();
   session_state::g_generation.fetch_add(1, std::memory_order_relaxed);
   session_state::g_running.store(true, std::memory_order_relaxed);
   session->callback = observer::install(config.flops);
