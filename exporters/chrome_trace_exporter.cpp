@@ -18,7 +18,7 @@ class ChromeTraceExporter final : public Exporter {
     info_ = info;
     if (!file_.open(info.path, error)) return false;
     std::string head = "{\"schemaVersion\": 1, ";
-    json::append_distributed_info(head, info);
+    json::append_distributed_info(head, info, &backend_offset_);
     head += ", \"baseTimeNanoseconds\": ";
     json::append_uint(head, info.base_time_ns);
     head += ", \"displayTimeUnit\": \"ms\", \"traceName\": ";
@@ -41,6 +41,10 @@ class ChromeTraceExporter final : public Exporter {
     file_.write(line_);
   }
 
+  void backend_known(const std::string& backend) override {
+    file_.patch(backend_offset_, json::backend_slot(backend));
+  }
+
   bool flush(std::string* error) override { return file_.flush(error); }
 
   bool finish(const FinishInfo& fin, std::string* error) override {
@@ -59,6 +63,7 @@ class ChromeTraceExporter final : public Exporter {
   TraceInfo info_;
   OutputFile file_;
   std::string line_;
+  size_t backend_offset_ = 0;
   bool first_ = true;
 };
 

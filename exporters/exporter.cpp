@@ -43,12 +43,25 @@ bool OutputFile::flush(std::string* error) {
     }
     done += static_cast<size_t>(n);
   }
+  flushed_ += done;
   buffer_.clear();
   if (failed_errno_ != 0) {
     *error = "writing " + path_ + " failed (" + std::strerror(failed_errno_) + ")";
     return false;
   }
   return true;
+}
+
+void OutputFile::patch(size_t offset, const std::string& bytes) {
+  if (fd_ < 0 || failed_errno_ != 0) return;
+  size_t i = 0;
+  for (; i < bytes.size() && offset + i < flushed_; ++i) {
+    if (::pwrite(fd_, bytes.data() + i, 1, static_cast<off_t>(offset + i)) != 1) failed_errno_ = errno;
+  }
+  for (; i < bytes.size(); ++i) {
+    size_t at = offset + i - flushed_;
+    if (at < buffer_.size()) buffer_[at] = bytes[i];
+  }
 }
 
 bool OutputFile::close(std::string* error) {

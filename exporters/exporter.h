@@ -48,6 +48,8 @@ class Exporter {
   // Opens the output; false (with *error set) if it cannot be written. Nothing else is called then.
   virtual bool open(const TraceInfo& info, std::string* error) = 0;
   virtual void thread_seen(uint32_t tid, const std::string& thread_name) = 0;
+  // The distributed backend became known after open (init_process_group ran later).
+  virtual void backend_known(const std::string& backend) {}
   virtual void event(const EventRecord& e) = 0;
   // Pushes buffered bytes to the OS. false (with *error) when the write failed (e.g. disk full).
   virtual bool flush(std::string* error) = 0;
@@ -63,6 +65,9 @@ class OutputFile {
   ~OutputFile();
   bool open(const std::string& path, std::string* error);
   void write(const std::string& bytes);
+  // Overwrites bytes already written at `offset` (same length): fills in a header field that
+  // became known later, in place, so the file stays valid whenever it is cut.
+  void patch(size_t offset, const std::string& bytes);
   bool flush(std::string* error);
   bool close(std::string* error);
 
@@ -71,6 +76,7 @@ class OutputFile {
   int fd_ = -1;
   std::string path_;
   std::string buffer_;
+  size_t flushed_ = 0;  // bytes already handed to the OS
   int failed_errno_ = 0;
 };
 

@@ -192,14 +192,22 @@ void append_process_name(std::string& out, long pid, const std::string& name, in
   out += "}}";
 }
 
-void append_distributed_info(std::string& out, const TraceInfo& info) {
-  out += "\"distributedInfo\": {";
-  if (!info.backend.empty()) {
-    out += "\"backend\": ";
-    append_string(out, info.backend);
-    out += ", ";
+std::string backend_slot(const std::string& backend) {
+  std::string value;
+  if (backend.empty() || backend.size() + 2 > kBackendSlot) {
+    value = "null";
+  } else {
+    append_string(value, backend);
   }
-  out += "\"rank\": ";
+  value.resize(kBackendSlot, ' ');
+  return value;
+}
+
+void append_distributed_info(std::string& out, const TraceInfo& info, size_t* backend_offset) {
+  out += "\"distributedInfo\": {\"backend\": ";
+  if (backend_offset != nullptr) *backend_offset = out.size();
+  out += backend_slot(info.backend);
+  out += ", \"rank\": ";
   append_int(out, info.rank);
   out += ", \"world_size\": ";
   append_int(out, info.world_size);

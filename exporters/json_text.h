@@ -29,6 +29,11 @@ void append_process_name(std::string& out, long pid, const std::string& name, in
                          const char* separator, bool* first);
 // `"distributedInfo": {"backend": ..., "rank": R, "world_size": W}` — "rank": R with the space,
 // which HolisticTraceAnalysis' rank pattern requires.
-void append_distributed_info(std::string& out, const TraceInfo& info);
+// The backend is usually not known when the header is written: its value is written as `null`
+// padded with spaces to kBackendSlot characters, and *backend_offset (if given) receives where
+// that slot starts in `out`, so backend_slot() can overwrite it in place later.
+constexpr size_t kBackendSlot = 24;
+void append_distributed_info(std::string& out, const TraceInfo& info, size_t* backend_offset = nullptr);
+std::string backend_slot(const std::string& backend);
 
 }  // namespace fqntrace::json

@@ -283,6 +283,14 @@ std::string session_path() {
   return g_session != nullptr ? g_session->config.path : std::string();
 }
 
+void set_session_backend(const std::string& backend) {
+  std::lock_guard<std::mutex> lock(g_lifecycle_mu);
+  if (g_session == nullptr) return;
+  std::lock_guard<std::mutex> drain_lock(g_session->drain_mu);
+  g_session->info.backend = backend;
+  for (auto& ex : g_session->exporters) ex->backend_known(backend);
+}
+
 void flush_session() {
   std::lock_guard<std::mutex> lock(g_lifecycle_mu);
   if (g_session == nullptr) return;

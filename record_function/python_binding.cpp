@@ -92,6 +92,13 @@ PyObject* py_flush(PyObject*, PyObject*) {
   Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
+PyObject* py_set_backend(PyObject*, PyObject* arg) {
+  const char* backend = PyUnicode_AsUTF8(arg);
+  if (backend == nullptr) return nullptr;
+  fqntrace::set_session_backend(backend);
+  Py_RETURN_NONE;
+}
+
 PyObject* py_running(PyObject*, PyObject*) { return PyBool_FromLong(fqntrace::session_running()); }
 
 PyObject* py_path(PyObject*, PyObject*) {
@@ -114,6 +121,7 @@ PyMethodDef kMethods[] = {
     {"stop", py_stop, METH_NOARGS, "stop the session; False if the trace could not be written"},
     {"flush", py_flush, METH_NOARGS, "drain buffers and write them to the file now"},
     {"running", py_running, METH_NOARGS, "is a session running"},
+    {"set_backend", py_set_backend, METH_O, "the distributed backend, for distributedInfo"},
     {"path", py_path, METH_NOARGS, "the running session's output path"},
     {"current_fqn", py_current_fqn, METH_NOARGS, "fqn of the innermost open range on this thread"},
     {nullptr, nullptr, 0, nullptr}};

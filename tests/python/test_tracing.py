@@ -44,7 +44,7 @@ def test_no_code_change_traces_module_fqns(run, tmp_path):
     acc = [e for e in slices(trace) if e["name"] == "torch::autograd::AccumulateGrad"]
     assert sorted(e["args"]["fqn"] for e in acc) == sorted(["Foo.a", "Foo.b.nest", "Foo.c.0"] * 4)
     assert trace["fqntrace"]["complete"] is True
-    assert trace["distributedInfo"] == {"rank": 0, "world_size": 1}
+    assert trace["distributedInfo"] == {"backend": None, "rank": 0, "world_size": 1}
 
 
 # torch.ops.load_library alone (no import of fqntrace) also gives module fqns.
