@@ -31,3 +31,9 @@ def slices(trace):
 @pytest.fixture
 def run():
     return run_python
+
+
+def pytest_configure(config):
+    # HTA's pandas calls warn on every parse; they are not ours to fix.
+    config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:hta")
+    config.addinivalue_line("filterwarnings", "ignore:.*inplace.*")
