@@ -34,6 +34,8 @@ struct EventRecord {
   uint64_t dur_ns;
   uint64_t flow_id;             // kNode with a forward op: id of its fwdbwd flow, else 0
   uint64_t flow_src_ts_ns;
+  const std::string* input_dims = nullptr;   // FQNTRACE_SHAPES: JSON arrays, else nullptr
+  const std::string* input_types = nullptr;
 };
 
 struct FinishInfo {

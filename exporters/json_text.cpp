@@ -136,6 +136,12 @@ void append_event(std::string& out, const EventRecord& e, long pid, const char* 
     out += ", \"flops\": ";
     append_uint(out, e.raw.flops);
   }
+  if (e.input_dims != nullptr) {
+    out += ", \"Input Dims\": ";
+    out += *e.input_dims;
+    out += ", \"Input type\": ";
+    out += *e.input_types;
+  }
   out += ", \"depth\": ";
   append_uint(out, e.raw.depth);
   out += "}}";

@@ -22,6 +22,7 @@ struct Config {
   Format format = Format::kChrome;
   std::vector<Output> outputs;  // the main one (from the extension) first, then FQNTRACE_FORMATS'
   bool flops = true;            // FQNTRACE_FLOPS (default 1): ask for op inputs to count FLOPs
+  bool shapes = false;          // FQNTRACE_SHAPES=1: Kineto's "Input Dims" / "Input type" args
   int rank = 0;
   int world_size = 1;
   std::string note;        // an informational line to print once (e.g. rank inserted), or empty

@@ -11,6 +11,7 @@ enum class EventKind : uint8_t {
   kEngineEval,  // "autograd::engine::evaluate_function: <Node>", the engine's wrapper around a node
   kModule,      // a module-boundary record scope (nn.Module forward / fqntrace::ModuleScope)
   kUserScope,   // any other USER_SCOPE range (record_function("..."))
+  kShapes,      // not a range: a chunk of the next op's encoded input shapes (plugin/shapes.h)
 };
 
 enum class Phase : uint8_t { kForward, kBackward, kRecompute };

@@ -14,6 +14,7 @@
 #include "plugin/intern.h"
 #include "plugin/seq_map.h"
 #include "plugin/session_state.h"
+#include "plugin/shapes.h"
 #include "plugin/thread_buffer.h"
 
 namespace fqntrace::observer {
@@ -181,6 +182,9 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
             f.in_flop = true;
           }
           if (info.collective != 0) attribute_collective(fn, info, f);
+          if (session_state::shapes() && fn.needsInputs()) {
+            shapes::record(fn.inputs(), static_cast<uint8_t>(ts->depth), ts->buffer->ring);
+          }
         }
         break;
       case at::RecordScope::BACKWARD_FUNCTION:
@@ -218,6 +222,9 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
                                       : (in_graph_task() ? Phase::kBackward : Phase::kForward);
           // gloo's work ranges ("gloo:all_reduce") are USER_SCOPE ranges on its own threads.
           if (info.collective != 0) attribute_collective(fn, info, f);
+          if (session_state::shapes() && fn.needsInputs()) {
+            shapes::record(fn.inputs(), static_cast<uint8_t>(ts->depth), ts->buffer->ring);
+          }
         }
         break;
       default:

@@ -19,6 +19,7 @@
 #include "plugin/log.h"
 #include "plugin/observer.h"
 #include "plugin/session_state.h"
+#include "plugin/shapes.h"
 
 #ifndef FQNTRACE_VERSION
 #define FQNTRACE_VERSION "dev"
@@ -29,6 +30,7 @@ namespace fqntrace {
 namespace session_state {
 std::atomic<bool> g_running{false};
 std::atomic<uint64_t> g_generation{0};
+std::atomic<bool> g_shapes{false};
 }  // namespace session_state
 
 namespace {
@@ -68,7 +70,9 @@ struct Session {
   bool write_failed = false;
   std::chrono::steady_clock::time_point last_flush = std::chrono::steady_clock::now();
 
-  void process(const RawEvent& e, uint32_t tid) {
+  std::string dims_json, types_json;
+
+  void process(const RawEvent& e, uint32_t tid, shapes::Assembler* assembler) {
     const InternTable& names = InternTable::instance();
     uint64_t origin = info.mono_origin_ns;
     uint64_t flow_id = 0;
@@ -86,6 +90,11 @@ struct Session {
                        e.end_ns > e.start_ns ? e.end_ns - e.start_ns : 0,
                        flow_id,
                        flow_src_ts};
+    if (assembler != nullptr && e.kind == EventKind::kOp &&
+        assembler->take(e.depth, &dims_json, &types_json)) {
+      record.input_dims = &dims_json;
+      record.input_types = &types_json;
+    }
     for (auto& ex : exporters) ex->event(record);
     ++events_written;
   }
@@ -100,8 +109,18 @@ struct Session {
         for (auto& ex : exporters) ex->thread_seen(b.os_tid, label);
         b.announced_generation = gen;
       }
+      shapes::Assembler* assembler = nullptr;
+      if (config.shapes) {
+        if (!b.drain_state) b.drain_state = std::make_shared<shapes::Assembler>();
+        assembler = static_cast<shapes::Assembler*>(b.drain_state.get());
+      }
       b.ring.drain([&](const RawEvent& e) {
-        if (!write_failed) process(e, b.os_tid);
+        if (write_failed) return;
+        if (e.kind == EventKind::kShapes) {
+          if (assembler != nullptr) assembler->add_chunk(e);
+          return;
+        }
+        process(e, b.os_tid, assembler);
       });
     });
   }
@@ -226,7 +245,8 @@ bool start_session(const Config& config, std::string* error) {
   collectives::reset();
   session_state::g_generation.fetch_add(1, std::memory_order_relaxed);
   session_state::g_running.store(true, std::memory_order_relaxed);
-  session->callback = observer::install(config.flops);
+  session_state::g_shapes.store(config.shapes, std::memory_order_relaxed);
+  session->callback = observer::install(config.flops || config.shapes);
   session->callback_installed = true;
   Session* raw = session.release();
   raw->drain_thread = std::thread([raw] {

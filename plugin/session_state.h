@@ -11,9 +11,11 @@ namespace fqntrace::session_state {
 
 extern std::atomic<bool> g_running;
 extern std::atomic<uint64_t> g_generation;
+extern std::atomic<bool> g_shapes;  // FQNTRACE_SHAPES=1
 
 inline bool running() { return g_running.load(std::memory_order_relaxed); }
 inline uint64_t generation() { return g_generation.load(std::memory_order_relaxed); }
+inline bool shapes() { return g_shapes.load(std::memory_order_relaxed); }
 
 // Slow path: a thread's first event in a process. nullptr if tracing stopped meanwhile.
 ThreadBuffer* register_buffer(uint32_t os_tid, const char* thread_name);

@@ -66,6 +66,7 @@ struct ThreadBuffer {
   const std::string thread_name;
   std::atomic<bool> retired{false};  // the owner thread exited: free once drained
   uint64_t announced_generation = 0;  // drain thread only: session that named this thread
+  std::shared_ptr<void> drain_state;  // drain thread only: per-thread reassembly (shapes)
 };
 
 // The session's list of buffers. Registration (once per thread) and the drain take the mutex.

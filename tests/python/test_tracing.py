@@ -159,3 +159,21 @@ def test_checkpoint_recompute_is_tagged(tmp_path, reentrant):
     assert sorted(e["args"]["fqn"] for e in fwd_addmm) == ["Net.blocks.0", "Net.blocks.1"]
     bwd = {e["args"]["fqn"] for e in events if e["name"] == "AddmmBackward0"}
     assert bwd == {"Net.blocks.0", "Net.blocks.1"}
+
+
+# FQNTRACE_SHAPES=1 adds Kineto's Input Dims / Input type; off by default.
+def test_shapes_are_opt_in(run, tmp_path):
+    code = ("import torch\nlin = torch.nn.Linear(4, 3)\n"
+            "lin(torch.randn(5, 4)).sum().backward()\n")
+    on, off = tmp_path / "on.json", tmp_path / "off.json"
+    run(code, {"FQNTRACE": str(on), "FQNTRACE_SHAPES": "1"}, check_rc=0)
+    run(code, {"FQNTRACE": str(off)}, check_rc=0)
+    on_events, off_events = slices(load_trace(on)), slices(load_trace(off))
+    assert not any("Input Dims" in e["args"] for e in off_events)
+    addmm = [e for e in on_events if e["name"] == "aten::addmm"]
+    assert addmm[0]["args"]["Input Dims"] == [[3], [5, 4], [4, 3], [], []]
+    assert addmm[0]["args"]["Input type"] == ["float", "float", "float", "Scalar", "Scalar"]
+    assert addmm[0]["args"]["flops"] == 2 * 5 * 4 * 3
+    ops = [e for e in on_events if e["cat"] == "cpu_op" and "Fwd thread id" not in e["args"]]
+    assert all("Input Dims" in e["args"] for e in ops)
+    assert sorted(e["name"] for e in on_events) == sorted(e["name"] for e in off_events)
