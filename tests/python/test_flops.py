@@ -40,7 +40,7 @@ def flop_counter_totals(step, backward):
 # its Global total. Backward per module is checked against the exact rule (a Linear's backward
 # is two matmuls of its forward's size), because FlopCounterMode attributes backward through
 # ModuleTracker's hooks, whose parent set in backward is coarser than the autograd node's module
-# (on this GPT-2 it books part of attn.c_proj's backward under the block): see docs/summary.md.
+# (on this GPT-2 it books part of attn.c_proj's backward under the block): see docs/trace-format.md.
 @pytest.mark.parametrize("build", [tiny_gpt2, conv_net], ids=["gpt2", "convnet"])
 def test_flops_match_flop_counter_mode(tmp_path, monkeypatch, build):
     torch.manual_seed(0)
