@@ -14,7 +14,7 @@ const char* phase_name(Phase p) {
 EventRing::EventRing(uint32_t capacity_log2)
     : capacity_(1ull << capacity_log2),
       mask_((1ull << capacity_log2) - 1),
-      slots_(new RawEvent[1ull << capacity_log2]) {}
+      slots_(new Slot[1ull << capacity_log2]) {}
 
 ThreadBuffer* BufferRegistry::add(uint32_t os_tid, std::string name) {
   auto buffer = std::make_unique<ThreadBuffer>(os_tid, std::move(name), capacity_log2_);

@@ -27,7 +27,7 @@ class EventRing {
         return false;
       }
     }
-    slots_[head & mask_] = e;
+    slots_[head & mask_].event = e;
     head_.store(head + 1, std::memory_order_release);
     return true;
   }
@@ -37,7 +37,7 @@ class EventRing {
   size_t drain(F&& f) {
     uint64_t tail = tail_.load(std::memory_order_relaxed);
     uint64_t head = head_.load(std::memory_order_acquire);
-    for (uint64_t i = tail; i != head; ++i) f(slots_[i & mask_]);
+    for (uint64_t i = tail; i != head; ++i) f(slots_[i & mask_].event);
     tail_.store(head, std::memory_order_release);
     return static_cast<size_t>(head - tail);
   }
@@ -51,7 +51,11 @@ class EventRing {
  private:
   const uint64_t capacity_;
   const uint64_t mask_;
-  std::unique_ptr<RawEvent[]> slots_;
+  struct alignas(64) Slot {  // one event per cache line: a push touches exactly one line
+    RawEvent event;
+  };
+  static_assert(sizeof(Slot) == 64, "a slot is one cache line");
+  std::unique_ptr<Slot[]> slots_;
   alignas(64) std::atomic<uint64_t> head_{0};
   uint64_t tail_cache_ = 0;  // producer's last view of tail_: avoids touching the consumer's line
   std::atomic<uint64_t> dropped_{0};
