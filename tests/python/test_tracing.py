@@ -177,3 +177,25 @@ def test_shapes_are_opt_in(run, tmp_path):
     ops = [e for e in on_events if e["cat"] == "cpu_op" and "Fwd thread id" not in e["args"]]
     assert all("Input Dims" in e["args"] for e in ops)
     assert sorted(e["name"] for e in on_events) == sorted(e["name"] for e in off_events)
+
+
+# A forked child (DataLoader workers, multiprocessing) never writes the parent's file, even when
+# it runs ops and exits through the normal exit path.
+def test_forked_child_leaves_parent_trace_intact(run, tmp_path):
+    path = tmp_path / "t.json"
+    code = MODEL + """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    for _ in range(50):
+        m(torch.randn(3, 4)).sum().backward()
+    sys.exit(0)
+os.waitpid(pid, 0)
+m(torch.randn(3, 4)).sum().backward()
+"""
+    proc = run(code, {"FQNTRACE": str(path)}, check_rc=0)
+    assert proc.stderr == ""
+    trace = load_trace(path)
+    assert trace["fqntrace"]["complete"] is True
+    assert {e["pid"] for e in slices(trace)} == {trace["traceEvents"][0]["pid"]}
+    assert len([e for e in slices(trace) if e["name"] == "AddmmBackward0"]) == 3 * 3
