@@ -1,0 +1,526 @@
+"""Reading fqntrace's trace files without torch: load, repair a cut-off file, walk the slices.
+
+Both formats the C++ core writes are handled:
+
+* Chrome trace (``.json``): a header line ending in ``"traceEvents": [``, one event per line (lines
+  joined by ``,\\n``), and a tail ``], "fqntrace": {...}}`` written only at normal exit. After a
+  crash the file stops anywhere, possibly inside a line.
+* JSON Lines (``.jsonl``): a ``{"ph": "header", ...}`` line, one event object per line, and a
+  ``{"ph": "footer", ...}`` line at normal exit.
+
+A cut-off file is "repaired in memory": every complete event is kept and a partial last line is
+dropped. Damage anywhere but at the end (a bad line followed by more lines) is not a cut and is
+reported instead of guessed around.
+
+Times: ``ts`` / ``dur`` are microseconds with three decimals; everything here works in integer
+nanoseconds (:func:`to_ns`) so nesting checks and sums are exact.
+"""
+import json
+import os
+import re
+import tempfile
+
+CHROME = "chrome"
+JSONL = "jsonl"
+PHASES = ("forward", "backward", "recompute")
+MODULE_SPAN_PREFIX = "nn.Module: "
+NEST_TOLERANCE_NS = 1  # ts and dur are each rounded to 1 ns when written
+
+TRACE_EVENTS_KEY = re.compile(r'"traceEvents"\s*:\s*\[')
+_DECODER = json.JSONDecoder()
+
+
+class TraceError(Exception):
+    """A problem to report to the user as one line (the message says what to do)."""
+
+
+class Trace:
+    """One loaded trace file.
+
+    header: the top-level fields (Chrome: everything but traceEvents and the fqntrace tail;
+            JSONL: the header line without its "ph").
+    events: the event objects, in file order.
+    tail:   the ``fqntrace`` tail object (Chrome) or the footer line (JSONL); None if cut off.
+    cut:    the file stops before its tail (it was repaired in memory).
+    dropped_partial: a partial last line was dropped (only when cut).
+    keep_end: offset in the text just past the last complete event (where a repair closes it).
+    event_lines: the 1-based line of each event, when known (for messages).
+    """
+
+    def __init__(self, path, fmt, header, events, tail, cut=False, dropped_partial=False,
+                 keep_end=None, event_lines=None):
+        self.path = path
+        self.format = fmt
+        self.header = header
+        self.events = events
+        self.tail = tail
+        self.cut = cut
+        self.dropped_partial = dropped_partial
+        self.keep_end = keep_end
+        self.event_lines = event_lines  # line number of each event, when known
+
+    @property
+    def incomplete(self):
+        """True when events may be missing: cut off, repaired, or the writer dropped events."""
+        if self.cut or not isinstance(self.tail, dict):
+            return True
+        if self.tail.get("complete") is False:
+            return True
+        dropped = self.tail.get("dropped_events")
+        return isinstance(dropped, int) and dropped > 0
+
+    @property
+    def rank(self):
+        info = self.header.get("distributedInfo")
+        return info.get("rank") if isinstance(info, dict) else None
+
+    def slices(self):
+        """The complete ("X") events."""
+        return [e for e in self.events if isinstance(e, dict) and e.get("ph") == "X"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Files
+
+
+def read_text(path):
+    """The file as text. Invalid UTF-8 is kept byte-exact (surrogateescape) so a repair writes
+    back exactly what it read; a character cut in half at the end lands in the dropped line."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise TraceError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise TraceError(f"{path}: is a directory, not a trace file") from None
+    except PermissionError:
+        raise TraceError(f"{path}: permission denied (check the file's permissions)") from None
+    except OSError as error:
+        raise TraceError(f"{path}: cannot read ({error.strerror or error})") from None
+    if b"\x00" in data[:4096]:
+        raise TraceError(f"{path}: binary data, not a trace (fqntrace writes .json or .jsonl text)")
+    return data.decode("utf-8", errors="surrogateescape")
+
+
+def write_atomic(path, text, like=None):
+    """Writes text to path through a temporary file in the same folder and a rename, so readers
+    never see half a file. ``like``: copy that file's permission bits."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".fqntrace-", suffix=".tmp", dir=folder)
+    except OSError as error:
+        raise TraceError(f"{path}: cannot write in {folder} ({error.strerror or error})") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if like is not None:
+            try:
+                os.chmod(tmp, os.stat(like).st_mode & 0o7777)
+            except OSError:
+                pass
+        else:
+            os.chmod(tmp, 0o644 & ~_umask())
+        os.replace(tmp, path)
+    except OSError as error:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise TraceError(f"{path}: cannot write ({error.strerror or error})") from None
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def detect_format(path, text):
+    """JSONL by extension (.jsonl), else by content: a first line that is a whole header object."""
+    lower = path.lower()
+    if lower.endswith(".jsonl"):
+        return JSONL
+    if lower.endswith(".json"):
+        return CHROME
+    first = text.lstrip().split("\n", 1)[0]
+    try:
+        obj = json.loads(first)
+    except ValueError:
+        return CHROME
+    return JSONL if isinstance(obj, dict) and obj.get("ph") == "header" else CHROME
+
+
+def line_of(text, pos):
+    return text.count("\n", 0, pos) + 1
+
+
+def _only_whitespace_lines_follow(text, pos):
+    """True if nothing but the current (last) line and whitespace remains from pos on."""
+    newline = text.find("\n", pos)
+    return newline < 0 or not text[newline:].strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# Chrome traces
+
+
+def load(path):
+    """Loads a trace (either format), repairing a cut-off one in memory. Raises TraceError."""
+    text = read_text(path)
+    return parse(path, text)
+
+
+def parse(path, text):
+    if not text.strip():
+        raise TraceError(f"{path}: empty file (the traced program wrote nothing; "
+                         "was it killed at start?)")
+    if detect_format(path, text) == JSONL:
+        return parse_jsonl(path, text)
+    return parse_chrome(path, text)
+
+
+def parse_chrome(path, text):
+    stripped = text.strip()
+    if stripped.startswith("{") and not stripped.endswith("}"):
+        # Cannot be a whole JSON object: cut off. Skip parsing it whole only to fail at the end.
+        return parse_cut_chrome(path, text)
+    try:
+        obj = json.loads(text)
+    except ValueError as error:
+        return parse_cut_chrome(path, text, error)
+    if not isinstance(obj, dict):
+        raise TraceError(f"{path}: not a trace (the JSON is a {type(obj).__name__}, not an object "
+                         "with traceEvents)")
+    events = obj.get("traceEvents")
+    if not isinstance(events, list):
+        raise TraceError(f"{path}: not a trace (no traceEvents list)")
+    header = {k: v for k, v in obj.items() if k not in ("traceEvents", "fqntrace")}
+    tail = obj.get("fqntrace")
+    return Trace(path, CHROME, header, events, tail if isinstance(tail, dict) else {})
+
+
+def parse_cut_chrome(path, text, json_error=None):
+    """A Chrome trace that is not valid JSON as a whole: a cut Trace if the file is a clean
+    prefix of a trace (its last line may be partial), else TraceError saying what is wrong."""
+    return _close_cut_chrome(path, text) or scan_chrome(path, text, json_error)
+
+
+def _close_cut_chrome(path, text):
+    """The fast way for a file cut off in its last line: close the text before that line (or the
+    whole text) with ']}' and parse it in one go. None if that does not give a trace; the
+    event-by-event scan then finds out what is wrong."""
+    candidates = [len(text)]
+    newline = len(text)
+    for _ in range(2):
+        newline = text.rfind("\n", 0, newline)
+        if newline < 0:
+            break
+        candidates.append(newline)
+    for end in candidates:
+        head = text[:end].rstrip().rstrip(",").rstrip()
+        if not head.endswith(("}", "[")):
+            continue
+        try:
+            obj = json.loads(head + "]}")
+        except ValueError:
+            continue
+        if not isinstance(obj, dict) or not isinstance(obj.get("traceEvents"), list):
+            return None
+        keep_end = len(head)
+        if TRACE_EVENTS_KEY.search(text[:keep_end]) is None:
+            return None
+        if "\n" in text[keep_end:].strip(" \t\r\n,"):
+            return None  # more than one line would be dropped: not a cut, let the scan say what
+        events = obj.pop("traceEvents")
+        obj.pop("fqntrace", None)
+        dropped = text[keep_end:].strip(" \t\r\n,") != ""
+        return Trace(path, CHROME, obj, events, None, cut=True, dropped_partial=dropped,
+                     keep_end=keep_end)
+    return None
+
+
+def scan_chrome(path, text, json_error=None):
+    """Event by event, for a Chrome trace that is not valid JSON as a whole. Returns a cut Trace
+    when the file is a clean prefix of a trace; raises TraceError for anything else."""
+    match = TRACE_EVENTS_KEY.search(text)
+    header = None
+    if match is not None:
+        try:
+            header = json.loads(text[:match.end()] + "]}")
+        except ValueError:
+            header = None
+    if not isinstance(header, dict):
+        if json_error is None:
+            try:
+                json.loads(text)
+            except ValueError as error:
+                json_error = error
+        if not text.lstrip().startswith("{"):
+            detail = describe_json_error(json_error)
+            raise TraceError(f"{path}: not valid JSON ({detail}); not a trace file")
+        raise TraceError(f"{path}: no valid header (the file must start with "
+                         "'{\"schemaVersion\": 1, ... \"traceEvents\": ['); it was cut off "
+                         "before the header was complete or is not an fqntrace trace, "
+                         "nothing to recover")
+    header.pop("traceEvents", None)
+    events = []
+    lines = []
+    pos = match.end()
+    line = line_of(text, pos)
+    counted = pos
+    keep_end = pos
+    n = len(text)
+    while True:
+        while pos < n and text[pos] in " \t\r\n":
+            pos += 1
+        if pos >= n:
+            return Trace(path, CHROME, header, events, None, cut=True, keep_end=keep_end,
+                         event_lines=lines)
+        ch = text[pos]
+        if ch == "," and events:
+            pos += 1
+            continue
+        if ch == "]":
+            return _chrome_after_events(path, text, header, events, lines, pos, keep_end,
+                                        json_error)
+        try:
+            event, end = _DECODER.raw_decode(text, pos)
+        except ValueError as error:
+            if _only_whitespace_lines_follow(text, pos):
+                return Trace(path, CHROME, header, events, None, cut=True, dropped_partial=True,
+                             keep_end=keep_end, event_lines=lines)
+            raise TraceError(f"{path}: line {line_of(text, pos)} is not valid JSON "
+                             f"({error.msg}) and more lines follow: the file is damaged, not "
+                             "just cut off; repair only completes cut-off traces") from None
+        line += text.count("\n", counted, pos)
+        counted = pos
+        events.append(event)
+        lines.append(line)
+        pos = keep_end = end
+
+
+def _chrome_after_events(path, text, header, events, lines, pos, keep_end, json_error):
+    """pos is at the ']' closing traceEvents. A valid tail here would have made the whole file
+    valid JSON, so the tail is either cut off (last line) or damaged."""
+    if _only_whitespace_lines_follow(text, pos):
+        return Trace(path, CHROME, header, events, None, cut=True, dropped_partial=True,
+                     keep_end=keep_end, event_lines=lines)
+    detail = f" ({describe_json_error(json_error)})" if json_error is not None else ""
+    raise TraceError(f"{path}: the text after traceEvents (line {line_of(text, pos)}) is not a "
+                     f"valid tail{detail} and more lines follow: the file is damaged; "
+                     "repair only completes cut-off traces")
+
+
+def describe_json_error(error):
+    if error is None:
+        return "not JSON"
+    if isinstance(error, json.JSONDecodeError):
+        return f"{error.msg}: line {error.lineno} column {error.colno}"
+    return str(error)
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON Lines
+
+
+def parse_jsonl(path, text):
+    header = None
+    events = []
+    lines = []
+    footer = None
+    keep_end = 0
+    dropped_partial = False
+    pos = 0
+    last_start = 0
+    n = len(text)
+    while pos < n:
+        newline = text.find("\n", pos)
+        end = n if newline < 0 else newline
+        line = text[pos:end]
+        line_start = pos
+        pos = end + 1
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as error:
+            if newline < 0:  # the last line, not newline-terminated: cut off mid-line
+                if header is None:
+                    raise TraceError(f"{path}: no valid header (the first line is cut off); "
+                                     "nothing to recover") from None
+                dropped_partial = True
+                break
+            if header is None:
+                raise TraceError(f"{path}: no valid header (line {line_of(text, line_start)} "
+                                 f"is not JSON: {error.msg}); not an fqntrace .jsonl trace"
+                                 ) from None
+            raise TraceError(f"{path}: line {line_of(text, line_start)} is not valid JSON "
+                             f"({error.msg}) and more lines follow: the file is damaged, not just "
+                             "cut off; repair only completes cut-off traces") from None
+        if header is None:
+            if not isinstance(obj, dict) or obj.get("ph") != "header":
+                raise TraceError(f"{path}: no valid header (the first line must be "
+                                 '{"ph": "header", "schemaVersion": 1, ...}); '
+                                 "not an fqntrace .jsonl trace")
+            header = {k: v for k, v in obj.items() if k != "ph"}
+            keep_end = end
+            continue
+        if footer is not None:
+            raise TraceError(f"{path}: line {line_of(text, line_start)} follows the footer line: "
+                             "two traces were written into one file; keep one")
+        if isinstance(obj, dict) and obj.get("ph") == "footer":
+            footer = {k: v for k, v in obj.items() if k != "ph"}
+            continue
+        events.append(obj)
+        if lines:
+            lines.append(lines[-1] + text.count("\n", last_start, line_start))
+        else:
+            lines.append(line_of(text, line_start))
+        last_start = line_start
+        keep_end = end
+    if header is None:
+        raise TraceError(f"{path}: no valid header; not an fqntrace .jsonl trace")
+    return Trace(path, JSONL, header, events, footer, cut=footer is None,
+                 dropped_partial=dropped_partial, keep_end=keep_end, event_lines=lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Repair
+
+
+def repaired_text(trace, text):
+    """The text of a cut-off trace, closed: every complete event kept byte for byte, the partial
+    last line dropped, and a tail saying it was repaired."""
+    kept = text[:trace.keep_end]
+    n_slices = len(trace.slices())
+    if trace.format == JSONL:
+        footer = {"ph": "footer", "events": n_slices, "complete": False, "repaired": True,
+                  "dropped_lines": 1 if trace.dropped_partial else 0}
+        return kept.rstrip("\n") + "\n" + json.dumps(footer) + "\n"
+    tail = {"events": n_slices, "complete": False, "repaired": True,
+            "dropped_lines": 1 if trace.dropped_partial else 0}
+    return kept.rstrip() + "\n], \"fqntrace\": " + json.dumps(tail) + "}\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Times and nesting
+
+
+def is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def to_ns(us):
+    """Microseconds (3 decimals) → integer nanoseconds."""
+    return int(round(us * 1000))
+
+
+def format_us(ns):
+    """Integer nanoseconds → microseconds text with exactly three decimals, as the core writes."""
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+    return f"{sign}{ns // 1000}.{ns % 1000:03d}"
+
+
+def thread_key(event):
+    return (str(event.get("pid")), str(event.get("tid")))
+
+
+def nest(slices):
+    """Per (pid, tid), the enclosing slice of each slice.
+
+    Returns (parents, overlap, starts, ends): parents[i] is the index of slice i's innermost
+    enclosing slice or -1; overlap is the first partial overlap found as (i, j) with i the earlier
+    slice, or None (a partially overlapping slice is treated as a sibling); starts / ends are the
+    slices' times in ns. Slices with equal extent nest by their args.depth when present, else the
+    later one in the file is the outer one (the core writes a range when it ends, so an enclosing
+    range comes after what it encloses).
+    """
+    n = len(slices)
+    starts = [0] * n
+    ends = [0] * n
+    keys = [None] * n
+    threads = {}
+    for i, e in enumerate(slices):
+        start = round(e["ts"] * 1000)
+        end = start + round(e["dur"] * 1000)
+        starts[i] = start
+        ends[i] = end
+        args = e.get("args")
+        depth = args.get("depth", 0) if type(args) is dict else 0
+        if type(depth) is not int:
+            depth = 0
+        keys[i] = (start, -end, depth, -i)
+        thread = (str(e.get("pid")), str(e.get("tid")))
+        members = threads.get(thread)
+        if members is None:
+            threads[thread] = [i]
+        else:
+            members.append(i)
+    parents = [-1] * n
+    overlap = None
+    tol = NEST_TOLERANCE_NS
+    for indices in threads.values():
+        indices.sort(key=keys.__getitem__)
+        stack = []
+        for i in indices:
+            start = starts[i]
+            end = ends[i]
+            while stack:
+                p = stack[-1]
+                p_end = ends[p]
+                if end <= p_end + tol and (start < p_end or start == starts[p]):
+                    break  # i lies inside p
+                if overlap is None and start < p_end - tol and end > p_end + tol:
+                    overlap = (p, i)
+                stack.pop()
+            if stack:
+                parents[i] = stack[-1]
+            stack.append(i)
+    return parents, overlap, starts, ends
+
+
+def module_span_fqn(event):
+    """The fqn of a module span (user_annotation with args.module_type), else None."""
+    if event.get("cat") != "user_annotation":
+        return None
+    args = event.get("args")
+    if not isinstance(args, dict) or "module_type" not in args:
+        return None
+    fqn = args.get("fqn")
+    return fqn if isinstance(fqn, str) else None
+
+
+def fqn_depth(fqn):
+    return 0 if fqn == "Global" else fqn.count(".")
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing events in the core's layout
+
+
+class Micros(int):
+    """Integer nanoseconds that serialize as microseconds with three decimals."""
+
+
+def dump_event(event):
+    """One event as one line of JSON, key order kept, Micros values as the core writes times."""
+    parts = []
+    for key, value in event.items():
+        if isinstance(value, Micros):
+            text = format_us(int(value))
+        else:
+            text = json.dumps(value, ensure_ascii=False)
+        parts.append(json.dumps(key, ensure_ascii=False) + ": " + text)
+    return "{" + ", ".join(parts) + "}"
+
+
+def chrome_text(header, events, tail):
+    """A Chrome trace in the core's streaming layout: the header line ending in
+    '"traceEvents": [', one event per line joined by ',\\n', then the tail line."""
+    head = json.dumps(header, ensure_ascii=False)
+    head = (head[:-1] + ", " if len(header) else "{") + '"traceEvents": [\n'
+    body = ",\n".join(dump_event(e) for e in events)
+    return head + body + '\n], "fqntrace": ' + json.dumps(tail, ensure_ascii=False) + "}\n"
