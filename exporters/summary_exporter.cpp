@@ -4,6 +4,7 @@
 // op time; a module's total is its self time plus its descendants' (fqn prefix), so a parent's
 // total covers its children. Memory is bounded by (modules × phases × distinct op names).
 #include <algorithm>
+#include <array>
 #include <map>
 #include <unordered_map>
 #include <vector>
@@ -31,6 +32,11 @@ struct PhaseStats {
   uint64_t comm_bytes = 0;    // bytes the issuing c10d ops hand to the backend
   uint64_t collectives = 0;   // issuing c10d ops
   std::unordered_map<uint32_t, OpStats> top_level_ops;  // name id → time of outermost ops
+};
+
+struct PendingTime {
+  std::array<uint64_t, 256> ns{};  // by depth: time of phase-boundary ops not yet taken out
+  size_t high = 0;                  // ns[high...] are all zero
 };
 
 struct ModuleStats {
@@ -81,10 +87,24 @@ class SummaryExporter final : public Exporter {
       p.flops += r.flops;
     }
     if (r.kind == EventKind::kOp) ++p.ops;
-    if (r.flags & kTopOp) {
-      p.self_ns += e.dur_ns;
+    if (r.flags & (kTopOp | kPhaseTop)) {
+      // Time of phase-boundary ops inside this one (recompute inside a backward node) is
+      // theirs, not this op's. Events arrive in end order, so they were all seen already.
+      PendingTime& pending = pending_[e.tid];
+      uint64_t excluded = 0;
+      for (size_t d = r.depth + 1u; d < pending.high; ++d) {
+        excluded += pending.ns[d];
+        pending.ns[d] = 0;
+      }
+      pending.high = std::min<size_t>(pending.high, r.depth + 1u);
+      uint64_t own = e.dur_ns - std::min(excluded, e.dur_ns);
+      if (r.flags & kPhaseTop) {
+        pending.ns[r.depth] += e.dur_ns;
+        pending.high = r.depth + 1u;
+      }
+      p.self_ns += own;
       OpStats& op = p.top_level_ops[r.name_id];
-      op.ns += e.dur_ns;
+      op.ns += own;
       ++op.count;
     }
   }
@@ -183,6 +203,7 @@ class SummaryExporter final : public Exporter {
   TraceInfo info_;
   OutputFile file_;
   std::unordered_map<uint32_t, ModuleStats> modules_;
+  std::unordered_map<uint32_t, PendingTime> pending_;  // by OS thread id
 };
 
 }  // namespace

@@ -38,6 +38,7 @@ struct Frame {
   Phase phase;
   uint8_t flags;  // kCollective, kCollectiveWork
   bool in_op;    // this range or an enclosing one is a cpu_op (op, node, engine wrapper)
+  Phase op_phase;  // phase of the nearest cpu_op among this range and its enclosing ones
   bool in_flop;  // this range or an enclosing one is a FLOP-counted op
 };
 
@@ -174,7 +175,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
             f.fqn_id = kGlobalFqnId;
             f.phase = in_graph_task() ? Phase::kBackward : Phase::kForward;
           }
-          record_seq = f.seq >= 0 && f.phase != Phase::kBackward && ts->seq_table != nullptr;
+          // Backward ops too: with create_graph they create the nodes of a double backward.
+          record_seq = f.seq >= 0 && ts->seq_table != nullptr;
           // Only the outermost FLOP-counted op of a nest counts (convolution, not the
           // _convolution it calls), as FlopCounterMode sees it.
           if (info.flop_kind != 0 && !f.in_flop && fn.needsInputs()) {
@@ -230,8 +232,12 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
       default:
         return nullptr;
     }
-    f.in_op = (parent != nullptr && parent->in_op) || f.kind == EventKind::kOp ||
-              f.kind == EventKind::kNode || f.kind == EventKind::kEngineEval;
+    bool is_cpu_op = f.kind == EventKind::kOp || f.kind == EventKind::kNode ||
+                     f.kind == EventKind::kEngineEval;
+    bool parent_in_op = parent != nullptr && parent->in_op;
+    f.in_op = parent_in_op || is_cpu_op;
+    f.op_phase = is_cpu_op ? f.phase : (parent_in_op ? parent->op_phase : f.phase);
+    if (is_cpu_op && parent_in_op && parent->op_phase != f.phase) f.flags |= kPhaseTop;
     ++ts->depth;
     f.start_ns = monotonic_ns();  // last: our own bookkeeping stays outside the range's time
     if (record_seq) SeqMap::record(ts->seq_table, f.seq, f.fqn_id, f.start_ns);

@@ -268,12 +268,7 @@ MODELS = {
     "gradient_penalty": gradient_penalty,
 }
 # Disagreements of fqntrace's core, reported to its owner; each stays asserted in full.
-KNOWN_WRONG = {
-    "gradient_penalty": (
-        "fqntrace gives nodes created in backward (create_graph=True) the fqn Global: the "
-        "observer records (thread, seq) -> fqn only for ops whose phase is not backward "
-        "(plugin/observer.cpp, record_seq), so their lookup fails and falls back to Global"),
-}
+KNOWN_WRONG = {}
 
 
 # --- the comparison ----------------------------------------------------------------------------
