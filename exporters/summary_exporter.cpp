@@ -115,6 +115,16 @@ class SummaryExporter final : public Exporter {
     const InternTable& names = InternTable::instance();
     std::map<std::string, const ModuleStats*> by_fqn;  // sorted: parents before children
     for (const auto& [id, stats] : modules_) by_fqn[names.str(id)] = &stats;
+    // Containers that never run a forward of their own (a ModuleList) still get a row, so every
+    // level of the tree has its total.
+    static const ModuleStats kNoOwnWork;
+    std::vector<std::string> ancestors;
+    for (const auto& [fqn, stats] : by_fqn) {
+      for (size_t dot = fqn.find('.'); dot != std::string::npos; dot = fqn.find('.', dot + 1)) {
+        ancestors.push_back(fqn.substr(0, dot));
+      }
+    }
+    for (const auto& a : ancestors) by_fqn.emplace(a, &kNoOwnWork);
     uint64_t traced_ns = 0;
     for (const auto& [fqn, stats] : by_fqn) {
       for (const auto& p : stats->phase) traced_ns += p.self_ns;

@@ -6,6 +6,9 @@ Rules (the same as the C++ summary exporter, so `summary --json` and <stem>.summ
   other cpu_op on its thread encloses. Module spans and record_function ranges do not hide an op,
   so a cpu_op inside a module span is still top-level; an op inside another op is not counted
   again. Summed, these times never count a nanosecond twice.
+* Phase boundaries: a cpu_op whose phase differs from the nearest cpu_op around it (a forward
+  re-run by activation checkpointing inside a backward node: recompute) also carries time, for
+  its own fqn and phase, and that time is taken out of the enclosing counted op's.
 * SELF time of a module and phase: top-level ops whose args.fqn is exactly that module.
   TOTAL time: the same for the module and every descendant fqn ("fqn." prefix).
 * ops: operators (cpu_ops that are neither autograd nodes nor engine wrappers, i.e. without
@@ -60,6 +63,28 @@ def summarize(trace):
             inherited = inherited or is_op[k]
             in_op[k] = inherited
 
+    # The nearest enclosing cpu_op of each slice, and which slices carry time ("counted").
+    op_parent = [-1] * len(slices)
+    for i in range(len(slices)):
+        j = parents[i]
+        while j >= 0 and not is_op[j]:
+            j = parents[j]
+        op_parent[i] = j
+
+    def phase_of(k):
+        return slices[k]["args"].get("phase")
+
+    counted = [is_op[i] and (op_parent[i] < 0 or phase_of(op_parent[i]) != phase_of(i))
+               for i in range(len(slices))]
+    excluded = [0] * len(slices)  # time of counted slices nested in a counted slice
+    for i in range(len(slices)):
+        if counted[i] and op_parent[i] >= 0:
+            j = op_parent[i]
+            while j >= 0 and not counted[j]:
+                j = op_parent[j]
+            if j >= 0:
+                excluded[j] += ends[i] - starts[i]
+
     modules = {}
     first_seen = {}
 
@@ -105,7 +130,8 @@ def summarize(trace):
             name = "?"
         if "Fwd thread id" not in args and not name.startswith(ENGINE_WRAPPER):
             p["self_ops"] += 1  # an operator, not an autograd node or the engine's wrapper
-        if parents[i] < 0 or not in_op[parents[i]]:
+        if counted[i]:
+            dur = max(dur - excluded[i], 0)
             p["self_ns"] += dur
             top = p["top"].get(name)
             if top is None:
@@ -113,6 +139,17 @@ def summarize(trace):
             top[0] += dur
             top[1] += 1
 
+    # Containers that never run a forward of their own (a ModuleList) still get a row, as in
+    # the C++ summary exporter, so every level of the tree has its total.
+    for fqn in list(modules):
+        parts = fqn.split(".")
+        for k in range(1, len(parts)):
+            ancestor = ".".join(parts[:k])
+            if ancestor not in modules:
+                module(ancestor)
+                first_seen[ancestor] = first_seen.get(fqn, 0)
+            else:
+                first_seen[ancestor] = min(first_seen.get(ancestor, 0), first_seen.get(fqn, 0))
     order = sorted(modules, key=lambda f: (f == "Global", first_seen.get(f, 0), f))
     step_ns = sum(p["self_ns"] for m in modules.values() for p in m["phases"].values())
     out_modules = {}

@@ -162,7 +162,8 @@ def test_summary_json_self_and_total_per_module_and_phase(tiny, capsys):
     assert rc == 0 and err == ""
     s = json.loads(out)
     m = s["modules"]
-    assert list(m) == ["Model", "Model.layers.0", "Model.layers.0.fc1", "Global"]
+    # "Model.layers" (a ModuleList that never runs) gets a row of its own, as in the exporter.
+    assert list(m) == ["Model", "Model.layers", "Model.layers.0", "Model.layers.0.fc1", "Global"]
     assert s["step_ms"] == pytest.approx(0.080)
     assert s["rank"] == 0 and s["complete"] is True
     # (total_ms, self_ms, ops) per phase, by hand from tiny_events' docstring.
