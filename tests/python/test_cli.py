@@ -179,8 +179,8 @@ def test_summary_json_self_and_total_per_module_and_phase(tiny, capsys):
     assert phase_numbers(m["Model"], "recompute") == pytest.approx((0.007, 0.0, 1))
     assert phase_numbers(m["Model.layers.0.fc1"], "recompute") == (0, 0, 0)
     assert [(f, e["module_type"], e["calls"]) for f, e in m.items()] == [
-        ("Model", "Model", 1), ("Model.layers.0", "Block", 1), ("Model.layers.0.fc1", "Linear", 1),
-        ("Global", "", 0)]
+        ("Model", "Model", 1), ("Model.layers", "", 0), ("Model.layers.0", "Block", 1),
+        ("Model.layers.0.fc1", "Linear", 1), ("Global", "", 0)]
     assert m["Model.layers.0.fc1"]["backward"]["top_ops"][0] == {
         "name": "autograd::engine::evaluate_function: AddmmBackward0", "ms": 0.03, "count": 1}
     # Self times partition the step.
