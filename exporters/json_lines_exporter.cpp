@@ -24,7 +24,7 @@ class JsonLinesExporter final : public Exporter {
     head += "}\n";
     json::append_process_name(head, info.pid, info.process_name, info.rank, kSeparator, &first_);
     file_.write(head);
-    return true;
+    return file_.flush(error);  // the header reaches the file at once: a crash leaves a repairable file
   }
 
   void thread_seen(uint32_t tid, const std::string& thread_name) override {
