@@ -274,7 +274,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
     e.phase = f.phase;
     e.depth = static_cast<uint8_t>(i);
     e.flags = f.flags | ((f.in_op && (i == 0 || !ts->frames[i - 1].in_op)) ? kTopOp : 0);
-    ts->buffer->ring.push(e);
+    if (ts->buffer->ring.push(e) == EventRing::Push::kHalfFull) session_state::wake_drain();
   } catch (...) {
     session_state::fail_from_callback("an internal error in the end callback");
   }

@@ -38,7 +38,7 @@ namespace {
 using namespace std::chrono_literals;
 constexpr auto kDrainPeriod = 20ms;
 constexpr auto kFlushPeriod = 500ms;  // "flushed at least once a second"
-constexpr uint32_t kRingCapacityLog2 = 15;  // 32768 events × 56 B ≈ 1.8 MB per traced thread
+constexpr uint32_t kRingCapacityLog2 = 16;  // 65536 events × 64 B = 4 MB per traced thread
 
 BufferRegistry& registry() {
   static BufferRegistry* r = new BufferRegistry(kRingCapacityLog2);  // outlives every thread
@@ -52,6 +52,19 @@ std::string read_process_name() {
   return name.empty() ? "process" : name;
 }
 
+std::atomic<bool> g_drain_wanted{false};
+
+// The drain thread's wake-up. Process-wide and never destroyed: a producer may signal it while
+// a session is being stopped.
+struct DrainWake {
+  std::mutex mu;  // guards Session::stop_requested
+  std::condition_variable cv;
+};
+DrainWake& drain_wake() {
+  static DrainWake* w = new DrainWake();
+  return *w;
+}
+
 struct Session {
   Config config;
   TraceInfo info;
@@ -60,9 +73,7 @@ struct Session {
   bool callback_installed = false;
 
   std::thread drain_thread;
-  std::mutex wake_mu;                 // guards stop_requested
-  std::condition_variable wake;
-  bool stop_requested = false;
+  bool stop_requested = false;        // guarded by drain_wake().mu
 
   std::mutex drain_mu;                // one thread at a time touches the exporters
   uint64_t next_flow_id = 0;
@@ -149,8 +160,11 @@ struct Session {
     for (;;) {
       bool stopping;
       {
-        std::unique_lock<std::mutex> lock(wake_mu);
-        wake.wait_for(lock, kDrainPeriod, [&] { return stop_requested; });
+        std::unique_lock<std::mutex> lock(drain_wake().mu);
+        drain_wake().cv.wait_for(lock, kDrainPeriod, [&] {
+          return stop_requested || g_drain_wanted.load(std::memory_order_relaxed);
+        });
+        g_drain_wanted.store(false, std::memory_order_relaxed);
         stopping = stop_requested;
       }
       if (stopping) return;  // the final drain happens in stop_session()
@@ -184,6 +198,11 @@ ThreadBuffer* register_buffer(uint32_t os_tid, const char* thread_name) {
 }
 
 void retire_buffer(ThreadBuffer* buffer) { registry().retire(buffer); }
+
+void wake_drain() noexcept {
+  g_drain_wanted.store(true, std::memory_order_relaxed);
+  drain_wake().cv.notify_one();
+}
 
 void fail_from_callback(const char* what) noexcept {
   static std::atomic<bool> logged{false};
@@ -265,10 +284,10 @@ bool stop_session() {
   session_state::g_running.store(false, std::memory_order_relaxed);
   if (session->callback_installed) observer::uninstall(session->callback);
   {
-    std::lock_guard<std::mutex> wake_lock(session->wake_mu);
+    std::lock_guard<std::mutex> wake_lock(drain_wake().mu);
     session->stop_requested = true;
   }
-  session->wake.notify_all();
+  drain_wake().cv.notify_all();
   if (session->drain_thread.joinable()) session->drain_thread.join();
 
   std::lock_guard<std::mutex> drain_lock(session->drain_mu);

@@ -21,6 +21,10 @@ inline bool shapes() { return g_shapes.load(std::memory_order_relaxed); }
 ThreadBuffer* register_buffer(uint32_t os_tid, const char* thread_name);
 void retire_buffer(ThreadBuffer* buffer);
 
+// A ring is half full: drain now rather than at the next period (a futex wake, at most once
+// per half ring of events).
+void wake_drain() noexcept;
+
 // An exception reached a callback: log one line, turn tracing off, keep what was recorded.
 void fail_from_callback(const char* what) noexcept;
 

@@ -17,19 +17,23 @@ class EventRing {
  public:
   explicit EventRing(uint32_t capacity_log2);
 
-  // Producer side (owner thread only). Returns false when full (the event is counted as dropped).
-  bool push(const RawEvent& e) {
+  enum class Push { kOk, kHalfFull, kDropped };
+
+  // Producer side (owner thread only). kHalfFull: stored, and the ring just reached half its
+  // capacity — the caller should wake the drain thread (at most once per half ring).
+  // kDropped: full, the event is counted as dropped.
+  Push push(const RawEvent& e) {
     uint64_t head = head_.load(std::memory_order_relaxed);
-    if (head - tail_cache_ >= capacity_) {
+    if (head - tail_cache_ >= capacity_ / 2) {
       tail_cache_ = tail_.load(std::memory_order_acquire);
       if (head - tail_cache_ >= capacity_) {
         dropped_.store(dropped_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-        return false;
+        return Push::kDropped;
       }
     }
     slots_[head & mask_].event = e;
     head_.store(head + 1, std::memory_order_release);
-    return true;
+    return head + 1 - tail_cache_ == capacity_ / 2 ? Push::kHalfFull : Push::kOk;
   }
 
   // Consumer side (drain thread only): calls f(const RawEvent&) for every published event.
