@@ -199,3 +199,15 @@ m(torch.randn(3, 4)).sum().backward()
     assert trace["fqntrace"]["complete"] is True
     assert {e["pid"] for e in slices(trace)} == {trace["traceEvents"][0]["pid"]}
     assert len([e for e in slices(trace) if e["name"] == "AddmmBackward0"]) == 3 * 3
+
+
+# A burst of tiny ops far larger than one thread's buffer: the drain keeps up, nothing is dropped.
+def test_burst_of_tiny_ops_loses_nothing(run, tmp_path):
+    path = tmp_path / "burst.json"
+    code = ("import torch\na = torch.ones(4)\n"
+            "for _ in range(300000):\n    torch.add(a, a)\n")
+    proc = run(code, {"FQNTRACE": str(path)}, check_rc=0)
+    assert "dropped" not in proc.stderr
+    trace = load_trace(path)
+    assert trace["fqntrace"]["dropped_events"] == 0
+    assert sum(1 for e in slices(trace) if e["name"] == "aten::add") == 300000
