@@ -95,76 +95,76 @@ void append_us(std::string& out, uint64_t ns) {
 void append_event(std::string& out, const EventRecord& e, long pid, const char* separator,
                   bool* first) {
   begin_line(out, separator, first);
-  out += "{\"ph\": \"X\", \"cat\": \"";
+  out += "{\"ph\":\"X\",\"cat\":\"";
   out += category(e.raw.kind);
-  out += "\", \"name\": ";
+  out += "\",\"name\":";
   append_string(out, e.name);
-  out += ", \"pid\": ";
+  out += ",\"pid\":";
   append_int(out, pid);
-  out += ", \"tid\": ";
+  out += ",\"tid\":";
   append_uint(out, e.tid);
-  out += ", \"ts\": ";
+  out += ",\"ts\":";
   append_us(out, e.ts_ns);
-  out += ", \"dur\": ";
+  out += ",\"dur\":";
   append_us(out, e.dur_ns);
-  out += ", \"args\": {\"fqn\": ";
+  out += ",\"args\":{\"fqn\":";
   append_string(out, e.fqn);
-  out += ", \"phase\": \"";
+  out += ",\"phase\":\"";
   out += phase_text(e.raw.phase);
   out += "\"";
   if (e.raw.kind == EventKind::kModule) {
-    out += ", \"module_type\": ";
+    out += ",\"module_type\":";
     append_string(out, e.module_type);
   }
   if (e.raw.seq >= 0) {
-    out += ", \"Sequence number\": ";
+    out += ",\"Sequence number\":";
     append_int(out, e.raw.seq);
   }
   if (e.raw.kind == EventKind::kNode || e.raw.kind == EventKind::kEngineEval) {
-    out += ", \"Fwd thread id\": ";
+    out += ",\"Fwd thread id\":";
     append_uint(out, e.raw.fwd_thread_id);
   }
   if (e.raw.flags & kCollective) {
-    out += ", \"collective\": ";
+    out += ",\"collective\":";
     append_string(out, e.module_type);  // the kind travels in type_id
-    out += ", \"bytes\": ";
+    out += ",\"bytes\":";
     append_uint(out, e.raw.flops);
-    out += ", \"group_size\": ";
+    out += ",\"group_size\":";
     append_uint(out, e.raw.fwd_thread_id);
-    if (e.raw.flags & kCollectiveWork) out += ", \"async_work\": true";
+    if (e.raw.flags & kCollectiveWork) out += ",\"async_work\":true";
   } else if (e.raw.flops != 0) {
-    out += ", \"flops\": ";
+    out += ",\"flops\":";
     append_uint(out, e.raw.flops);
   }
   if (e.input_dims != nullptr) {
-    out += ", \"Input Dims\": ";
+    out += ",\"Input Dims\":";
     out += *e.input_dims;
-    out += ", \"Input type\": ";
+    out += ",\"Input type\":";
     out += *e.input_types;
   }
-  out += ", \"depth\": ";
+  out += ",\"depth\":";
   append_uint(out, e.raw.depth);
   out += "}}";
 
   if (e.flow_id != 0) {
     begin_line(out, separator, first);
-    out += "{\"ph\": \"s\", \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\", \"id\": ";
+    out += "{\"ph\":\"s\",\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\",\"id\":";
     append_uint(out, e.flow_id);
-    out += ", \"pid\": ";
+    out += ",\"pid\":";
     append_int(out, pid);
-    out += ", \"tid\": ";
+    out += ",\"tid\":";
     append_uint(out, e.raw.flow_src_tid);
-    out += ", \"ts\": ";
+    out += ",\"ts\":";
     append_us(out, e.flow_src_ts_ns);
     out += "}";
     begin_line(out, separator, first);
-    out += "{\"ph\": \"f\", \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\", \"id\": ";
+    out += "{\"ph\":\"f\",\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\",\"id\":";
     append_uint(out, e.flow_id);
-    out += ", \"bp\": \"e\", \"pid\": ";
+    out += ",\"bp\":\"e\",\"pid\":";
     append_int(out, pid);
-    out += ", \"tid\": ";
+    out += ",\"tid\":";
     append_uint(out, e.tid);
-    out += ", \"ts\": ";
+    out += ",\"ts\":";
     append_us(out, e.ts_ns);
     out += "}";
   }
@@ -173,11 +173,11 @@ void append_event(std::string& out, const EventRecord& e, long pid, const char* 
 void append_thread_name(std::string& out, long pid, uint32_t tid, const std::string& name,
                         const char* separator, bool* first) {
   begin_line(out, separator, first);
-  out += "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": ";
+  out += "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":";
   append_int(out, pid);
-  out += ", \"tid\": ";
+  out += ",\"tid\":";
   append_uint(out, tid);
-  out += ", \"args\": {\"name\": ";
+  out += ",\"args\":{\"name\":";
   append_string(out, name);
   out += "}}";
 }
@@ -185,15 +185,15 @@ void append_thread_name(std::string& out, long pid, uint32_t tid, const std::str
 void append_process_name(std::string& out, long pid, const std::string& name, int rank,
                          const char* separator, bool* first) {
   begin_line(out, separator, first);
-  out += "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": ";
+  out += "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":";
   append_int(out, pid);
-  out += ", \"tid\": 0, \"args\": {\"name\": ";
+  out += ",\"tid\":0, \"args\":{\"name\":";
   append_string(out, name);
   out += "}}";
   begin_line(out, separator, first);
-  out += "{\"ph\": \"M\", \"name\": \"process_labels\", \"pid\": ";
+  out += "{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":";
   append_int(out, pid);
-  out += ", \"tid\": 0, \"args\": {\"labels\": ";
+  out += ",\"tid\":0, \"args\":{\"labels\":";
   append_string(out, "rank " + std::to_string(rank));
   out += "}}";
 }
