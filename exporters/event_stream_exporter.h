@@ -1,0 +1,64 @@
+// The shared body of the two streaming formats (Chrome trace, JSON Lines): both write a header at
+// open, then the same event objects one per line as they arrive, then a tail at finish. A format
+// supplies only its header, its line separator and its tail.
+#pragma once
+#include <string>
+
+#include "exporters/exporter.h"
+#include "exporters/json_text.h"
+
+namespace fqntrace {
+
+class EventStreamExporter : public Exporter {
+ public:
+  bool open(const TraceInfo& info, std::string* error) final {
+    info_ = info;
+    if (!file_.open(info.path, error)) return false;
+    std::string head;
+    append_header(head, info, &backend_offset_);
+    json::append_process_name(head, info.pid, info.process_name, info.rank, separator(), &first_);
+    file_.write(head);
+    return file_.flush(error);  // the header reaches the file at once: a crash leaves a repairable file
+  }
+
+  void thread_seen(uint32_t tid, const std::string& thread_name) final {
+    line_.clear();
+    json::append_thread_name(line_, info_.pid, tid, thread_name, separator(), &first_);
+    file_.write(line_);
+  }
+
+  void event(const EventRecord& e) final {
+    line_.clear();
+    json::append_event(line_, e, info_.pid, separator(), &first_);
+    file_.write(line_);
+  }
+
+  void backend_known(const std::string& backend) final {
+    file_.patch(backend_offset_, json::backend_slot(backend));
+  }
+
+  bool flush(std::string* error) final { return file_.flush(error); }
+
+  bool finish(const FinishInfo& fin, std::string* error) final {
+    std::string tail;
+    append_tail(tail, fin);
+    file_.write(tail);
+    return file_.close(error);
+  }
+
+ protected:
+  // Everything before the first event line; *backend_offset: where the backend slot starts.
+  virtual void append_header(std::string& out, const TraceInfo& info, size_t* backend_offset) = 0;
+  virtual const char* separator() const = 0;
+  virtual void append_tail(std::string& out, const FinishInfo& fin) = 0;
+  const TraceInfo& info() const { return info_; }
+
+ private:
+  TraceInfo info_;
+  OutputFile file_;
+  std::string line_;
+  size_t backend_offset_ = 0;
+  bool first_ = true;
+};
+
+}  // namespace fqntrace
