@@ -92,8 +92,17 @@ void describe(c10::ArrayRef<const c10::IValue> inputs, uint64_t* bytes, uint32_t
   } else if (first.isTensorList()) {
     for (const at::Tensor& t : first.toTensorList().vec()) *bytes += t.defined() ? t.nbytes() : 0;
   } else if (first.isList()) {
+    // Tensor[] or Tensor[][] (c10d::allgather_ takes its output lists first).
     for (const c10::IValue& v : first.toListRef()) {
-      if (v.isTensor() && v.toTensor().defined()) *bytes += v.toTensor().nbytes();
+      if (v.isTensor() && v.toTensor().defined()) {
+        *bytes += v.toTensor().nbytes();
+      } else if (v.isTensorList()) {
+        for (const at::Tensor& t : v.toTensorList().vec()) *bytes += t.defined() ? t.nbytes() : 0;
+      } else if (v.isList()) {
+        for (const c10::IValue& w : v.toListRef()) {
+          if (w.isTensor() && w.toTensor().defined()) *bytes += w.toTensor().nbytes();
+        }
+      }
     }
   }
   for (const c10::IValue& v : inputs) {

@@ -1,0 +1,102 @@
+"""Measurements for docs/distributed.md (not a test): run from the repository root with
+
+    .venv/bin/python tests/python/dist_scripts/measure.py [--steps 60] [--pairs 1] [--out DIR]
+
+1. Overhead: train.py --mode ddp under torchrun on 2 CPU ranks, without and with FQNTRACE,
+   alternating (--pairs times); each run prints its step times; the median over the steps after
+   the first five, per rank, then the slower rank (DDP steps are synchronous).
+2. Communication per module: train.py --mode fsdp with FQNTRACE_FORMATS=summary; rank 0's
+   <stem>.summary.json as a table (collectives, bytes, comm_ms per module and phase).
+Prints Markdown.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "train.py")
+TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
+
+
+def torchrun(args, fqntrace=None, formats=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
+    env["OMP_NUM_THREADS"] = "1"
+    if fqntrace:
+        env["FQNTRACE"] = fqntrace
+    if formats:
+        env["FQNTRACE_FORMATS"] = formats
+    proc = subprocess.run([TORCHRUN, "--standalone", "--nproc_per_node=2", SCRIPT, *args], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise SystemExit(proc.stdout[-3000:])
+    return proc.stdout
+
+
+def step_medians(output, skip):
+    times = {}
+    for m in re.finditer(r"rank (\d+) step (\d+) ms ([\d.]+)", output):
+        rank, step, ms = int(m.group(1)), int(m.group(2)), float(m.group(3))
+        if step >= skip:
+            times.setdefault(rank, []).append(ms)
+    return {rank: statistics.median(v) for rank, v in times.items()}
+
+
+def overhead(steps, pairs, out):
+    args = ["--mode", "ddp", "--steps", str(steps), "--times"]
+    rows = []
+    for i in range(pairs):
+        off = step_medians(torchrun(args), skip=5)
+        on = step_medians(torchrun(args, fqntrace=os.path.join(out, f"ovh{i}.{{rank}}.json")),
+                          skip=5)
+        rows.append((max(off.values()), max(on.values()), off, on))
+    print(f"### DDP step, {steps} steps, median of steps 5..{steps - 1}\n")
+    print("| run | without FQNTRACE (ms) | with FQNTRACE (ms) | overhead |")
+    print("|---|---|---|---|")
+    for i, (a, b, off, on) in enumerate(rows):
+        detail = ", ".join(f"r{r} {off[r]:.2f}/{on[r]:.2f}" for r in sorted(off))
+        print(f"| {i} ({detail}) | {a:.2f} | {b:.2f} | {100 * (b - a) / a:+.1f}% |")
+    trace = json.load(open(os.path.join(out, "ovh0.0.json")))
+    n = trace["fqntrace"]["events"]
+    print(f"\nrank 0's trace of run 0: {n} events over {steps} steps (~{n // steps} per step), "
+          f"{os.path.getsize(os.path.join(out, 'ovh0.0.json')) / 1e6:.1f} MB\n")
+
+
+def comm_table(steps, out):
+    torchrun(["--mode", "fsdp", "--steps", str(steps)], fqntrace=os.path.join(out, "fsdp.{rank}.json"),
+             formats="summary")
+    summary = json.load(open(os.path.join(out, "fsdp.0.summary.json")))
+    print(f"### FSDP2, rank 0, {steps} steps (from fsdp.0.summary.json)\n")
+    print("| module | phase | collectives | comm_bytes | comm_ms |")
+    print("|---|---|---|---|---|")
+    for fqn, row in summary["modules"].items():
+        for phase in ("forward", "backward", "recompute"):
+            cell = row.get(phase) or {}
+            if cell.get("collectives") or cell.get("comm_ms"):
+                print(f"| {fqn} | {phase} | {cell['collectives']} | {cell['comm_bytes']} | "
+                      f"{cell['comm_ms']:.2f} |")
+    print()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--pairs", type=int, default=1)
+    parser.add_argument("--fsdp-steps", type=int, default=10)
+    parser.add_argument("--out", default="")
+    parser.add_argument("--skip-overhead", action="store_true")
+    args = parser.parse_args()
+    out = args.out or tempfile.mkdtemp(prefix="fqntrace-dist-")
+    os.makedirs(out, exist_ok=True)
+    if not args.skip_overhead:
+        overhead(args.steps, args.pairs, out)
+    comm_table(args.fsdp_steps, out)
+    print(f"(files in {out})")
+
+
+if __name__ == "__main__":
+    main()
