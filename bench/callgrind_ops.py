@@ -1,0 +1,128 @@
+"""Instructions per torch.add and per MLP step under callgrind, per mode: a noise-free view of
+the hot path.
+
+    .venv/bin/python bench/callgrind_ops.py [--ops 20000] [--mlp-steps 200] [--jobs 2]
+
+Each (mode, workload) runs in its own process under `valgrind --tool=callgrind
+--instr-atstart=no`; the child sets the mode up (bench/run_mode.py's set_up), warms up, then
+switches instrumentation on with callgrind_control around exactly --ops calls of torch.add on
+4-element tensors, or --mlp-steps steps of P1's MLP. Reported: the loop thread's instructions per
+op/step, other threads' (fqntrace's drain thread), and for fqntrace the inclusive cost of its two
+callbacks. Prints JSON.
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODES = ["baseline", "loaded_off", "empty", "fqntrace", "fqntrace_noflops"]
+MLP_MODES = ["baseline", "empty", "fqntrace", "fqntrace_nohooks"]
+
+
+def child(mode, what, count):
+    sys.path.insert(0, HERE)
+    import torch
+
+    import run_mode
+
+    torch.set_num_threads(1)
+    run_mode.set_up(mode)
+    if what == "ops":
+        a, b = torch.ones(4), torch.ones(4)
+
+        def work():
+            torch.add(a, b)
+    else:
+        model, x = run_mode.make_mlp()
+
+        def work():
+            model(x).sum().backward()
+            model.zero_grad(set_to_none=True)
+    for _ in range(max(200, count // 10)):
+        work()
+    pid = str(os.getpid())
+    subprocess.run(["callgrind_control", "-i", "on", pid], capture_output=True, check=True)
+    for _ in range(count):
+        work()
+    subprocess.run(["callgrind_control", "-i", "off", pid], capture_output=True, check=True)
+
+
+def totals(path):
+    out = subprocess.run(["callgrind_annotate", path], capture_output=True, text=True).stdout
+    match = re.search(r"^\s*([\d,]+)\s+\(100\.0%\)\s+PROGRAM TOTALS", out, re.M)
+    return int(match.group(1).replace(",", "")) if match else 0
+
+
+def inclusive(path, pattern):
+    """Inclusive Ir of the function whose summary line matches pattern (0 if absent)."""
+    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", path],
+                         capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        m = re.match(r"^\s*([\d,]+)\s+\([^)]*\)\s+(\S.*)$", line)
+        if m and re.search(pattern, m.group(2)) and not m.group(2).startswith("=>"):
+            return int(m.group(1).replace(",", ""))
+    return 0
+
+
+def run(mode, what, count, outdir):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
+    if mode.startswith("fqntrace"):
+        env["FQNTRACE"] = os.path.join(outdir, f"{mode}.{what}.json")
+        env["FQNTRACE_FLOPS"] = "0" if mode == "fqntrace_noflops" else "1"
+    tag = f"{mode}.{what}"
+    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
+           f"--callgrind-out-file={os.path.join(outdir, 'cg.' + tag)}.%p", sys.executable,
+           os.path.abspath(__file__), "--child", mode, "--what", what, "--count", str(count)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(f"callgrind {tag} failed:\n{proc.stderr[-2000:]}")
+    files = sorted(f for f in os.listdir(outdir) if f.startswith(f"cg.{tag}.") and "-" in f)
+    main = os.path.join(outdir, next(f for f in files if f.endswith("-01")))
+    unit = "op" if what == "ops" else "step"
+    result = {f"main_thread_ir_per_{unit}": totals(main) / count,
+              f"other_threads_ir_per_{unit}": sum(totals(os.path.join(outdir, f)) for f in files
+                                                  if not f.endswith("-01")) / count}
+    if what == "ops":
+        result["run_record_function_ir_per_op"] = inclusive(main, r"Dispatcher::runRecordFunction") / count
+        if mode.startswith("fqntrace"):
+            result["on_start_ir_per_op"] = inclusive(main, r"observer.*on_start\(") / count
+            result["on_end_ir_per_op"] = inclusive(main, r"observer.*on_end\(") / count
+    return what, mode, result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child")
+    parser.add_argument("--what", choices=["ops", "mlp"], default="ops")
+    parser.add_argument("--count", type=int, default=20000, help="child: ops or MLP steps")
+    parser.add_argument("--ops", type=int, default=20000)
+    parser.add_argument("--mlp-steps", type=int, default=200)
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.what, args.count)
+        return
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        print(json.dumps({"skipped": "valgrind not installed"}))
+        return
+    outdir = tempfile.mkdtemp(prefix="fqntrace-callgrind-")
+    jobs = [(m, "ops", args.ops) for m in MODES] + [(m, "mlp", args.mlp_steps) for m in MLP_MODES]
+    try:
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            done = list(pool.map(lambda job: run(*job, outdir), jobs))
+    finally:
+        shutil.rmtree(outdir, ignore_errors=True)
+    out = {"ops": args.ops, "mlp_steps": args.mlp_steps, "modes": {}, "mlp": {}}
+    for what, mode, result in done:
+        out["modes" if what == "ops" else "mlp"][mode] = result
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,451 @@
+"""Runs the fqntrace benchmarks (P1, P2, P5, P6): every mode in its own process (bench/run_mode.py),
+modes interleaved in rounds (the order rotates each round), medians. Writes bench/results.json
+(machine, torch, date, every raw sample) and renders docs/benchmarks.md through bench/report.py.
+
+    .venv/bin/python bench/driver.py [--quick]      # scripts/bench.sh runs this after set-up
+
+On a noisy 2-core machine single numbers mean little: each process reports the median of its
+samples, the tables show the median over rounds, and derived numbers (added ns/op, slowdowns) are
+computed per round against that round's baseline process before taking the median.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PY = sys.executable
+
+# P1 and P6 share their rounds: loaded_off (P6) is one more mode beside the baseline.
+P1_MODES = ["baseline", "loaded_off", "empty", "fqntrace", "fqntrace_noflops", "fqntrace_nohooks",
+            "profiler", "profiler_stack", "modtracker"]
+P2_MODES = ["baseline", "fqntrace"]
+
+SETTINGS = {
+    # rounds, ops per sample, samples per process, MLP steps per sample, transformer steps ...
+    "full": {"p1_rounds": 8, "p1_ops": 20000, "p1_samples": 9, "mlp_steps": 50,
+             "p2_rounds": 6, "p2_steps": 8, "p2_warmup": 2,
+             "p2ab_processes": 2, "p2ab_blocks": 24, "p2ab_steps": 2,
+             "p5_ops": 10_000_000, "p5_budget": 120.0, "p5_profiler_ops": 1_000_000,
+             "p5_baseline_ops": 5_000_000, "callgrind_ops": 5000, "callgrind_mlp_steps": 50},
+    "quick": {"p1_rounds": 3, "p1_ops": 20000, "p1_samples": 5, "mlp_steps": 30,
+              "p2_rounds": 2, "p2_steps": 4, "p2_warmup": 2,
+              "p2ab_processes": 1, "p2ab_blocks": 8, "p2ab_steps": 2,
+              "p5_ops": 1_000_000, "p5_budget": 30.0, "p5_profiler_ops": 200_000,
+              "p5_baseline_ops": 500_000, "callgrind_ops": 5000, "callgrind_mlp_steps": 50},
+}
+P2_THREADS = 1
+
+
+def log(message):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def median(values):
+    return statistics.median(values) if values else None
+
+
+def quartiles(values):
+    if len(values) < 2:
+        return [values[0], values[0]] if values else [None, None]
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return [q[0], q[2]]
+
+
+class Runner:
+    def __init__(self, tmpdir):
+        self.tmpdir = tmpdir
+        self.count = 0
+
+    def run(self, mode, benches, args, timeout=900):
+        """One child process; returns its JSON (plus the trace facts for the fqntrace modes)."""
+        self.count += 1
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
+        env.setdefault("OMP_NUM_THREADS", "1")
+        trace = None
+        if mode.startswith("fqntrace"):
+            trace = os.path.join(self.tmpdir, f"run{self.count}.json")
+            env["FQNTRACE"] = trace
+            env["FQNTRACE_FLOPS"] = "0" if mode == "fqntrace_noflops" else "1"
+        cmd = [PY, os.path.join(HERE, "run_mode.py"), "--mode", mode, "--bench", benches] + [
+            str(a) for a in args]
+        proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True,
+                              timeout=timeout)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        if trace is not None:
+            out["trace_file"] = trace_facts(trace)
+            os.remove(trace)
+        return out
+
+
+def trace_facts(path):
+    """Size, streaming line count and the footer of a Chrome trace (one event per line)."""
+    size = os.path.getsize(path)
+    newlines = 0
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(1 << 24)
+            if not block:
+                break
+            newlines += block.count(b"\n")
+        f.seek(max(0, size - 4096))
+        tail = f.read().decode("utf-8", "replace")
+    footer = {}
+    marker = tail.rfind('"fqntrace": ')
+    if marker >= 0:
+        try:
+            footer = json.loads(tail[marker + len('"fqntrace": '):].rstrip().rstrip("}").strip() + "}")
+        except ValueError:
+            footer = {}
+    lines = newlines + 1
+    # Line 1 is the header, the last line the tail; every line between is one event.
+    return {"bytes": size, "lines": lines, "event_lines": max(0, lines - 2), "footer": footer}
+
+
+def machine():
+    info = {"hostname": platform.node(), "kernel": platform.release(), "python": platform.python_version(),
+            "cores": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+        with open("/proc/meminfo") as f:
+            info["mem_total_gb"] = round(int(f.readline().split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    info["loadavg_start"] = os.getloadavg()
+    return info
+
+
+def torch_version():
+    out = subprocess.run([PY, "-c", "import torch; print(torch.__version__)"], capture_output=True,
+                         text=True, check=True)
+    return out.stdout.strip()
+
+
+def git_commit():
+    out = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                         text=True)
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def rotated(modes, r):
+    k = r % len(modes)
+    return modes[k:] + modes[:k]
+
+
+def run_p1(runner, s):
+    """P1 (per-op, MLP) and P6 (loaded_off): one process per mode per round."""
+    raw = {m: {"ops": [], "mlp": []} for m in P1_MODES}
+    facts = {}
+    args = ["--ops", s["p1_ops"], "--samples", s["p1_samples"], "--steps", s["mlp_steps"],
+            "--warmup", 1, "--threads", 1]
+    for r in range(s["p1_rounds"]):
+        t0 = time.time()
+        for mode in rotated(P1_MODES, r):
+            out = runner.run(mode, "ops,mlp", args)
+            raw[mode]["ops"].append(out["ops"]["samples"])
+            raw[mode].setdefault("ops_thread_cpu", []).append(out["ops"]["thread_cpu_samples"])
+            raw[mode].setdefault("ops_process_cpu", []).append(out["ops"]["process_cpu_samples"])
+            raw[mode]["mlp"].append(out["mlp"]["samples"])
+            facts[mode] = out["facts"]
+            if "trace_file" in out:
+                facts[mode]["dropped_events_last_round"] = out["trace_file"]["footer"].get("dropped_events")
+        base = median(raw["baseline"]["ops"][-1])
+        fq = median(raw["fqntrace"]["ops"][-1])
+        em = median(raw["empty"]["ops"][-1])
+        log(f"P1 round {r + 1}/{s['p1_rounds']} ({time.time() - t0:.0f} s): baseline {base:.0f} "
+            f"ns/op, empty +{em - base:.0f}, fqntrace +{fq - base:.0f}")
+    return {"modes": P1_MODES, "rounds": s["p1_rounds"], "ops_per_sample": s["p1_ops"],
+            "samples_per_process": s["p1_samples"], "mlp_steps_per_sample": s["mlp_steps"],
+            "threads": 1, "raw": raw, "facts": facts}
+
+
+def summarize_p1(p1):
+    """Medians over rounds of each process's median, per mode; added = mode − baseline of those.
+
+    Not paired per round: on this machine noise comes in bursts that hit single processes, and a
+    paired difference is spoiled when either of its two processes is hit, while a median over
+    rounds per mode shrugs off a minority of hit processes. The per-round spread is kept (IQR)."""
+    raw = p1["raw"]
+    per_round = {b: {m: [median(x) for x in raw[m][b]] for m in p1["modes"]} for b in ("ops", "mlp")}
+    summary = {"ops": {}, "mlp": {}}
+    base_ops = median(per_round["ops"]["baseline"])
+    base_mlp = median(per_round["mlp"]["baseline"])
+    base_best = min(min(x) for x in raw["baseline"]["ops"])
+    base_thread = median([median(x) for x in raw["baseline"]["ops_thread_cpu"]])
+    for m in p1["modes"]:
+        ops = per_round["ops"][m]
+        best = min(min(x) for x in raw[m]["ops"])
+        thread_cpu = median([median(x) for x in raw[m]["ops_thread_cpu"]])
+        summary["ops"][m] = {"ns_per_op": median(ops), "added_ns": median(ops) - base_ops,
+                             "iqr_ns": quartiles(ops), "per_round": ops,
+                             "thread_cpu_ns": thread_cpu,
+                             "thread_cpu_added_ns": thread_cpu - base_thread,
+                             "process_cpu_ns": median([median(x) for x in raw[m]["ops_process_cpu"]]),
+                             "best_ns": best, "best_added_ns": best - base_best}
+        mlp = per_round["mlp"][m]
+        summary["mlp"][m] = {"us_per_step": median(mlp),
+                             "slowdown_pct": 100.0 * (median(mlp) / base_mlp - 1.0),
+                             "iqr_us": quartiles(mlp), "per_round": mlp,
+                             "best_us": min(min(x) for x in raw[m]["mlp"])}
+    best_mlp = summary["mlp"]["baseline"]["best_us"]
+    for m in p1["modes"]:
+        summary["mlp"][m]["best_slowdown_pct"] = 100.0 * (summary["mlp"][m]["best_us"] / best_mlp - 1.0)
+    ops, mlp = summary["ops"], summary["mlp"]
+    # A ratio over a cost that noise pushed to zero or below means nothing: None ("n/a").
+    ratio = lambda a, b: a / b if b is not None and b > 0 else None  # noqa: E731
+    summary["ratios"] = {
+        "fqntrace_over_empty_added_ns": ratio(ops["fqntrace"]["added_ns"], ops["empty"]["added_ns"]),
+        "fqntrace_over_profiler_added_ns": ratio(ops["fqntrace"]["added_ns"],
+                                                 ops["profiler"]["added_ns"]),
+        "fqntrace_noflops_over_empty_added_ns": ratio(ops["fqntrace_noflops"]["added_ns"],
+                                                      ops["empty"]["added_ns"]),
+        "mlp_fqntrace_over_empty_slowdown": ratio(mlp["fqntrace"]["slowdown_pct"],
+                                                  mlp["empty"]["slowdown_pct"]),
+        "mlp_fqntrace_nohooks_over_empty_slowdown": ratio(mlp["fqntrace_nohooks"]["slowdown_pct"],
+                                                          mlp["empty"]["slowdown_pct"]),
+        # Secondary views, less sensitive to noise bursts: best samples, and the loop thread's CPU.
+        "best_fqntrace_over_empty_added_ns": ratio(ops["fqntrace"]["best_added_ns"],
+                                                   ops["empty"]["best_added_ns"]),
+        "best_fqntrace_over_profiler_added_ns": ratio(ops["fqntrace"]["best_added_ns"],
+                                                      ops["profiler"]["best_added_ns"]),
+        "thread_cpu_fqntrace_over_empty_added_ns": ratio(ops["fqntrace"]["thread_cpu_added_ns"],
+                                                         ops["empty"]["thread_cpu_added_ns"]),
+        "best_mlp_fqntrace_over_empty_slowdown": ratio(mlp["fqntrace"]["best_slowdown_pct"],
+                                                       mlp["empty"]["best_slowdown_pct"]),
+    }
+    r = summary["ratios"]
+    summary["targets"] = {
+        "ops_vs_empty": {"target": "<= 1.5x", "value": r["fqntrace_over_empty_added_ns"],
+                         "met": None if r["fqntrace_over_empty_added_ns"] is None
+                         else r["fqntrace_over_empty_added_ns"] <= 1.5},
+        "ops_vs_profiler": {"target": "<= 0.5x", "value": r["fqntrace_over_profiler_added_ns"],
+                            "met": None if r["fqntrace_over_profiler_added_ns"] is None
+                            else r["fqntrace_over_profiler_added_ns"] <= 0.5},
+        "mlp_vs_empty": {"target": "<= 1.5x", "value": r["mlp_fqntrace_over_empty_slowdown"],
+                         "met": None if r["mlp_fqntrace_over_empty_slowdown"] is None
+                         else r["mlp_fqntrace_over_empty_slowdown"] <= 1.5},
+    }
+    # P6: libfqntrace.so loaded, FQNTRACE unset. Noise: the larger of 1 % and the baseline's IQR
+    # over rounds; "within" when the difference of medians is inside it.
+    base_iqr = quartiles(per_round["ops"]["baseline"])
+    noise = max(0.01 * base_ops, base_iqr[1] - base_iqr[0])
+    added = summary["ops"]["loaded_off"]["added_ns"]
+    facts = p1["facts"].get("loaded_off", {})
+    summary["p6"] = {
+        "running": facts.get("running"), "global_callbacks": facts.get("global_callbacks"),
+        "function_scope_active": facts.get("function_scope_active"),
+        "added_ns": added, "best_added_ns": summary["ops"]["loaded_off"]["best_added_ns"],
+        "noise_ns": noise, "within_noise": abs(added) <= noise,
+        "mlp_slowdown_pct": summary["mlp"]["loaded_off"]["slowdown_pct"],
+    }
+    return summary
+
+
+def run_p2(runner, s):
+    raw = {m: [] for m in P2_MODES}
+    dropped = []
+    args = ["--steps", s["p2_steps"], "--warmup", s["p2_warmup"], "--threads", P2_THREADS,
+            "--batch", 8]
+    for r in range(s["p2_rounds"]):
+        for mode in rotated(P2_MODES, r):
+            out = runner.run(mode, "transformer", args)
+            raw[mode].append(out["transformer"]["samples"])
+            if "trace_file" in out:
+                dropped.append(out["trace_file"]["footer"].get("dropped_events"))
+        b, f = median(raw["baseline"][-1]), median(raw["fqntrace"][-1])
+        log(f"P2 round {r + 1}/{s['p2_rounds']}: baseline {b:.1f} ms/step, fqntrace {f:.1f} "
+            f"({100 * (f / b - 1):+.1f}%)")
+    base = [median(x) for x in raw["baseline"]]
+    fq = [median(x) for x in raw["fqntrace"]]
+    paired = [100.0 * (f / b - 1.0) for f, b in zip(fq, base)]
+    slow = 100.0 * (median(fq) / median(base) - 1.0)
+    best = 100.0 * (min(min(x) for x in raw["fqntrace"]) / min(min(x) for x in raw["baseline"]) - 1.0)
+    return {"model": "fqntrace.demo.TinyTransformer(vocab=512, dim=256, heads=4, layers=4, seq=128)",
+            "batch": 8, "optimizer": "AdamW", "threads": P2_THREADS, "rounds": s["p2_rounds"],
+            "steps_per_process": s["p2_steps"], "warmup_steps": s["p2_warmup"], "raw": raw,
+            "dropped_events": dropped,
+            "summary": {"baseline_ms": median(base), "fqntrace_ms": median(fq),
+                        "baseline_iqr_ms": quartiles(base), "fqntrace_iqr_ms": quartiles(fq),
+                        "slowdown_pct": slow, "paired_slowdown_pct_median": median(paired),
+                        "paired_slowdown_pct_iqr": quartiles(paired), "best_slowdown_pct": best,
+                        "target": "<= 3%", "met": slow <= 3.0}}
+
+
+def run_p2_ab(runner, s):
+    """P2 again, traced and untraced blocks alternating inside each process (fqntrace.profile)."""
+    per_process = []
+    quads = []
+    pooled = {"baseline": [], "fqntrace": []}
+    args = ["--blocks", s["p2ab_blocks"], "--steps", s["p2ab_steps"], "--warmup", s["p2_warmup"],
+            "--threads", P2_THREADS, "--batch", 8]
+    for i in range(s["p2ab_processes"]):
+        out = runner.run("baseline", "transformer_ab", args)["transformer_ab"]
+        b, f = median(out["samples"]["baseline"]), median(out["samples"]["fqntrace"])
+        # Each A B B A group of blocks: traced mean over untraced mean, the most local comparison.
+        blocks = out["blocks"]
+        for g in range(0, len(blocks) - 3, 4):
+            group = blocks[g:g + 4]
+            a = [t for traced, times in group if not traced for t in times]
+            t = [t for traced, times in group if traced for t in times]
+            if a and t:
+                quads.append(100.0 * (statistics.fmean(t) / statistics.fmean(a) - 1.0))
+        per_process.append({"baseline_ms": b, "fqntrace_ms": f, "slowdown_pct": 100.0 * (f / b - 1.0),
+                            "blocks": blocks, "traced_event_lines": out["traced_event_lines"]})
+        for k in pooled:
+            pooled[k] += out["samples"][k]
+        log(f"P2 A/B process {i + 1}/{s['p2ab_processes']}: untraced {b:.1f} ms/step, traced {f:.1f} "
+            f"({100 * (f / b - 1):+.1f}%)")
+    b, f = median(pooled["baseline"]), median(pooled["fqntrace"])
+    steps_traced = len(pooled["fqntrace"]) + s["p2ab_blocks"] // 2 * s["p2ab_processes"]
+    return {"processes": s["p2ab_processes"], "blocks": s["p2ab_blocks"],
+            "steps_per_block": s["p2ab_steps"], "per_process": per_process,
+            "summary": {"baseline_ms": b, "fqntrace_ms": f, "slowdown_pct": 100.0 * (f / b - 1.0),
+                        "per_process_slowdown_pct": [p["slowdown_pct"] for p in per_process],
+                        "best_slowdown_pct": 100.0 * (min(pooled["fqntrace"]) / min(pooled["baseline"]) - 1.0),
+                        "group_slowdown_pct_median": median(quads), "group_slowdown_pct_iqr": quartiles(quads),
+                        "groups": len(quads),
+                        "events_per_step": sum(p["traced_event_lines"] for p in per_process) / steps_traced,
+                        "target": "<= 3%", "met": 100.0 * (f / b - 1.0) <= 3.0}}
+
+
+def rss_summary(rss, warmup_fraction=0.1):
+    """Growth after warm-up (the first 10% of ops, at least 2 s), and whether it is flat."""
+    points = rss["points"]
+    total = points[-1][1]
+    cut = next((i for i, (t, n, _) in enumerate(points) if n >= warmup_fraction * total and t >= 2.0),
+               len(points) - 1)
+    after = points[cut:]
+    ref = after[0][2]
+    growth_kb = max(p[2] for p in after) - ref
+    half = len(after) // 2
+    first_max = max(p[2] for p in after[:half]) if half else ref
+    second_max = max(p[2] for p in after[half:])
+    slope = None
+    if len(after) >= 3:
+        xs = [p[1] / 1e6 for p in after]
+        ys = [p[2] / 1024 for p in after]
+        mx, my = statistics.fmean(xs), statistics.fmean(ys)
+        den = sum((x - mx) ** 2 for x in xs)
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else None
+    return {"ops": total, "seconds": points[-1][0], "warmup_end_s": after[0][0],
+            "rss_start_mb": points[0][2] / 1024, "rss_after_warmup_mb": ref / 1024,
+            "max_growth_after_warmup_mb": growth_kb / 1024,
+            "growth_from_start_mb": (max(p[2] for p in points) - points[0][2]) / 1024,
+            "second_half_growth_mb": (second_max - first_max) / 1024,
+            "slope_mb_per_million_ops": slope,
+            "flat": (second_max - first_max) <= 1024 and (slope is None or abs(slope) < 0.5),
+            "ops_per_second": total / points[-1][0] if points[-1][0] else None}
+
+
+def run_p5(runner, s):
+    log(f"P5: fqntrace, up to {s['p5_ops']:,} ops or {s['p5_budget']:.0f} s")
+    fq = runner.run("fqntrace", "rss", ["--ops", s["p5_ops"], "--budget", s["p5_budget"],
+                                        "--interval", 0.5, "--threads", 1])
+    log(f"P5: baseline, {s['p5_baseline_ops']:,} ops")
+    base = runner.run("baseline", "rss", ["--ops", s["p5_baseline_ops"], "--budget", 60,
+                                          "--interval", 0.5, "--threads", 1])
+    log(f"P5: torch.profiler, {s['p5_profiler_ops']:,} ops")
+    prof = runner.run("profiler", "rss", ["--ops", s["p5_profiler_ops"], "--budget", 60,
+                                          "--interval", 0.5, "--threads", 1])
+    tf = fq["trace_file"]
+    footer = tf["footer"]
+    fq_sum = rss_summary(fq["rss"])
+    fq_sum.update({
+        "stopped_by_budget": fq["rss"]["stopped_by_budget"],
+        "trace_bytes": tf["bytes"], "trace_lines": tf["lines"], "trace_event_lines": tf["event_lines"],
+        "footer_x_events": footer.get("events"), "dropped_events": footer.get("dropped_events"),
+        "complete": footer.get("complete"),
+        "bytes_per_event": tf["bytes"] / tf["event_lines"] if tf["event_lines"] else None,
+        "target": "<= 32 MB and flat"})
+    fq_sum["met"] = fq_sum["max_growth_after_warmup_mb"] <= 32 and fq_sum["flat"]
+    pr = prof["rss"]
+    p_points = pr["points"]
+    p_ops = p_points[-1][1]
+    during_mb = (p_points[-1][2] - p_points[0][2]) / 1024
+    prof_sum = {"ops": p_ops, "seconds": p_points[-1][0], "growth_during_mb": during_mb,
+                "mb_per_million_ops": during_mb / (p_ops / 1e6),
+                "rss_after_exit_growth_mb": (pr["rss_after_exit_kb"] - p_points[0][2]) / 1024,
+                "mb_per_million_ops_after_exit": (pr["rss_after_exit_kb"] - p_points[0][2]) / 1024
+                / (p_ops / 1e6), "exit_seconds": pr["exit_seconds"]}
+    return {"fqntrace": fq_sum, "baseline": rss_summary(base["rss"]), "profiler": prof_sum,
+            "raw": {"fqntrace": fq["rss"], "baseline": base["rss"], "profiler": pr}}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and ops (a smoke run)")
+    parser.add_argument("--only", default=None,
+                        help="comma-separated subset of p1,p2,p5,callgrind (default: all; --quick "
+                             "skips callgrind)")
+    parser.add_argument("--results", default=os.path.join(HERE, "results.json"))
+    parser.add_argument("--doc", default=os.path.join(ROOT, "docs", "benchmarks.md"))
+    args = parser.parse_args()
+    kind = "quick" if args.quick else "full"
+    s = SETTINGS[kind]
+    only = set((args.only or ("p1,p2,p5" if args.quick else "p1,p2,p5,callgrind")).split(","))
+    started = time.time()
+    results = {"kind": kind, "settings": s,
+               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               "machine": machine(), "torch": torch_version(), "git_commit": git_commit(),
+               "python": PY}
+    tmpdir = tempfile.mkdtemp(prefix="fqntrace-bench-")
+    try:
+        runner = Runner(tmpdir)
+        if "p1" in only:
+            log(f"P1/P6: {s['p1_rounds']} rounds x {len(P1_MODES)} modes")
+            p1 = run_p1(runner, s)
+            p1["summary"] = summarize_p1(p1)
+            results["p1"] = p1
+        if "p2" in only:
+            log(f"P2: {s['p2_rounds']} rounds x {len(P2_MODES)} modes, {P2_THREADS} thread")
+            results["p2"] = run_p2(runner, s)
+            log(f"P2 A/B: {s['p2ab_processes']} process(es) x {s['p2ab_blocks']} alternating blocks")
+            results["p2"]["ab"] = run_p2_ab(runner, s)
+        if "p5" in only:
+            results["p5"] = run_p5(runner, s)
+        if "callgrind" in only:
+            log(f"callgrind: instructions per op, {s['callgrind_ops']:,} ops per mode")
+            out = subprocess.run([PY, os.path.join(HERE, "callgrind_ops.py"), "--ops",
+                                  str(s["callgrind_ops"]), "--mlp-steps", str(s["callgrind_mlp_steps"]),
+                                  "--jobs", "2"], capture_output=True,
+                                 text=True, cwd=ROOT, timeout=1200)
+            if out.returncode == 0:
+                results["callgrind"] = json.loads(out.stdout.strip().splitlines()[-1])
+            else:
+                log(f"callgrind failed (skipped):\n{out.stderr[-2000:]}")
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    results["machine"]["loadavg_end"] = os.getloadavg()
+    results["seconds"] = time.time() - started
+    results["processes"] = runner.count
+    with open(args.results, "w") as f:
+        json.dump(results, f, indent=1)
+        f.write("\n")
+    log(f"wrote {os.path.relpath(args.results, ROOT)} ({results['seconds']:.0f} s, "
+        f"{runner.count} processes)")
+    sys.path.insert(0, HERE)
+    import report
+
+    text = report.render(results)
+    with open(args.doc, "w") as f:
+        f.write(text)
+    log(f"wrote {os.path.relpath(args.doc, ROOT)}")
+    print(report.table(results))
+
+
+if __name__ == "__main__":
+    main()

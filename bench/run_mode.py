@@ -1,0 +1,352 @@
+"""One benchmark measurement in one mode, in this process; prints one JSON object on stdout.
+
+    .venv/bin/python bench/run_mode.py --mode fqntrace --bench ops --samples 9 --ops 20000
+
+The mode is set up here, except FQNTRACE itself: the driver (bench/driver.py) sets it in this
+process's environment for the fqntrace modes, so tracing starts the way it does for a user (the
+start-up hook, when torch is imported). Modes:
+
+  baseline          nothing (checks that no RecordFunction callback is installed)
+  loaded_off        libfqntrace.so loaded with FQNTRACE unset: no session, no callback (P6)
+  empty             bench/empty_observer: one global callback that does nothing
+  fqntrace          FQNTRACE=<tmp>.json (FLOPs on, the default)
+  fqntrace_noflops  the same with FQNTRACE_FLOPS=0 (the callback does not ask for op inputs)
+  fqntrace_nohooks  fqntrace with its nn.Module forward hooks removed before any module runs
+                    (diagnostic: the ops' share of the cost; the trace then has no module names)
+  profiler          torch.profiler.profile(activities=[CPU]) around the measurement
+  profiler_stack    the same with with_stack=True
+  modtracker        torch's ModTracker + a TorchDispatchMode recording the current fqns per op
+
+Benches: ops (torch.add on 4-element tensors, ns/op), mlp (4 Linear 16 wide, batch 8,
+forward+backward, us/step), transformer (training step, ms/step), transformer_ab (the same, traced
+and untraced blocks alternating in this one process through fqntrace.profile; mode baseline),
+rss (RSS while looping tiny ops).
+"""
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+HELPER_DIR = os.environ.get("FQNTRACE_BENCH_HELPERS",
+                            os.path.join(ROOT, "build", "bench", "empty_observer"))
+MODES = ("baseline", "loaded_off", "empty", "fqntrace", "fqntrace_noflops", "fqntrace_nohooks",
+         "profiler", "profiler_stack", "modtracker")
+
+
+def probe():
+    """RecordFunction's own view: is any callback installed for FUNCTION-scope ops?"""
+    lib = ctypes.CDLL(os.path.join(HELPER_DIR, "libcallback_probe.so"))
+    return {"global_callbacks": bool(lib.fqntrace_bench_has_global_callbacks()),
+            "function_scope_active": bool(lib.fqntrace_bench_function_scope_active())}
+
+
+def rss_kb(field="VmRSS"):
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+class FqnRecorder:
+    """ModTracker + a TorchDispatchMode that records, for every op, the fqns of the modules it
+    runs in and whether it is backward: the pure-Python way to get what fqntrace records."""
+
+    def __init__(self):
+        from torch.distributed._tools.mod_tracker import ModTracker
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        tracker = ModTracker()
+        events = []
+
+        class RecordFqn(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                events.append((func, tuple(tracker.parents), tracker.is_bw))
+                return func(*args, **(kwargs or {}))
+
+        self.tracker = tracker
+        self.mode = RecordFqn()
+        self.events = events
+
+    def __enter__(self):
+        self.tracker.__enter__()
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.mode.__exit__(*exc)
+        self.tracker.__exit__(*exc)
+        return False
+
+
+def set_up(mode):
+    """Process-wide set-up and checks; returns facts about the mode for the JSON."""
+    facts = {"mode": mode}
+    if mode.startswith("fqntrace"):
+        import fqntrace
+        import fqntrace._hooks
+        import fqntrace._native
+
+        if not os.environ.get("FQNTRACE"):
+            sys.exit("run_mode: the fqntrace modes need FQNTRACE set by the driver")
+        fqntrace._native.load()
+        assert fqntrace.tracing(), "fqntrace did not start although FQNTRACE is set"
+        assert fqntrace._hooks._installed, "fqntrace's module hooks are not installed"
+        facts["trace"] = os.environ["FQNTRACE"]
+        facts["flops"] = os.environ.get("FQNTRACE_FLOPS", "1") != "0"
+        if mode == "fqntrace_nohooks":
+            # No module has run yet, so no parameter hook exists either: only ops are observed.
+            for handle in fqntrace._hooks._handles:
+                handle.remove()
+            facts["module_hooks"] = False
+    else:
+        assert not os.environ.get("FQNTRACE"), f"FQNTRACE must be unset in mode {mode}"
+    if mode == "loaded_off":
+        import fqntrace
+        import fqntrace._native
+
+        torch.ops.load_library(fqntrace.library_path())
+        facts["running"] = bool(fqntrace._native.load().running())
+        assert not facts["running"], "fqntrace runs a session although FQNTRACE is unset"
+    if mode == "empty":
+        torch.ops.load_library(os.path.join(HELPER_DIR, "libempty_observer.so"))
+    facts.update(probe())
+    expect_callback = mode == "empty" or mode.startswith("fqntrace")
+    assert facts["global_callbacks"] == expect_callback, (mode, facts)
+    return facts
+
+
+def measuring(mode):
+    """Context entered around the whole measurement (modes that are scoped, not process-wide)."""
+    if mode == "profiler":
+        from torch.profiler import ProfilerActivity, profile
+        return profile(activities=[ProfilerActivity.CPU])
+    if mode == "profiler_stack":
+        from torch.profiler import ProfilerActivity, profile
+        return profile(activities=[ProfilerActivity.CPU], with_stack=True)
+    if mode == "modtracker":
+        return FqnRecorder()
+    return contextlib.nullcontext()
+
+
+def bench_ops(mode, args):
+    a, b = torch.ones(4), torch.ones(4)
+    n = args.ops
+    add = torch.add
+    samples, thread_cpu, process_cpu = [], [], []
+    with measuring(mode):
+        for _ in range(args.warmup):
+            for _ in range(n):
+                add(a, b)
+        for _ in range(args.samples):
+            c0, p0 = time.thread_time_ns(), time.process_time_ns()
+            t0 = time.perf_counter_ns()
+            for _ in range(n):
+                add(a, b)
+            t1 = time.perf_counter_ns()
+            samples.append((t1 - t0) / n)
+            # CPU time of this thread alone (the observer's own work, without preemption) and of
+            # the whole process (adds fqntrace's drain thread, which runs beside the loop).
+            thread_cpu.append((time.thread_time_ns() - c0) / n)
+            process_cpu.append((time.process_time_ns() - p0) / n)
+    return {"unit": "ns/op", "ops_per_sample": n, "samples": samples,
+            "thread_cpu_samples": thread_cpu, "process_cpu_samples": process_cpu}
+
+
+def make_mlp():
+    torch.manual_seed(0)
+    layers = []
+    for i in range(4):
+        layers.append(torch.nn.Linear(16, 16))
+        if i < 3:
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers), torch.randn(8, 16)
+
+
+def bench_mlp(mode, args):
+    model, x = make_mlp()
+
+    def step():
+        model(x).sum().backward()
+        model.zero_grad(set_to_none=True)
+
+    samples = []
+    with measuring(mode):
+        for _ in range(args.warmup * args.steps):
+            step()
+        for _ in range(args.samples):
+            t0 = time.perf_counter_ns()
+            for _ in range(args.steps):
+                step()
+            samples.append((time.perf_counter_ns() - t0) / args.steps / 1000.0)
+    return {"unit": "us/step", "steps_per_sample": args.steps, "samples": samples}
+
+
+def bench_transformer(mode, args):
+    from fqntrace.demo import TinyTransformer
+
+    torch.manual_seed(0)
+    vocab, seq = 512, 128
+    model = TinyTransformer(vocab=vocab, dim=256, heads=4, layers=4, seq=seq)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    tokens = torch.randint(vocab, (args.batch, seq))
+    targets = torch.randint(vocab, (args.batch, seq))
+
+    def step():
+        logits = model(tokens)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    samples = []
+    with measuring(mode):
+        for _ in range(args.warmup):
+            step()
+        for _ in range(args.steps):
+            t0 = time.perf_counter_ns()
+            step()
+            samples.append((time.perf_counter_ns() - t0) / 1e6)
+    return {"unit": "ms/step", "batch": args.batch, "samples": samples}
+
+
+def bench_transformer_ab(mode, args):
+    """P2 inside one process: blocks of steps alternate untraced / traced (fqntrace.profile),
+    in the order A B B A A B B A ..., so both arms share the machine's noise of the moment.
+    Needs mode baseline (FQNTRACE unset). Between traced blocks the session is stopped and the
+    module hooks removed, so untraced blocks run without fqntrace's Python hooks (the parameter
+    hooks stay: one no-op Python call per parameter per backward, ~0.02 % of a step)."""
+    import tempfile
+
+    import fqntrace
+    import fqntrace._hooks
+    from fqntrace.demo import TinyTransformer
+
+    torch.manual_seed(0)
+    vocab, seq = 512, 128
+    model = TinyTransformer(vocab=vocab, dim=256, heads=4, layers=4, seq=seq)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    tokens = torch.randint(vocab, (args.batch, seq))
+    targets = torch.randint(vocab, (args.batch, seq))
+
+    def step():
+        logits = model(tokens)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    def timed_steps(n):
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter_ns()
+            step()
+            out.append((time.perf_counter_ns() - t0) / 1e6)
+        return out
+
+    def remove_hooks():
+        for handle in fqntrace._hooks._handles:
+            handle.remove()
+        fqntrace._hooks._handles.clear()
+        fqntrace._hooks._installed = False
+
+    samples = {"baseline": [], "fqntrace": []}
+    blocks = []  # per block: [traced, step times]
+    events = 0
+    with tempfile.TemporaryDirectory(prefix="fqntrace-ab-") as tmp:
+        path = os.path.join(tmp, "ab.json")
+        for _ in range(args.warmup):
+            step()
+        with fqntrace.profile(path):  # first traced steps name the modules and hook parameters
+            step()
+        remove_hooks()
+        for block in range(args.blocks):
+            traced = (block % 4) in (1, 2)
+            if traced:
+                with fqntrace.profile(path):
+                    step()  # settle: the session's first step allocates its buffers
+                    times = timed_steps(args.steps)
+                remove_hooks()
+                samples["fqntrace"] += times
+                with open(path, "rb") as trace:
+                    events += sum(1 for _ in trace) - 2
+            else:
+                step()
+                times = timed_steps(args.steps)
+                samples["baseline"] += times
+            blocks.append([traced, times])
+    return {"unit": "ms/step", "batch": args.batch, "blocks": blocks, "steps_per_block": args.steps,
+            "samples": samples, "traced_event_lines": events}
+
+
+def bench_rss(mode, args):
+    """Tiny ops in a loop; RSS every ~interval s. Stops at args.ops ops or args.budget seconds."""
+    a, b = torch.ones(4), torch.ones(4)
+    add = torch.add
+    chunk = 10000
+    points = []  # (seconds, ops done, RSS kB)
+    done = 0
+    with measuring(mode):
+        t0 = last = time.perf_counter()
+        points.append((0.0, 0, rss_kb()))
+        while done < args.ops:
+            for _ in range(chunk):
+                add(a, b)
+            done += chunk
+            now = time.perf_counter()
+            if now - last >= args.interval:
+                points.append((now - t0, done, rss_kb()))
+                last = now
+            if now - t0 >= args.budget:
+                break
+        elapsed = time.perf_counter() - t0
+        points.append((elapsed, done, rss_kb()))
+        hwm_kb = rss_kb("VmHWM")
+        t_exit = time.perf_counter()
+    result = {"ops": done, "seconds": elapsed, "points": points, "hwm_kb": hwm_kb,
+              "stopped_by_budget": done < args.ops}
+    if mode.startswith("profiler"):
+        # On exit the profiler collects what it kept (Kineto's result objects); that memory is
+        # part of what it costs before anything is exported. prof.events() (the Python
+        # FunctionEvent list, far larger and ~50 us/event to build) is deliberately not called.
+        result["exit_seconds"] = time.perf_counter() - t_exit
+        result["rss_after_exit_kb"] = rss_kb()
+        result["hwm_after_exit_kb"] = rss_kb("VmHWM")
+    return result
+
+
+BENCHES = {"ops": bench_ops, "mlp": bench_mlp, "transformer": bench_transformer,
+           "transformer_ab": bench_transformer_ab, "rss": bench_rss}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=MODES, required=True)
+    parser.add_argument("--bench", required=True, help="comma-separated: " + ",".join(BENCHES))
+    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    parser.add_argument("--samples", type=int, default=7)
+    parser.add_argument("--warmup", type=int, default=1, help="samples (ops, mlp) or steps")
+    parser.add_argument("--ops", type=int, default=20000, help="ops per sample (ops); total (rss)")
+    parser.add_argument("--steps", type=int, default=50, help="steps per sample (mlp); steps (transformer)")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--blocks", type=int, default=16, help="transformer_ab: alternating blocks")
+    parser.add_argument("--budget", type=float, default=120.0, help="rss: seconds at most")
+    parser.add_argument("--interval", type=float, default=0.5, help="rss: seconds between samples")
+    args = parser.parse_args()
+
+    torch.set_num_threads(args.threads)
+    out = {"facts": set_up(args.mode), "threads": torch.get_num_threads(), "pid": os.getpid()}
+    for name in args.bench.split(","):
+        out[name] = BENCHES[name](args.mode, args)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

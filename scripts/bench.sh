@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Benchmarks fqntrace against an empty RecordFunction observer, torch.profiler and ModTracker
+# (P1 per-op + MLP, P2 transformer step, P5 memory and trace size, P6 library loaded but off).
+# Sets up first (scripts/setup.sh), builds the bench helper library, runs bench/driver.py, prints
+# the table and writes docs/benchmarks.md and bench/results.json.
+#   scripts/bench.sh            full run (~11 min on 2 cores, plus set-up when it rebuilds)
+#   scripts/bench.sh --quick    smoke run: fewer rounds and ops (~2.5 min, plus set-up)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+QUICK=()
+for arg in "$@"; do
+  case "$arg" in
+    --quick) QUICK=(--quick) ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    *) echo "bench.sh: unknown argument '$arg' (use --quick)" >&2; exit 2 ;;
+  esac
+done
+log() { echo "[bench] $*" >&2; }
+
+bash "$ROOT/scripts/setup.sh"
+PY="$ROOT/.venv/bin/python"
+
+# The empty observer (the reference) and the callback probe: a separate tiny CMake project.
+HELPERS="$ROOT/build/bench/empty_observer"
+if [ ! -f "$HELPERS/build.ninja" ]; then
+  log "configuring bench/empty_observer"
+  mkdir -p "$HELPERS"
+  TORCH_PREFIX="$("$PY" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
+  cmake -S "$ROOT/bench/empty_observer" -B "$HELPERS" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" >"$HELPERS/cmake-configure.log" 2>&1 \
+    || { cat "$HELPERS/cmake-configure.log" >&2; exit 1; }
+fi
+cmake --build "$HELPERS" >/dev/null
+for lib in libempty_observer.so libcallback_probe.so; do
+  [ -f "$HELPERS/$lib" ] || { echo "[bench] $HELPERS/$lib was not built" >&2; exit 1; }
+done
+command -v valgrind >/dev/null || log "valgrind not found: the instruction counts are skipped"
+
+exec "$PY" "$ROOT/bench/driver.py" "${QUICK[@]}"
