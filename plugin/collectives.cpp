@@ -2,9 +2,13 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
-#include <atomic>
+#include <c10/util/ThreadLocalDebugInfo.h>
+
 #include <cstring>
+#include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace fqntrace::collectives {
 namespace {
@@ -13,25 +17,18 @@ const char* const kKindNames[] = {"",        "allreduce", "allgather", "reduce_s
                                   "alltoall", "barrier",   "gather",    "scatter",        "reduce",
                                   "send",     "recv",      "other"};
 constexpr uint8_t kNumKinds = sizeof(kKindNames) / sizeof(kKindNames[0]);
-constexpr uint32_t kSlots = 4096;
+// Our own slot in c10's thread-local debug info (identified by this string's address).
+constexpr std::string_view kTagSlotName = "fqntrace.collective_issuer";
+const c10::DebugInfoKind kTagSlot(&kTagSlotName);
 
-struct Slot {
-  std::atomic<uint64_t> ticket{0};  // ticket + 1 once written
-  std::atomic<uint64_t> attribution{0};
-  std::atomic<uint64_t> bytes{0};
-  std::atomic<uint32_t> group_size{0};
+struct IssuerTag : c10::DebugInfoBase {
+  IssuerTag(const Issued& i, uint64_t s) : issued(i), session(s) {}
+  Issued issued;
+  uint64_t session;  // a tag left behind by an earlier session is ignored
 };
 
-struct Fifo {
-  std::atomic<uint64_t> issued{0};
-  std::atomic<uint64_t> taken{0};
-  Slot slots[kSlots];
-};
-
-Fifo* fifos() {
-  static Fifo* f = new Fifo[kNumKinds];  // never destroyed: gloo threads may outlive us at exit
-  return f;
-}
+// The debug info each open issuing op found when it started, innermost last.
+thread_local std::vector<std::shared_ptr<c10::ThreadLocalDebugInfo>> tls_saved;
 
 // "c10d::_allgather_base_" → "allgatherbase" → "allgather".
 uint8_t classify(std::string squashed) {
@@ -117,39 +114,25 @@ void describe(c10::ArrayRef<const c10::IValue> inputs, uint64_t* bytes, uint32_t
   }
 }
 
-void issue(uint8_t kind, const Issued& issued) {
-  if (kind == 0 || kind >= kNumKinds) return;
-  Fifo& f = fifos()[kind];
-  uint64_t ticket = f.issued.fetch_add(1, std::memory_order_relaxed);
-  Slot& s = f.slots[ticket % kSlots];
-  s.attribution.store((static_cast<uint64_t>(issued.fqn_id) << 8) | static_cast<uint8_t>(issued.phase),
-                      std::memory_order_relaxed);
-  s.bytes.store(issued.bytes, std::memory_order_relaxed);
-  s.group_size.store(issued.group_size, std::memory_order_relaxed);
-  s.ticket.store(ticket + 1, std::memory_order_release);
+uint32_t begin_issue(const Issued& issued, uint64_t session) {
+  tls_saved.push_back(c10::ThreadLocalDebugInfo::current());
+  c10::ThreadLocalDebugInfo::_push(kTagSlot, std::make_shared<IssuerTag>(issued, session));
+  return static_cast<uint32_t>(tls_saved.size());
 }
 
-bool take(uint8_t kind, Issued* out) {
-  if (kind == 0 || kind >= kNumKinds) return false;
-  Fifo& f = fifos()[kind];
-  uint64_t ticket = f.taken.fetch_add(1, std::memory_order_relaxed);
-  Slot& s = f.slots[ticket % kSlots];
-  if (s.ticket.load(std::memory_order_acquire) != ticket + 1) return false;
-  uint64_t a = s.attribution.load(std::memory_order_relaxed);
-  out->fqn_id = static_cast<uint32_t>(a >> 8);
-  out->phase = static_cast<Phase>(a & 0xFF);
-  out->bytes = s.bytes.load(std::memory_order_relaxed);
-  out->group_size = s.group_size.load(std::memory_order_relaxed);
+void end_issue(uint32_t mark) {
+  if (mark == 0 || mark > tls_saved.size()) return;
+  // Restoring what the op found (rather than popping) also drops the tags of inner issuing ops
+  // whose end never came.
+  c10::ThreadLocalDebugInfo::_forceCurrentDebugInfo(tls_saved[mark - 1]);
+  tls_saved.resize(mark - 1);
+}
+
+bool issuer_of_work(uint64_t session, Issued* out) {
+  auto* tag = dynamic_cast<IssuerTag*>(c10::ThreadLocalDebugInfo::get(kTagSlot));
+  if (tag == nullptr || tag->session != session) return false;
+  *out = tag->issued;
   return true;
-}
-
-void reset() {
-  for (uint8_t k = 0; k < kNumKinds; ++k) {
-    Fifo& f = fifos()[k];
-    f.issued.store(0, std::memory_order_relaxed);
-    f.taken.store(0, std::memory_order_relaxed);
-    for (Slot& s : f.slots) s.ticket.store(0, std::memory_order_relaxed);
-  }
 }
 
 }  // namespace fqntrace::collectives

@@ -12,6 +12,7 @@ enum class EventKind : uint8_t {
   kModule,      // a module-boundary record scope (nn.Module forward / fqntrace::ModuleScope)
   kUserScope,   // any other USER_SCOPE range (record_function("..."))
   kShapes,      // not a range: a chunk of the next op's encoded input shapes (plugin/shapes.h)
+  kServe,       // never written: a scope that only lends its fqn to what runs inside it
 };
 
 enum class Phase : uint8_t { kForward, kBackward, kRecompute };

@@ -40,6 +40,7 @@ struct Frame {
   bool in_op;    // this range or an enclosing one is a cpu_op (op, node, engine wrapper)
   Phase op_phase;  // phase of the nearest cpu_op among this range and its enclosing ones
   bool in_flop;  // this range or an enclosing one is a FLOP-counted op
+  uint32_t issue_mark;  // issuing collective: what collectives::end_issue needs (0: none)
 };
 
 struct ThreadState {
@@ -50,6 +51,7 @@ struct ThreadState {
   uint32_t depth = 0;
   uint32_t pending_module_fqn = 0;  // 0: none
   uint32_t pending_module_type = 0;
+  uint32_t pending_serve_fqn = 0;
   uint32_t pending_accumulate_fqn = 0;
   NameCache names;
   Frame frames[kMaxDepth];
@@ -105,6 +107,14 @@ inline ThreadState* current_state() {
 
 inline bool in_graph_task() { return torch::autograd::get_current_graph_task_id() != -1; }
 
+// Phase of a scope that is neither an op nor a module's forward. A scope opened in forward can
+// still be open while backward runs (record_function("step") around forward and backward): what
+// opens inside it from the engine, outside any node (final callbacks), is backward.
+Phase scope_phase(const Frame* parent) {
+  if (parent != nullptr && parent->phase != Phase::kForward) return parent->phase;
+  return in_graph_task() ? Phase::kBackward : Phase::kForward;
+}
+
 // Backward ranges: the module whose forward created the node, via (forward thread, seq).
 void attribute_node(const at::RecordFunction& fn, Frame& f, const Frame* parent) {
   f.fwd_tid = static_cast<uint32_t>(fn.forwardThreadId());
@@ -124,8 +134,9 @@ void attribute_node(const at::RecordFunction& fn, Frame& f, const Frame* parent)
 // The issuing c10d op hands its attribution to the backend's work range that runs it later.
 void attribute_collective(const at::RecordFunction& fn, const NameInfo& info, Frame& f) {
   collectives::Issued c;
+  c.kind_name_id = info.collective_name_id;
   if (info.collective_work) {
-    if (collectives::take(info.collective, &c)) {
+    if (collectives::issuer_of_work(session_state::generation(), &c)) {
       f.fqn_id = c.fqn_id;
       f.phase = c.phase;
     }
@@ -134,12 +145,12 @@ void attribute_collective(const at::RecordFunction& fn, const NameInfo& info, Fr
     if (fn.needsInputs()) collectives::describe(fn.inputs(), &c.bytes, &c.group_size);
     c.fqn_id = f.fqn_id;
     c.phase = f.phase;
-    collectives::issue(info.collective, c);
+    f.issue_mark = collectives::begin_issue(c, session_state::generation());
     f.flags = kCollective;
   }
   f.flops = c.bytes;
   f.fwd_tid = c.group_size;
-  f.type_id = info.collective_name_id;
+  f.type_id = c.kind_name_id;
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
@@ -157,6 +168,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     f.fwd_tid = 0;
     f.flops = 0;
     f.flags = 0;
+    f.issue_mark = 0;
     f.in_flop = parent != nullptr && parent->in_flop;
     const NameInfo& info = ts->names.lookup(fn.name());
     f.name_id = info.id;
@@ -215,13 +227,17 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
           f.fqn_id = ts->pending_module_fqn;
           f.type_id = ts->pending_module_type;
           ts->pending_module_fqn = 0;
-          bool under_backward = parent != nullptr ? parent->phase != Phase::kForward : in_graph_task();
-          f.phase = under_backward ? Phase::kRecompute : Phase::kForward;
+          // A module's forward that runs while backward does is a recomputation.
+          f.phase = scope_phase(parent) == Phase::kForward ? Phase::kForward : Phase::kRecompute;
+        } else if (ts->pending_serve_fqn != 0) {
+          f.kind = EventKind::kServe;
+          f.fqn_id = ts->pending_serve_fqn;
+          ts->pending_serve_fqn = 0;
+          f.phase = scope_phase(parent);
         } else {
           f.kind = EventKind::kUserScope;
           f.fqn_id = parent != nullptr ? parent->fqn_id : kGlobalFqnId;
-          f.phase = parent != nullptr ? parent->phase
-                                      : (in_graph_task() ? Phase::kBackward : Phase::kForward);
+          f.phase = scope_phase(parent);
           // gloo's work ranges ("gloo:all_reduce") are USER_SCOPE ranges on its own threads.
           if (info.collective != 0) attribute_collective(fn, info, f);
           if (session_state::shapes() && fn.needsInputs()) {
@@ -259,6 +275,8 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
     --i;
     ts->depth = i;  // ranges above i never reported their end: they are abandoned
     const Frame& f = ts->frames[i];
+    if (f.issue_mark != 0) collectives::end_issue(f.issue_mark);
+    if (f.kind == EventKind::kServe) return;
     RawEvent e;
     e.start_ns = f.start_ns;
     e.end_ns = end_ns;
@@ -299,8 +317,13 @@ void set_pending_module(uint32_t fqn_id, uint32_t type_id) {
   ts->pending_module_type = type_id;
 }
 
+void set_pending_serve(uint32_t fqn_id) {
+  ThreadState* ts = session_state::running() ? current_state() : nullptr;
+  if (ts != nullptr) ts->pending_serve_fqn = fqn_id;
+}
+
 void clear_pending_module() {
-  if (tls_state != nullptr) tls_state->pending_module_fqn = 0;
+  if (tls_state != nullptr) tls_state->pending_module_fqn = tls_state->pending_serve_fqn = 0;
 }
 
 void set_accumulate_owner(uint32_t fqn_id) {

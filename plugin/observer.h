@@ -17,7 +17,10 @@ void uninstall(at::CallbackHandle handle);
 // Side channels, set on the current thread just before the range they describe opens.
 // The next USER_SCOPE range opened on this thread is the module `fqn_id` of class `type_id`.
 void set_pending_module(uint32_t fqn_id, uint32_t type_id);
-void clear_pending_module();
+// The next USER_SCOPE range is not a module's forward but work done for module `fqn_id` (FSDP's
+// all-gather for the block it prefetches): what runs inside takes that fqn and keeps its phase.
+void set_pending_serve(uint32_t fqn_id);
+void clear_pending_module();  // clears both
 // The next AccumulateGrad node on this thread accumulates into a parameter of module `fqn_id`.
 void set_accumulate_owner(uint32_t fqn_id);
 

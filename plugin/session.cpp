@@ -261,7 +261,6 @@ bool start_session(const Config& config, std::string* error) {
     pthread_atfork(nullptr, nullptr, on_fork_child);
   });
 
-  collectives::reset();
   session_state::g_generation.fetch_add(1, std::memory_order_relaxed);
   session_state::g_running.store(true, std::memory_order_relaxed);
   session_state::g_shapes.store(config.shapes, std::memory_order_relaxed);

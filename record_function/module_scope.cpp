@@ -20,6 +20,7 @@ void begin_module_range(at::RecordFunction& range, uint32_t fqn_id, uint32_t typ
 
 // Python's forward pre/post hooks are two calls: their ranges live on this per-thread stack.
 thread_local std::vector<std::unique_ptr<at::RecordFunction>> tls_open_modules;
+thread_local std::vector<std::unique_ptr<at::RecordFunction>> tls_open_serves;  // serve_enter/exit
 
 }  // namespace
 
@@ -66,5 +67,25 @@ void module_exit() {
 }
 
 void announce_accumulate_owner(uint32_t fqn_id) { observer::set_accumulate_owner(fqn_id); }
+
+void serve_enter(uint32_t fqn_id) {
+  auto callbacks = at::getStepCallbacksUnlessEmpty(at::RecordScope::USER_SCOPE);
+  if (!callbacks.has_value()) {
+    tls_open_serves.push_back(nullptr);
+    return;
+  }
+  auto range = std::make_unique<at::RecordFunction>(std::move(*callbacks));
+  observer::set_pending_serve(fqn_id);
+  range->before("fqntrace::serve");
+  observer::clear_pending_module();
+  tls_open_serves.push_back(std::move(range));
+}
+
+void serve_exit() {
+  if (tls_open_serves.empty()) return;
+  std::unique_ptr<at::RecordFunction> range = std::move(tls_open_serves.back());
+  tls_open_serves.pop_back();
+  if (range) range->end();
+}
 
 }  // namespace fqntrace

@@ -50,5 +50,10 @@ uint32_t intern(std::string_view s);
 void module_enter(uint32_t fqn_id, uint32_t type_id);  // opens a scope kept on a per-thread stack
 void module_exit();                                     // closes the innermost one
 void announce_accumulate_owner(uint32_t fqn_id);        // called by a parameter's gradient hook
+// A scope (not written to the trace) whose contents are attributed to module `fqn_id` with the
+// phase they run in: work done for a module outside its own forward (FSDP's all-gathers and
+// reduce-scatters, issued from other modules' hooks or the engine's final callback).
+void serve_enter(uint32_t fqn_id);
+void serve_exit();
 
 }  // namespace fqntrace

@@ -50,6 +50,18 @@ PyObject* py_accumulate_owner(PyObject*, PyObject* arg) {
   Py_RETURN_NONE;
 }
 
+PyObject* py_serve_enter(PyObject*, PyObject* arg) {
+  uint32_t fqn = 0;
+  if (!arg_u32(arg, &fqn)) return nullptr;
+  fqntrace::serve_enter(fqn);
+  Py_RETURN_NONE;
+}
+
+PyObject* py_serve_exit(PyObject*, PyObject*) {
+  fqntrace::serve_exit();
+  Py_RETURN_NONE;
+}
+
 PyObject* py_start(PyObject*, PyObject* arg) {
   const char* value = PyUnicode_AsUTF8(arg);
   if (value == nullptr) return nullptr;
@@ -117,6 +129,9 @@ PyMethodDef kMethods[] = {
     {"module_exit", py_module_exit, METH_NOARGS, "close the innermost module scope"},
     {"accumulate_owner", py_accumulate_owner, METH_O,
      "the next AccumulateGrad on this thread belongs to module fqn_id"},
+    {"serve_enter", py_serve_enter, METH_O,
+     "serve_enter(fqn_id): what runs until serve_exit is done for module fqn_id"},
+    {"serve_exit", py_serve_exit, METH_NOARGS, "close the innermost serve scope"},
     {"start", py_start, METH_O, "start(path) -> expanded path; starts a session"},
     {"stop", py_stop, METH_NOARGS, "stop the session; False if the trace could not be written"},
     {"flush", py_flush, METH_NOARGS, "drain buffers and write them to the file now"},

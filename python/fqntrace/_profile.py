@@ -1,7 +1,7 @@
 """fqntrace.profile(): trace the body of a with-block (for code that prefers it to FQNTRACE)."""
 import contextlib
 
-from fqntrace import _distributed, _hooks, _native
+from fqntrace import _distributed, _fsdp, _hooks, _native
 
 
 @contextlib.contextmanager
@@ -13,6 +13,7 @@ def profile(path):
     expanded = C.start(str(path))
     _hooks.install()
     _distributed.watch_process_group()
+    _fsdp.install()
     try:
         yield expanded
     finally:

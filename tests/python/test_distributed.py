@@ -198,8 +198,7 @@ def test_ddp_every_collective_is_described(ddp):
             assert a["group_size"] == WORLD, e
         for e in issuers(trace):
             assert e["cat"] == "cpu_op" and e["tid"] == main, e
-            if e["name"] != "c10d::allgather_":  # DDP's parameter check: see the xfail below
-                assert e["args"]["bytes"] > 0, e
+            assert e["args"]["bytes"] > 0, e
         for e in works(trace):
             assert e["cat"] == "user_annotation" and e["name"].startswith("gloo:"), e
             assert e["tid"] != main, e
@@ -352,20 +351,12 @@ def test_fsdp2_block_reduce_scatters_name_their_block(fsdp):
             assert (e["args"]["fqn"], e["args"]["phase"]) == (module, "backward"), e
 
 
-@pytest.mark.xfail(strict=True, reason="FSDP2 issues backward all-gathers from FSDPState."
-                   "_pre_backward, a tensor hook on the forward output that the engine runs "
-                   "before the output's grad_fn range opens (only the evaluate_function wrapper is "
-                   "open, not yet attributed: Global); and with implicit prefetch the all-gather "
-                   "for block i is issued in the pre-backward of the module run after it (root "
-                   "for blocks.1, blocks.1 for blocks.0)")
 def test_fsdp2_backward_all_gathers_name_the_block_they_serve(fsdp):
     for trace in fsdp["traces"]:
         for e, module in fsdp_collectives(trace)[("allgather", "backward")]:
             assert (e["args"]["fqn"], e["args"]["phase"]) == (module, "backward"), e
 
 
-@pytest.mark.xfail(strict=True, reason="the root's reduce-scatter runs in FSDP's final engine "
-                   "callback (root_post_backward_callback), outside every node: Global")
 def test_fsdp2_root_reduce_scatter_names_the_root(fsdp):
     for trace in fsdp["traces"]:
         roots = [e for e, m in fsdp_collectives(trace)[("reduce_scatter", "backward")] if m == ROOT]
@@ -374,27 +365,51 @@ def test_fsdp2_root_reduce_scatter_names_the_root(fsdp):
             assert e["args"]["fqn"] == ROOT, e
 
 
-@pytest.mark.xfail(strict=True, reason="a range opened outside nodes during backward takes its "
-                   "parent's phase; under the program's record_function('step i'), opened in "
-                   "forward, the root's reduce-scatter from the engine's final callback is 'forward'")
 def test_fsdp2_reduce_scatters_are_backward(fsdp):
     for trace in fsdp["traces"]:
         for e, _ in fsdp_collectives(trace)[("reduce_scatter", "backward")]:
             assert e["args"]["phase"] == "backward", e
 
 
-@pytest.mark.xfail(strict=True, reason="gloo runs reduce_scatter_tensor as an all-reduce: its "
-                   "work range is 'gloo:all_reduce', which takes from the allreduce FIFO where "
-                   "nothing was issued; it gets no attribution (Global, 0 bytes, group_size 0)")
 def test_fsdp2_reduce_scatter_work_carries_the_attribution(fsdp):
     for trace in fsdp["traces"]:
         for w in works(trace):
             assert w["args"]["group_size"] == WORLD and w["args"]["bytes"] > 0, w
 
 
-@pytest.mark.xfail(strict=True, reason="each unmatched 'gloo:all_reduce' of a reduce-scatter "
-                   "advances the allreduce FIFO's read ticket: from the first one on, every real "
-                   "all-reduce's work misses its issuer (here the --log-loss all-reduce)")
+def test_fsdp2_every_work_carries_its_issuers_attribution(fsdp):
+    # The work inherits the issuer's kind too: gloo runs reduce_scatter_tensor as an all-reduce
+    # ("gloo:all_reduce"), and that work still says reduce_scatter, with the issuer's bytes.
+    for trace in fsdp["traces"]:
+        ps = pairs(trace)
+        assert {i["args"]["collective"] for i, _ in ps} == {"allgather", "reduce_scatter",
+                                                             "allreduce", "barrier"}
+        for issuer, work in ps:
+            assert attribution(work) == attribution(issuer), (issuer, work)
+            assert work["ts"] >= issuer["ts"], (issuer, work)
+        scatters = [w for i, w in ps if i["name"] == "c10d::_reduce_scatter_base_"]
+        assert scatters and all(w["name"] == "gloo:all_reduce" for w in scatters)
+
+
+def test_fsdp2_root_post_backward_runs_as_backward_of_the_root(fsdp):
+    # Every op of the root's reduce (FSDP's final engine callback, outside every node and inside
+    # the program's "step i" range opened in forward) is the root's backward work.
+    for trace in fsdp["traces"]:
+        labels = [e for e in xs(trace) if e["name"] == "FSDP::post_backward_reduce"]
+        assert len(labels) == 2
+        for label in labels:
+            assert (label["args"]["fqn"], label["args"]["phase"]) == (ROOT, "backward")
+            inner = [e for e in xs(trace) if e is not label and inside(e, label)]
+            assert any(e["name"] == "c10d::_reduce_scatter_base_" for e in inner)
+            for e in inner:
+                assert (e["args"]["fqn"], e["args"]["phase"]) == (ROOT, "backward"), e
+
+
+def test_fsdp2_serve_scopes_stay_out_of_the_trace(fsdp):
+    for trace in fsdp["traces"]:
+        assert not [e for e in trace["traceEvents"] if "fqntrace::serve" in e.get("name", "")]
+
+
 def test_fsdp2_loss_all_reduce_work_carries_its_issuer(fsdp):
     for trace in fsdp["traces"]:
         logged = [e for e in issuers(trace) if e["name"] == "c10d::allreduce_"]
