@@ -182,7 +182,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
           f.kind = EventKind::kOp;
           if (parent != nullptr) {
             f.fqn_id = parent->fqn_id;
-            f.phase = parent->phase;
+            f.phase = parent->kind == EventKind::kUserScope ? scope_phase(parent) : parent->phase;
           } else {
             f.fqn_id = kGlobalFqnId;
             f.phase = in_graph_task() ? Phase::kBackward : Phase::kForward;

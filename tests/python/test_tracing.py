@@ -161,6 +161,41 @@ def test_checkpoint_recompute_is_tagged(tmp_path, reentrant):
     assert bwd == {"Net.blocks.0", "Net.blocks.1"}
 
 
+# A record_function opened in forward and still open while backward runs (a "step" range): what
+# the engine runs outside any node (a final callback here) is backward, not the range's forward.
+def test_engine_callbacks_inside_a_forward_scope_are_backward(tmp_path):
+    import torch
+    from torch.autograd import Variable
+
+    import fqntrace
+
+    model = torch.nn.Linear(3, 3)
+    marker = torch.ones(2)
+
+    def final_callback():
+        with torch.autograd.profiler.record_function("final callback"):
+            marker.mul(3)
+        marker.mul(5)
+
+    def hook(grad):
+        Variable._execution_engine.queue_callback(final_callback)
+        return grad
+
+    with fqntrace.profile(str(tmp_path / "cb.json")) as path:
+        with torch.autograd.profiler.record_function("step"):
+            out = model(torch.randn(2, 3))
+            out.register_hook(hook)
+            out.sum().backward()
+            marker.mul(7)  # after backward: forward again
+    events = slices(load_trace(path))
+    phase = {(e["name"], e["args"].get("fqn")): e["args"]["phase"] for e in events}
+    assert phase[("step", "Global")] == "forward"
+    assert phase[("final callback", "Global")] == "backward"
+    muls = sorted((e["ts"], e["args"]["phase"]) for e in events if e["name"] == "aten::mul")
+    assert [p for _, p in muls] == ["backward", "backward", "forward"]
+    assert phase[("aten::addmm", "Linear")] == "forward"
+
+
 # FQNTRACE_SHAPES=1 adds Kineto's Input Dims / Input type; off by default.
 def test_shapes_are_opt_in(run, tmp_path):
     code = ("import torch\nlin = torch.nn.Linear(4, 3)\n"
