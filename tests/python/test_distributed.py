@@ -135,6 +135,13 @@ def fsdp(tmp_path_factory):
     return {"dir": d, "out": proc.stdout, "traces": [load(d / f"run.{r}.json") for r in range(WORLD)]}
 
 
+@pytest.fixture(scope="module")
+def fsdp_prefetch(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fsdp_prefetch")
+    torchrun(d, str(d / "run.{rank}.json"), "--mode", "fsdp", "--steps", "2", "--prefetch")
+    return {"traces": [load(d / f"run.{r}.json") for r in range(WORLD)]}
+
+
 # ---------------------------------------------------------------------------------------------
 # per-rank files
 
@@ -304,7 +311,8 @@ def fsdp_collectives(trace):
     out = {}
     for e in issuers(trace):
         if e["name"] == "c10d::_allgather_base_":
-            fwd = not any(inside(e, p) for p in xs(trace) if p["name"].startswith("FSDP::pre_backward"))
+            fwd = not any(inside(e, p) for p in xs(trace)
+                          if p["name"].startswith(("FSDP::pre_backward", "FSDP::backward_prefetch")))
             key = ("allgather", "forward" if fwd else "backward")
         elif e["name"] == "c10d::_reduce_scatter_base_":
             key = ("reduce_scatter", "backward")
@@ -338,6 +346,22 @@ def test_fsdp2_forward_all_gathers_name_the_block_they_gather_for(fsdp):
         ps = {id(i): w for i, w in pairs(trace, kinds=["allgather"])}
         for e, module in gathers:
             assert attribution(ps[id(e)]) == attribution(e)
+
+
+def test_fsdp2_explicit_prefetch_all_gathers_name_the_block_they_serve(fsdp_prefetch):
+    # set_modules_to_forward_prefetch: blocks.1's all-gather is issued inside blocks.0's forward
+    # (its pre-forward hook); backward prefetch: blocks.0's inside blocks.1's pre-backward.
+    blocks = [f"{ROOT}.blocks.0", f"{ROOT}.blocks.1"]
+    for trace in fsdp_prefetch["traces"]:
+        c = fsdp_collectives(trace)
+        assert [m for _, m in c[("allgather", "forward")]] == ([ROOT] + blocks) * 2
+        prefetched = [e for e in xs(trace) if e["name"] == f"FSDP::forward_prefetch for blocks.1"]
+        assert len(prefetched) == 2
+        for e in prefetched:
+            assert e["args"]["fqn"] == f"{ROOT}.blocks.0"  # where it was issued from
+        for phase in ("forward", "backward"):
+            for e, module in c[("allgather", phase)]:
+                assert (e["args"]["fqn"], e["args"]["phase"]) == (module, phase), e
 
 
 def test_fsdp2_block_reduce_scatters_name_their_block(fsdp):

@@ -3,7 +3,7 @@ tests/python/test_distributed.py and the measurements in docs/distributed.md.
 
 Nothing here mentions fqntrace: tracing comes from FQNTRACE in the environment alone.
 
-    torchrun --standalone --nproc_per_node=2 train.py --mode ddp|fsdp [--steps N] [--log-loss]
+    torchrun --standalone --nproc_per_node=2 train.py --mode ddp|fsdp [--steps N] [--log-loss] [--prefetch]
         [--kill-rank R --kill-step S] [--times] [--dump-buckets FILE]
 
 Each step runs inside record_function("step <i>") (off with --no-step-ranges), so the same step
@@ -81,7 +81,7 @@ class TinyLM(nn.Module):
         return self.head(self.norm(x))
 
 
-def build(mode):
+def build(mode, prefetch=False):
     torch.manual_seed(0)
     model = TinyLM()
     if mode == "ddp":
@@ -94,6 +94,11 @@ def build(mode):
     for block in model.blocks:
         fully_shard(block)
     fully_shard(model)
+    if prefetch:  # explicit prefetch: each all-gather is issued from another block's hook
+        blocks = list(model.blocks)
+        for block, after in zip(blocks, blocks[1:]):
+            block.set_modules_to_forward_prefetch([after])
+            after.set_modules_to_backward_prefetch([block])
     return model
 
 
@@ -116,6 +121,7 @@ def main():
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seq", type=int, default=32)
     parser.add_argument("--log-loss", action="store_true")
+    parser.add_argument("--prefetch", action="store_true", help="fsdp: explicit prefetch")
     parser.add_argument("--no-step-ranges", action="store_true")
     parser.add_argument("--kill-rank", type=int, default=-1)
     parser.add_argument("--kill-step", type=int, default=-1)
@@ -128,7 +134,7 @@ def main():
 
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    model = build(args.mode)
+    model = build(args.mode, args.prefetch)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     gen = torch.Generator().manual_seed(1 + rank)
     for step in range(args.steps):
