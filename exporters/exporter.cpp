@@ -34,6 +34,15 @@ void OutputFile::write(const std::string& bytes) {
   }
 }
 
+void OutputFile::wrote() {
+  if (fd_ < 0 || failed_errno_ != 0) {
+    buffer_.clear();  // what write() would have dropped
+  } else if (buffer_.size() >= kBufferBytes) {
+    std::string ignored;
+    flush(&ignored);  // a failure is remembered and reported by the next flush()
+  }
+}
+
 bool OutputFile::flush(std::string* error) {
   size_t done = 0;
   while (fd_ >= 0 && failed_errno_ == 0 && done < buffer_.size()) {

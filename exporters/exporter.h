@@ -68,6 +68,9 @@ class OutputFile {
   ~OutputFile();
   bool open(const std::string& path, std::string* error);
   void write(const std::string& bytes);
+  // Formatting in place (no intermediate string): append to pending(), then call wrote().
+  std::string& pending() { return buffer_; }
+  void wrote();
   // Overwrites bytes already written at `offset` (same length): fills in a header field that
   // became known later, in place, so the file stays valid whenever it is cut.
   void patch(size_t offset, const std::string& bytes);
