@@ -1,4 +1,4 @@
-"""Runs the fqntrace benchmarks (P1, P2, P5, P6): every mode in its own process (bench/run_mode.py),
+"""Runs the fqntrace benchmarks (P1, P2, P3, P4, P5, P6): every mode in its own process (bench/run_mode.py),
 modes interleaved in rounds (the order rotates each round), medians. Writes bench/results.json
 (machine, torch, date, every raw sample) and renders docs/benchmarks.md through bench/report.py.
 
@@ -13,6 +13,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -35,12 +36,16 @@ SETTINGS = {
              "p2_rounds": 6, "p2_steps": 8, "p2_warmup": 2,
              "p2ab_processes": 2, "p2ab_blocks": 24, "p2ab_steps": 2,
              "p5_ops": 10_000_000, "p5_budget": 120.0, "p5_profiler_ops": 1_000_000,
-             "p5_baseline_ops": 5_000_000, "callgrind_ops": 5000, "callgrind_mlp_steps": 50},
+             "p5_baseline_ops": 5_000_000, "callgrind_ops": 5000, "callgrind_mlp_steps": 50,
+             "p3_processes": 2, "p3_rounds": 30, "p3_steps": 4, "p3_modules": 200,
+             "p4_repetitions": 7, "p4_min_time": 0.3, "p4_callgrind_events": 50_000},
     "quick": {"p1_rounds": 3, "p1_ops": 20000, "p1_samples": 5, "mlp_steps": 30,
               "p2_rounds": 2, "p2_steps": 4, "p2_warmup": 2,
               "p2ab_processes": 1, "p2ab_blocks": 8, "p2ab_steps": 2,
               "p5_ops": 1_000_000, "p5_budget": 30.0, "p5_profiler_ops": 200_000,
-              "p5_baseline_ops": 500_000, "callgrind_ops": 5000, "callgrind_mlp_steps": 50},
+              "p5_baseline_ops": 500_000, "callgrind_ops": 5000, "callgrind_mlp_steps": 50,
+              "p3_processes": 1, "p3_rounds": 10, "p3_steps": 4, "p3_modules": 200,
+              "p4_repetitions": 3, "p4_min_time": 0.2, "p4_callgrind_events": 30_000},
 }
 P2_THREADS = 1
 
@@ -322,6 +327,198 @@ def run_p2_ab(runner, s):
                         "target": "<= 3%", "met": 100.0 * (f / b - 1.0) <= 3.0}}
 
 
+TRACKERS = ["none", "torch_modtracker", "fqntrace_modtracker", "torch_moduletracker",
+            "fqntrace_moduletracker"]
+
+
+def run_p3(runner, s):
+    """P3: fqntrace.ModTracker vs torch's ModTracker on a module-heavy model. The trackers are
+    context managers, so their variants alternate inside each process (bench/run_mode.py
+    bench_trackers); a few processes, so one unlucky process cannot decide the result."""
+    args = ["--modules", s["p3_modules"], "--rounds", s["p3_rounds"], "--steps", s["p3_steps"],
+            "--warmup", 1, "--threads", 1]
+    raw = {v: [] for v in TRACKERS}
+    cpu = {v: [] for v in TRACKERS}
+    per_process = []
+    for i in range(s["p3_processes"]):
+        out = runner.run("baseline", "trackers", args)["trackers"]
+        for v in TRACKERS:
+            raw[v] += out["samples"][v]
+            cpu[v] += out["thread_cpu_samples"][v]
+        b = median(out["samples"]["none"])
+        added = {v: median(out["samples"][v]) - b for v in TRACKERS}
+        per_process.append({"none_ms": b, "added_ms": added})
+        log(f"P3 process {i + 1}/{s['p3_processes']}: no tracker {b:.2f} ms/step, torch ModTracker "
+            f"+{added['torch_modtracker']:.2f}, fqntrace.ModTracker +{added['fqntrace_modtracker']:.2f}")
+    return {"model": f"nn.Sequential of {s['p3_modules']} nn.Linear(8, 8), batch 4, "
+                     "forward + sum().backward() inside `with tracker:`",
+            "modules": s["p3_modules"], "processes": s["p3_processes"], "rounds": s["p3_rounds"],
+            "steps_per_sample": s["p3_steps"], "threads": 1, "variants": TRACKERS,
+            "raw": raw, "thread_cpu": cpu, "per_process": per_process,
+            "summary": summarize_p3(raw, cpu, s["p3_processes"])}
+
+
+def summarize_p3(raw, cpu, processes):
+    """Medians over all rounds of all processes; added = variant − no tracker. The ratio of the
+    two ModTrackers' added times is also taken per round (each round's samples ran seconds apart
+    in one process), median and IQR of those."""
+    n = len(raw["none"])
+    out = {"variants": {}, "rounds_total": n}
+    base, base_cpu, base_best = median(raw["none"]), median(cpu["none"]), min(raw["none"])
+    for v in TRACKERS:
+        out["variants"][v] = {"ms_per_step": median(raw[v]), "iqr_ms": quartiles(raw[v]),
+                              "added_ms": median(raw[v]) - base,
+                              "thread_cpu_ms": median(cpu[v]),
+                              "thread_cpu_added_ms": median(cpu[v]) - base_cpu,
+                              "best_ms": min(raw[v]), "best_added_ms": min(raw[v]) - base_best}
+    ratio = lambda a, b: a / b if b is not None and b > 0 else None  # noqa: E731
+    var = out["variants"]
+
+    def per_round(ours, theirs, data):
+        vals = [ratio(o - b, t - b) for o, t, b in zip(data[ours], data[theirs], data["none"])]
+        return [x for x in vals if x is not None]
+
+    for pair, (ours, theirs) in {"modtracker": ("fqntrace_modtracker", "torch_modtracker"),
+                                 "moduletracker": ("fqntrace_moduletracker",
+                                                   "torch_moduletracker")}.items():
+        rounds = per_round(ours, theirs, raw)
+        out[pair] = {
+            "ratio": ratio(var[ours]["added_ms"], var[theirs]["added_ms"]),
+            "ratio_thread_cpu": ratio(var[ours]["thread_cpu_added_ms"],
+                                      var[theirs]["thread_cpu_added_ms"]),
+            "ratio_best": ratio(var[ours]["best_added_ms"], var[theirs]["best_added_ms"]),
+            "ratio_per_round_median": median(rounds), "ratio_per_round_iqr": quartiles(rounds),
+        }
+    r = out["modtracker"]["ratio"]
+    out["target"] = {"target": "<= 0.5x", "value": r, "met": None if r is None else r <= 0.5}
+    return out
+
+
+def run_p4(s):
+    """P4: exporter throughput, C++ (Google Benchmark): build/fqntrace_exporter_bench. Wall and
+    CPU time from Google Benchmark (repetitions interleaved at random), instructions per event
+    from callgrind (bench binary's --plain mode, counting inside the drain only)."""
+    exe = os.path.join(ROOT, "build", "fqntrace_exporter_bench")
+    if not os.path.exists(exe):
+        log("P4 skipped: build/fqntrace_exporter_bench was not built (needs libbenchmark-dev)")
+        return {"skipped": "build/fqntrace_exporter_bench not built (Google Benchmark missing)"}
+    with tempfile.TemporaryDirectory(prefix="fqntrace-p4-") as tmp:
+        out_json = os.path.join(tmp, "gbench.json")
+        cmd = [exe, f"--benchmark_repetitions={s['p4_repetitions']}",
+               f"--benchmark_min_time={s['p4_min_time']}",
+               "--benchmark_enable_random_interleaving=true",
+               f"--benchmark_out={out_json}", "--benchmark_out_format=json"]
+        log(f"P4: {' '.join(os.path.relpath(c, ROOT) if c == exe else c for c in cmd[:4])}")
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{exe} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        with open(out_json) as f:
+            gb = json.load(f)
+    formats = {}
+    for b in gb["benchmarks"]:
+        if b.get("run_type") != "iteration":
+            continue
+        fmt = b["run_name"].split("/", 1)[1]
+        scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
+        d = formats.setdefault(fmt, {"cpu_events_per_s": [], "wall_events_per_s": []})
+        d["cpu_events_per_s"].append(b["events_per_s"])
+        d["wall_events_per_s"].append(b["events_per_iteration"] / (b["real_time"] * scale))
+        for key in ("bytes_per_event", "json_objects_per_event", "events_per_step",
+                    "file_bytes_16_steps"):
+            if key in b:
+                d[key] = b[key]
+    for fmt, d in formats.items():
+        d["cpu_events_per_s_median"] = median(d["cpu_events_per_s"])
+        d["cpu_events_per_s_iqr"] = quartiles(d["cpu_events_per_s"])
+        d["wall_events_per_s_median"] = median(d["wall_events_per_s"])
+        d["ns_per_event_cpu"] = 1e9 / d["cpu_events_per_s_median"]
+    callgrind = {}
+    if shutil.which("valgrind"):
+        from concurrent.futures import ThreadPoolExecutor
+
+        fmts = ("chrome", "jsonl", "summary")
+        with ThreadPoolExecutor(2) as pool:
+            done = pool.map(lambda fm: callgrind_exporter(exe, fm, s["p4_callgrind_events"]), fmts)
+            callgrind = dict(zip(fmts, done))
+    breakdown = chrome_bytes(exe)
+    chrome = formats.get("chrome", {})
+    rate = chrome.get("cpu_events_per_s_median")
+    bpe = chrome.get("bytes_per_event")
+    slowest = min((d["cpu_events_per_s_median"] for f, d in formats.items() if f != "all"),
+                  default=None)
+    return {"binary": "build/fqntrace_exporter_bench", "repetitions": s["p4_repetitions"],
+            "min_time_s": s["p4_min_time"], "context": gb.get("context", {}), "formats": formats,
+            "callgrind": callgrind, "chrome_bytes": breakdown,
+            "targets": {"events_per_s": {"target": ">= 2,000,000 events/s on one core (every format)",
+                                         "value": slowest,
+                                         "met": None if slowest is None else slowest >= 2e6},
+                        "chrome_bytes_per_event": {"target": "<= 200", "value": bpe,
+                                                   "met": None if bpe is None else bpe <= 200},
+                        "chrome_events_per_s": rate}}
+
+
+NUMBER = re.compile(r'(?<=:)-?[0-9]+(?:\.[0-9]+)?(?=[,}])')
+
+
+def chrome_bytes(exe, events=7150):
+    """Where a Chrome event's bytes go: a file of the benchmark's events (its --plain mode), split
+    into strings (names, fqns, types, the cat and phase values), numbers and the rest (keys,
+    quotes, punctuation, separators). Per raw event; flow objects are counted apart."""
+    with tempfile.TemporaryDirectory(prefix="fqntrace-p4b-") as tmp:
+        path = os.path.join(tmp, "mix.json")
+        subprocess.run([exe, "--plain", "chrome", str(events), path], check=True, capture_output=True)
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    x = {"events": 0, "bytes": 0, "strings": 0, "numbers": 0}
+    flow = {"objects": 0, "bytes": 0}
+    for line in lines:
+        if not line.startswith('{"ph":"X"') and not line.startswith('{"ph":"s"') \
+                and not line.startswith('{"ph":"f"'):
+            continue
+        size = len(line.encode()) + 1  # and its newline (the comma is inside the line)
+        e = json.loads(line.rstrip(","))
+        if e["ph"] != "X":
+            flow["objects"] += 1
+            flow["bytes"] += size
+            continue
+        x["events"] += 1
+        x["bytes"] += size
+        strings = [e["name"], e["cat"], e["args"]["fqn"], e["args"]["phase"],
+                   e["args"].get("module_type"), e["args"].get("collective")]
+        x["strings"] += sum(len(json.dumps(v, ensure_ascii=False).encode()) for v in strings if v is not None)
+        x["numbers"] += sum(len(v) for v in NUMBER.findall(line))
+    n = x["events"]
+    if not n:
+        return None
+    return {"x_events": n, "bytes_per_x_event": x["bytes"] / n, "strings_per_x_event": x["strings"] / n,
+            "numbers_per_x_event": x["numbers"] / n,
+            "syntax_per_x_event": (x["bytes"] - x["strings"] - x["numbers"]) / n,
+            "flow_objects_per_x_event": flow["objects"] / n,
+            "flow_bytes_per_x_event": flow["bytes"] / n,
+            "bytes_per_flow_object": flow["bytes"] / flow["objects"] if flow["objects"] else None}
+
+
+def callgrind_exporter(exe, fmt, events):
+    """Instructions per event inside the drain (MixPipeline::drain, which deliver_event and the
+    exporters run under), for exactly `events` events (whole steps, so slightly more)."""
+    with tempfile.TemporaryDirectory(prefix="fqntrace-p4cg-") as tmp:
+        out_file = os.path.join(tmp, "cg.out")
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}",
+               "--toggle-collect=*MixPipeline::drain*", exe, "--plain", fmt, str(events)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            log(f"P4 callgrind {fmt} failed: {proc.stderr[-1500:]}")
+            return None
+        done = json.loads(proc.stdout.strip().splitlines()[-1])
+        total = None
+        with open(out_file) as f:
+            for line in f:
+                if line.startswith("summary:") or line.startswith("totals:"):
+                    total = int(line.split()[1])
+        return {"events": done["events"], "instructions": total,
+                "instructions_per_event": total / done["events"] if total else None}
+
+
 def rss_summary(rss, warmup_fraction=0.1):
     """Growth after warm-up (the first 10% of ops, at least 2 s), and whether it is flat."""
     points = rss["points"]
@@ -389,14 +586,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds and ops (a smoke run)")
     parser.add_argument("--only", default=None,
-                        help="comma-separated subset of p1,p2,p5,callgrind (default: all; --quick "
-                             "skips callgrind)")
+                        help="comma-separated subset of p1,p2,p3,p4,p5,callgrind (default: all; "
+                             "--quick skips callgrind)")
     parser.add_argument("--results", default=os.path.join(HERE, "results.json"))
     parser.add_argument("--doc", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     args = parser.parse_args()
     kind = "quick" if args.quick else "full"
     s = SETTINGS[kind]
-    only = set((args.only or ("p1,p2,p5" if args.quick else "p1,p2,p5,callgrind")).split(","))
+    only = set((args.only or ("p1,p2,p3,p4,p5" if args.quick else "p1,p2,p3,p4,p5,callgrind"))
+               .split(","))
     started = time.time()
     results = {"kind": kind, "settings": s,
                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -415,6 +613,12 @@ def main():
             results["p2"] = run_p2(runner, s)
             log(f"P2 A/B: {s['p2ab_processes']} process(es) x {s['p2ab_blocks']} alternating blocks")
             results["p2"]["ab"] = run_p2_ab(runner, s)
+        if "p3" in only:
+            log(f"P3: {s['p3_processes']} process(es) x {s['p3_rounds']} rounds x {len(TRACKERS)} "
+                f"tracker variants, {s['p3_modules']} modules")
+            results["p3"] = run_p3(runner, s)
+        if "p4" in only:
+            results["p4"] = run_p4(s)
         if "p5" in only:
             results["p5"] = run_p5(runner, s)
         if "callgrind" in only:

@@ -23,6 +23,17 @@ LABELS = {
 }
 
 
+TRACKER_LABELS = {
+    "none": "no tracker",
+    "torch_modtracker": "torch `ModTracker` (torch.distributed._tools.mod_tracker)",
+    "fqntrace_modtracker": "**fqntrace.ModTracker**",
+    "torch_moduletracker": "torch `ModuleTracker` (torch.utils.module_tracker)",
+    "fqntrace_moduletracker": "fqntrace.ModuleTracker",
+}
+FORMAT_LABELS = {"chrome": "Chrome trace", "jsonl": "JSON Lines", "summary": "per-module summary",
+                 "all": "all three at once"}
+
+
 def f(value, digits=0, sign=False):
     if value is None:
         return "n/a"
@@ -79,6 +90,22 @@ def targets_table(results):
             rows.append(f"| P2 transformer step slowdown (separate processes) | {f(p2['slowdown_pct'], 1, sign=True)} % | ≤ 3 % | {yes(p2['met'])} |")
         else:
             rows.append(f"| P2 transformer step slowdown | {f(p2['slowdown_pct'], 1, sign=True)} % | ≤ 3 % | {yes(p2['met'])} |")
+    if "p3" in results:
+        p3 = results["p3"]["summary"]
+        v = p3["variants"]
+        rows.append(f"| P3 fqntrace.ModTracker added time ÷ torch ModTracker's ({f(v['fqntrace_modtracker']['added_ms'], 2, sign=True)} "
+                    f"vs {f(v['torch_modtracker']['added_ms'], 2, sign=True)} ms/step) | {f(p3['target']['value'], 2)}× | ≤ 0.5× | "
+                    f"{yes(p3['target']['met'])} |")
+    if "p4" in results and "targets" in results["p4"]:
+        t = results["p4"]["targets"]
+        fm = results["p4"]["formats"]
+        each = ", ".join(f"{k} {f(fm[k]['cpu_events_per_s_median'] / 1e6, 2)} M" for k in ("chrome", "jsonl", "summary")
+                         if k in fm)
+        rows.append(f"| P4 exporter throughput on one core, slowest format ({each}) | "
+                    f"{f((t['events_per_s']['value'] or 0) / 1e6, 2)} M events/s | ≥ 2 M events/s | "
+                    f"{yes(t['events_per_s']['met'])} |")
+        rows.append(f"| P4 Chrome trace bytes per event (no shapes) | {f(t['chrome_bytes_per_event']['value'], 1)} | ≤ 200 | "
+                    f"{yes(t['chrome_bytes_per_event']['met'])} |")
     if "p5" in results:
         p5 = results["p5"]["fqntrace"]
         rows.append(f"| P5 RSS growth after warm-up while tracing | {f(p5['max_growth_after_warmup_mb'], 1)} MB, "
@@ -146,6 +173,49 @@ def p2_table(results):
                  + f" | {f(a.get('group_slowdown_pct_median'), 1, sign=True)} % ({f(a['group_slowdown_pct_iqr'][0], 1, sign=True)} … "
                  f"{f(a['group_slowdown_pct_iqr'][1], 1, sign=True)} %, {a.get('groups')} groups)"
                  + f" | {f(a['best_slowdown_pct'], 1, sign=True)} % |"]
+    return "\n".join(rows)
+
+
+def p3_table(results):
+    p3 = results["p3"]
+    s = p3["summary"]
+    rows = ["| tracker | ms/step, median of all rounds (IQR) | added ms/step | loop-thread CPU ms/step (added) | "
+            "best sample ms/step (added) |", "|---|---:|---:|---:|---:|"]
+    for v in p3["variants"]:
+        r = s["variants"][v]
+        base = v == "none"
+        rows.append(f"| {TRACKER_LABELS[v]} | {f(r['ms_per_step'], 2)} ({f(r['iqr_ms'][0], 2)} … {f(r['iqr_ms'][1], 2)}) | "
+                    + ("—" if base else f"**{f(r['added_ms'], 2, sign=True)}**")
+                    + f" | {f(r['thread_cpu_ms'], 2)}" + ("" if base else f" ({f(r['thread_cpu_added_ms'], 2, sign=True)})")
+                    + f" | {f(r['best_ms'], 2)}" + ("" if base else f" ({f(r['best_added_ms'], 2, sign=True)})") + " |")
+    rows += ["", "| fqntrace's added time ÷ torch's | medians | loop-thread CPU | best samples | per round: median (IQR) |",
+             "|---|---:|---:|---:|---:|"]
+    for pair, label in (("modtracker", "ModTracker"), ("moduletracker", "ModuleTracker")):
+        r = s[pair]
+        iqr = r["ratio_per_round_iqr"]
+        rows.append(f"| {label} | **{f(r['ratio'], 2)}×** | {f(r['ratio_thread_cpu'], 2)}× | {f(r['ratio_best'], 2)}× | "
+                    f"{f(r['ratio_per_round_median'], 2)}× ({f(iqr[0], 2)} … {f(iqr[1], 2)}) |")
+    return "\n".join(rows)
+
+
+def p4_table(results):
+    p4 = results["p4"]
+    rows = ["| format | events/s on one core (CPU time; IQR) | ns/event | events/s, wall time | bytes/event | "
+            "JSON objects/event | instructions/event (callgrind) |", "|---|---:|---:|---:|---:|---:|---:|"]
+    cg = p4.get("callgrind") or {}
+    for fmt in ("chrome", "jsonl", "summary", "all"):
+        d = p4["formats"].get(fmt)
+        if d is None:
+            continue
+        iqr = d["cpu_events_per_s_iqr"]
+        bpe = d.get("bytes_per_event")
+        objs = f(d.get("json_objects_per_event"), 2) if fmt in ("chrome", "jsonl") else "—"
+        ipe = (cg.get(fmt) or {}).get("instructions_per_event")
+        rows.append(f"| {FORMAT_LABELS[fmt]} | **{f(d['cpu_events_per_s_median'])}** ({f(iqr[0])} … {f(iqr[1])}) | "
+                    f"{f(d['ns_per_event_cpu'], 0)} | {f(d['wall_events_per_s_median'])} | "
+                    + (f"{f(bpe, 1)}" if bpe is not None and fmt != "summary" else
+                       (f"— ({f(d.get('file_bytes_16_steps'))} bytes for 16 steps, fixed size)" if fmt == "summary" else "—"))
+                    + f" | {objs} | {f(ipe) if ipe else '—'} |")
     return "\n".join(rows)
 
 
@@ -338,6 +408,52 @@ def notes(results):
                 + budget(a) + ".")
         else:
             out.append(f"- Transformer training step: {'met' if p2['met'] else '**missed**'} ({spread}).")
+    if "p3" in results:
+        p3 = results["p3"]["summary"]
+        m, v = p3["modtracker"], p3["variants"]
+        verdict = {True: "met", False: "**missed**", None: "undetermined (noise)"}[p3["target"]["met"]]
+        out.append(
+            f"- P3 ModTracker: {verdict} — fqntrace.ModTracker adds {f(v['fqntrace_modtracker']['added_ms'], 2)} ms "
+            f"per step to {f(v['none']['ms_per_step'], 2)} ms, torch's {f(v['torch_modtracker']['added_ms'], 2)} ms "
+            f"({f(m['ratio'], 2)}×, target ≤ 0.5×; loop-thread CPU {f(m['ratio_thread_cpu'], 2)}×, best samples "
+            f"{f(m['ratio_best'], 2)}×, per round {f(m['ratio_per_round_median'], 2)}× with IQR "
+            f"{f(m['ratio_per_round_iqr'][0], 2)} … {f(m['ratio_per_round_iqr'][1], 2)}). Both are Python hooks "
+            f"(a forward pre/post hook per module call, a tensor hook on outputs and inputs for backward), so the "
+            f"cost scales with module calls, ~{f(1000 * v['fqntrace_modtracker']['added_ms'] / results['p3']['modules'], 0)} µs "
+            f"per module per step for fqntrace's against ~{f(1000 * v['torch_modtracker']['added_ms'] / results['p3']['modules'], 0)} µs for torch's.")
+    if "p4" in results and "formats" in results["p4"]:
+        p4 = results["p4"]
+        t = p4["targets"]
+        fm = p4["formats"]
+        b = p4.get("chrome_bytes")
+        cg = p4.get("callgrind") or {}
+        text = (f"- P4 exporter throughput: {'met' if t['events_per_s']['met'] else '**missed**'} — the slowest "
+                f"format formats {f(t['events_per_s']['value'])} events/s on one core (Chrome "
+                f"{f(fm['chrome']['cpu_events_per_s_median'])}, JSON Lines {f(fm['jsonl']['cpu_events_per_s_median'])}); "
+                f"all three formats at once (FQNTRACE_FORMATS=jsonl,summary beside the Chrome file) "
+                f"{f(fm.get('all', {}).get('cpu_events_per_s_median'))} events/s.")
+        if cg.get("chrome"):
+            text += (f" Under callgrind a Chrome event costs {f(cg['chrome']['instructions_per_event'])} instructions "
+                     f"in the drain (the summary exporter {f((cg.get('summary') or {}).get('instructions_per_event'))}); "
+                     "what remains is scanning every name and fqn again for characters to escape, for every event, and "
+                     "some twenty small appends per event, each with its capacity check (numbers go through "
+                     "`std::to_chars`; the text is formatted straight into the file's 1 MB buffer, written with one "
+                     "`write(2)` per MB). Candidates: escaped names cached per interned id; one bounds check per event.")
+        out.append(text)
+        if b:
+            verdict = "met" if t["chrome_bytes_per_event"]["met"] else "**missed**"
+            out.append(
+                f"- P4 Chrome bytes per event: {verdict} — {f(t['chrome_bytes_per_event']['value'], 1)} bytes per raw "
+                f"event (target ≤ 200). An `X` object takes {f(b['bytes_per_x_event'], 1)} bytes: "
+                f"{f(b['strings_per_x_event'], 1)} of string values (name, fqn, module type, cat, phase), "
+                f"{f(b['numbers_per_x_event'], 1)} of numbers (pid, tid, ts, dur, sequence number, FLOPs, depth) and "
+                f"{f(b['syntax_per_x_event'], 1)} of keys, quotes and punctuation; a node's fwdbwd flow adds two "
+                f"objects of {f(b['bytes_per_flow_object'], 1)} bytes ({f(b['flow_bytes_per_x_event'], 1)} per event "
+                f"on average). P5's `torch.add` loop (name `aten::add`, fqn `Global`, no flows) writes fewer bytes per "
+                f"event than this mix, whose fqns are those of a 4-block transformer "
+                f"(`TinyTransformer.layers.3.attn.qkv`) and whose backward nodes carry flows. The keys are Kineto's "
+                f"(`Sequence number`, `Fwd thread id`, `cat`, `ph`, …), which HTA and Perfetto read, so the size "
+                f"follows from the format, not from the writer.")
     if "p5" in results:
         fq = results["p5"]["fqntrace"]
         if fq.get("stopped_by_budget"):
@@ -503,6 +619,49 @@ def render(results):
             p2_table(results),
             "",
         ]
+    if "p3" in results:
+        p3 = results["p3"]
+        parts += [
+            "## P3 — fqntrace.ModTracker vs torch's ModTracker",
+            "",
+            f"{p3['model']}; `torch.set_num_threads(1)`. The trackers are context managers, not process-wide, "
+            f"so the variants alternate inside each process (`bench/run_mode.py --bench trackers`, FQNTRACE unset: "
+            f"no trace is written): {p3['processes']} process(es) × {p3['rounds']} rounds, each round timing "
+            f"{p3['steps_per_sample']} steps of every variant in an order that rotates every round, after one "
+            "warm-up round. Each variant has its own model instance (fqntrace's tracker hooks the parameters of "
+            "the modules it names, and those hooks outlive the context). ModuleTracker is the lighter tracker "
+            "(no backward hooks per module output); its rows are for reference.",
+            "",
+            p3_table(results),
+            "",
+        ]
+    if "p4" in results and "formats" in results["p4"]:
+        p4 = results["p4"]
+        ctx = p4.get("context", {})
+        ev = p4["formats"].get("chrome", {}).get("events_per_step")
+        parts += [
+            "## P4 — exporter throughput (C++, Google Benchmark)",
+            "",
+            "`build/fqntrace_exporter_bench` (`bench/exporter_bench/`, built when Google Benchmark is installed). "
+            f"Events: one training step of a 4-block transformer as the observer records it ({f(ev)} raw events: forward ops "
+            "with fqn, phase, sequence numbers and FLOPs under `nn.Module` spans; engine wrappers and autograd nodes "
+            "with their forward op's flow, and backward ops; AccumulateGrad; loss and AdamW step under Global; two DDP "
+            "all-reduce buckets with their backend work ranges on a second thread; no shapes), repeated with "
+            "advancing times and sequence numbers. Each benchmark iteration pushes 8 steps into the threads' "
+            "`EventRing`s (not timed) and drains them through `deliver_event()` — the function the drain thread "
+            "calls for every event — into the real exporters, which write with `write(2)` to `/dev/null`. "
+            "Events/s is per CPU-second of the one benchmark thread (one core), the median of "
+            f"{p4['repetitions']} repetitions (interleaved at random, ≥ {p4['min_time_s']} s each); "
+            "bytes/event is file bytes per raw event (the two flow objects of a node included) of a 16-step file "
+            "minus an empty one. Instructions: the same pipeline under callgrind (`--plain FORMAT EVENTS`), "
+            "counted inside the drain only. "
+            f"Google Benchmark reports {ctx.get('num_cpus', '?')} CPUs at {ctx.get('mhz_per_cpu', '?')} MHz (its "
+            f"Debian library is a {ctx.get('library_build_type', '?')} build; it only starts and stops the timer, once "
+            "per ~5,700 events).",
+            "",
+            p4_table(results),
+            "",
+        ]
     if "p5" in results:
         rss, trace = p5_table(results)
         parts += [
@@ -528,8 +687,10 @@ def render(results):
                   cgt, ""]
     parts += [hot_path(results), ""]
     parts += ["## Reproduce", "", "```bash",
-              "scripts/bench.sh          # full run (~11 min on 2 cores): table, docs/benchmarks.md, bench/results.json",
-              "scripts/bench.sh --quick  # smoke run (~2.5 min)",
+              "scripts/bench.sh          # full run (~12 min on 2 cores): table, docs/benchmarks.md, bench/results.json",
+              "scripts/bench.sh --quick  # smoke run (~3.5 min)",
+              "build/fqntrace_exporter_bench                    # P4 alone (Google Benchmark flags accepted)",
+              "build/fqntrace_exporter_bench --plain chrome 100000 /tmp/mix.json   # a fixed amount of work, e.g. for callgrind",
               "# plus scripts/setup.sh's time: seconds, or ~3 min when the library has to be rebuilt",
               "```", ""]
     return "\n".join(parts)
@@ -549,6 +710,15 @@ def table(results):
         p2 = results["p2"]["summary"]
         lines.append(f"P2 transformer: baseline {p2['baseline_ms']:.1f} ms/step, fqntrace {p2['fqntrace_ms']:.1f} "
                      f"ms/step, slowdown {p2['slowdown_pct']:+.1f} %")
+    if "p3" in results:
+        v = results["p3"]["summary"]["variants"]
+        lines.append("P3 trackers: " + ", ".join(f"{k} {v[k]['ms_per_step']:.2f} ms/step" for k in results["p3"]["variants"]))
+    if "p4" in results and "formats" in results["p4"]:
+        fm = results["p4"]["formats"]
+        lines.append("P4 exporters: " + ", ".join(
+            f"{k} {d['cpu_events_per_s_median'] / 1e6:.2f} M events/s"
+            + (f" {d['bytes_per_event']:.1f} B/event" if k in ("chrome", "jsonl") and "bytes_per_event" in d else "")
+            for k, d in fm.items()))
     if "p5" in results:
         fq, pr = results["p5"]["fqntrace"], results["p5"]["profiler"]
         lines.append(f"P5 fqntrace: {fq['ops']:,} ops, RSS growth after warm-up {fq['max_growth_after_warmup_mb']:.1f} MB "

@@ -20,7 +20,9 @@ start-up hook, when torch is imported). Modes:
 Benches: ops (torch.add on 4-element tensors, ns/op), mlp (4 Linear 16 wide, batch 8,
 forward+backward, us/step), transformer (training step, ms/step), transformer_ab (the same, traced
 and untraced blocks alternating in this one process through fqntrace.profile; mode baseline),
-rss (RSS while looping tiny ops).
+rss (RSS while looping tiny ops), trackers (P3: fqntrace's and torch's ModTracker and
+ModuleTracker against no tracker on a Sequential of many tiny Linear modules, in-process rounds;
+mode baseline).
 """
 import argparse
 import contextlib
@@ -322,8 +324,59 @@ def bench_rss(mode, args):
     return result
 
 
+TRACKERS = ("none", "torch_modtracker", "fqntrace_modtracker", "torch_moduletracker",
+            "fqntrace_moduletracker")
+
+
+def bench_trackers(mode, args):
+    """P3: per step, `model(x).sum().backward()` on a Sequential of args.modules Linear(8, 8)
+    (batch 4) inside `with tracker:`, per tracker variant. The trackers are context managers, not
+    process-wide, so the variants share this process and alternate: each round times args.steps
+    steps of every variant, in an order that rotates every round. Each variant has its own model
+    instance: fqntrace's tracker hooks the parameters of the modules it names (AccumulateGrad
+    attribution) and those hooks outlive the context, so a shared model would slow the others.
+    Needs mode baseline (FQNTRACE unset: no session, so no trace is written)."""
+    import fqntrace
+    from torch.distributed._tools.mod_tracker import ModTracker as TorchModTracker
+    from torch.utils.module_tracker import ModuleTracker as TorchModuleTracker
+
+    classes = {"none": None, "torch_modtracker": TorchModTracker,
+               "fqntrace_modtracker": fqntrace.ModTracker,
+               "torch_moduletracker": TorchModuleTracker,
+               "fqntrace_moduletracker": fqntrace.ModuleTracker}
+    torch.manual_seed(0)
+    x = torch.randn(4, 8)
+    setups = {name: (torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(args.modules)]),
+                     cls() if cls else None) for name, cls in classes.items()}
+    samples = {name: [] for name in TRACKERS}
+    thread_cpu = {name: [] for name in TRACKERS}
+
+    def run(name, steps):
+        model, tracker = setups[name]
+        for _ in range(steps):
+            if tracker is None:
+                model(x).sum().backward()
+            else:
+                with tracker:
+                    model(x).sum().backward()
+
+    for name in TRACKERS:  # warm-up: names the modules, hooks the parameters, fills caches
+        run(name, args.warmup * args.steps)
+    for r in range(args.rounds):
+        k = r % len(TRACKERS)
+        for name in TRACKERS[k:] + TRACKERS[:k]:
+            c0 = time.thread_time_ns()
+            t0 = time.perf_counter_ns()
+            run(name, args.steps)
+            samples[name].append((time.perf_counter_ns() - t0) / args.steps / 1e6)
+            thread_cpu[name].append((time.thread_time_ns() - c0) / args.steps / 1e6)
+    return {"unit": "ms/step", "modules": args.modules, "steps_per_sample": args.steps,
+            "rounds": args.rounds, "samples": samples, "thread_cpu_samples": thread_cpu}
+
+
 BENCHES = {"ops": bench_ops, "mlp": bench_mlp, "transformer": bench_transformer,
-           "transformer_ab": bench_transformer_ab, "rss": bench_rss}
+           "transformer_ab": bench_transformer_ab, "rss": bench_rss,
+           "trackers": bench_trackers}
 
 
 def main():
@@ -337,6 +390,8 @@ def main():
     parser.add_argument("--steps", type=int, default=50, help="steps per sample (mlp); steps (transformer)")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--blocks", type=int, default=16, help="transformer_ab: alternating blocks")
+    parser.add_argument("--modules", type=int, default=200, help="trackers: Linear modules")
+    parser.add_argument("--rounds", type=int, default=20, help="trackers: in-process rounds")
     parser.add_argument("--budget", type=float, default=120.0, help="rss: seconds at most")
     parser.add_argument("--interval", type=float, default=0.5, help="rss: seconds between samples")
     args = parser.parse_args()

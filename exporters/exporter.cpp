@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "plugin/intern.h"
+
 namespace fqntrace {
 
 OutputFile::~OutputFile() {
@@ -27,6 +29,15 @@ void OutputFile::write(const std::string& bytes) {
   if (fd_ < 0 || failed_errno_ != 0) return;
   buffer_ += bytes;
   if (buffer_.size() >= kBufferBytes) {
+    std::string ignored;
+    flush(&ignored);  // a failure is remembered and reported by the next flush()
+  }
+}
+
+void OutputFile::wrote() {
+  if (fd_ < 0 || failed_errno_ != 0) {
+    buffer_.clear();  // what write() would have dropped
+  } else if (buffer_.size() >= kBufferBytes) {
     std::string ignored;
     flush(&ignored);  // a failure is remembered and reported by the next flush()
   }
@@ -73,6 +84,30 @@ bool OutputFile::close(std::string* error) {
   }
   fd_ = -1;
   return ok;
+}
+
+void deliver_event(const RawEvent& e, uint32_t tid, uint64_t origin, uint64_t* next_flow_id,
+                   const std::vector<std::unique_ptr<Exporter>>& exporters,
+                   const std::string* input_dims, const std::string* input_types) {
+  const InternTable& names = InternTable::instance();
+  uint64_t flow_id = 0;
+  uint64_t flow_src_ts = 0;
+  if (e.kind == EventKind::kNode && e.flow_src_ns >= origin && e.flow_src_ns != 0) {
+    flow_id = ++*next_flow_id;
+    flow_src_ts = e.flow_src_ns - origin;
+  }
+  EventRecord record{e,
+                     tid,
+                     names.str(e.name_id),
+                     names.str(e.fqn_id),
+                     names.str(e.type_id),
+                     e.start_ns > origin ? e.start_ns - origin : 0,
+                     e.end_ns > e.start_ns ? e.end_ns - e.start_ns : 0,
+                     flow_id,
+                     flow_src_ts,
+                     input_dims,
+                     input_types};
+  for (const auto& ex : exporters) ex->event(record);
 }
 
 }  // namespace fqntrace

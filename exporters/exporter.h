@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "plugin/event.h"
 
@@ -67,6 +68,9 @@ class OutputFile {
   ~OutputFile();
   bool open(const std::string& path, std::string* error);
   void write(const std::string& bytes);
+  // Formatting in place (no intermediate string): append to pending(), then call wrote().
+  std::string& pending() { return buffer_; }
+  void wrote();
   // Overwrites bytes already written at `offset` (same length): fills in a header field that
   // became known later, in place, so the file stays valid whenever it is cut.
   void patch(size_t offset, const std::string& bytes);
@@ -81,6 +85,15 @@ class OutputFile {
   size_t flushed_ = 0;  // bytes already handed to the OS
   int failed_errno_ = 0;
 };
+
+// The drain thread's per-event step (plugin/session.cpp), also what bench/exporter_bench measures:
+// resolves the event's interned names, makes its times relative to the trace's origin
+// (`mono_origin_ns`, TraceInfo::mono_origin_ns), numbers its fwdbwd flow (`*next_flow_id` counts
+// the session's flows) and hands the EventRecord to every exporter. `input_dims`/`input_types`:
+// the op's shapes as JSON arrays (FQNTRACE_SHAPES), or nullptr.
+void deliver_event(const RawEvent& e, uint32_t tid, uint64_t mono_origin_ns, uint64_t* next_flow_id,
+                   const std::vector<std::unique_ptr<Exporter>>& exporters,
+                   const std::string* input_dims = nullptr, const std::string* input_types = nullptr);
 
 std::unique_ptr<Exporter> make_chrome_trace_exporter();
 std::unique_ptr<Exporter> make_json_lines_exporter();

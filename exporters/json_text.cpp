@@ -21,6 +21,12 @@ size_t utf8_sequence_length(std::string_view s, size_t i) {
   return n;
 }
 
+// Printable ASCII other than the quote and the backslash: written as it is.
+inline bool is_plain(char ch) {
+  unsigned char c = static_cast<unsigned char>(ch);
+  return c >= 0x20 && c < 0x7F && c != '"' && c != '\\';
+}
+
 const char* phase_text(Phase p) { return phase_name(p); }
 
 const char* category(EventKind k) {
@@ -38,6 +44,14 @@ void append_string(std::string& out, std::string_view s) {
   static const char kHex[] = "0123456789abcdef";
   out.push_back('"');
   for (size_t i = 0; i < s.size();) {
+    // The common case: a run of printable ASCII that needs no escaping, appended at once.
+    size_t plain = i;
+    while (plain < s.size() && is_plain(s[plain])) ++plain;
+    if (plain != i) {
+      out.append(s.data() + i, plain - i);
+      i = plain;
+      continue;
+    }
     unsigned char c = static_cast<unsigned char>(s[i]);
     if (c >= 0x80) {
       size_t n = utf8_sequence_length(s, i);
@@ -58,14 +72,10 @@ void append_string(std::string& out, std::string_view s) {
       case '\t': out += "\\t"; break;
       case '\b': out += "\\b"; break;
       case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          out += "\\u00";
-          out.push_back(kHex[c >> 4]);
-          out.push_back(kHex[c & 0xF]);
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
+      default:  // the other control characters and DEL
+        out += "\\u00";
+        out.push_back(kHex[c >> 4]);
+        out.push_back(kHex[c & 0xF]);
     }
     ++i;
   }
@@ -75,13 +85,13 @@ void append_string(std::string& out, std::string_view s) {
 void append_int(std::string& out, int64_t v) {
   char buf[24];
   auto r = std::to_chars(buf, buf + sizeof(buf), v);
-  out.append(buf, r.ptr);
+  out.append(buf, static_cast<size_t>(r.ptr - buf));  // (pointer, length): the cheap append
 }
 
 void append_uint(std::string& out, uint64_t v) {
   char buf[24];
   auto r = std::to_chars(buf, buf + sizeof(buf), v);
-  out.append(buf, r.ptr);
+  out.append(buf, static_cast<size_t>(r.ptr - buf));  // (pointer, length): the cheap append
 }
 
 void append_us(std::string& out, uint64_t ns) {

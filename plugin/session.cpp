@@ -84,29 +84,10 @@ struct Session {
   std::string dims_json, types_json;
 
   void process(const RawEvent& e, uint32_t tid, shapes::Assembler* assembler) {
-    const InternTable& names = InternTable::instance();
-    uint64_t origin = info.mono_origin_ns;
-    uint64_t flow_id = 0;
-    uint64_t flow_src_ts = 0;
-    if (e.kind == EventKind::kNode && e.flow_src_ns >= origin && e.flow_src_ns != 0) {
-      flow_id = ++next_flow_id;
-      flow_src_ts = e.flow_src_ns - origin;
-    }
-    EventRecord record{e,
-                       tid,
-                       names.str(e.name_id),
-                       names.str(e.fqn_id),
-                       names.str(e.type_id),
-                       e.start_ns > origin ? e.start_ns - origin : 0,
-                       e.end_ns > e.start_ns ? e.end_ns - e.start_ns : 0,
-                       flow_id,
-                       flow_src_ts};
-    if (assembler != nullptr && e.kind == EventKind::kOp &&
-        assembler->take(e.depth, &dims_json, &types_json)) {
-      record.input_dims = &dims_json;
-      record.input_types = &types_json;
-    }
-    for (auto& ex : exporters) ex->event(record);
+    bool shaped = assembler != nullptr && e.kind == EventKind::kOp &&
+                  assembler->take(e.depth, &dims_json, &types_json);
+    deliver_event(e, tid, info.mono_origin_ns, &next_flow_id, exporters,
+                  shaped ? &dims_json : nullptr, shaped ? &types_json : nullptr);
     ++events_written;
   }
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Benchmarks fqntrace against an empty RecordFunction observer, torch.profiler and ModTracker
-# (P1 per-op + MLP, P2 transformer step, P5 memory and trace size, P6 library loaded but off).
-# Sets up first (scripts/setup.sh), builds the bench helper library, runs bench/driver.py, prints
-# the table and writes docs/benchmarks.md and bench/results.json.
-#   scripts/bench.sh            full run (~11 min on 2 cores, plus set-up when it rebuilds)
-#   scripts/bench.sh --quick    smoke run: fewer rounds and ops (~2.5 min, plus set-up)
+# (P1 per-op + MLP, P2 transformer step, P3 ModTracker, P4 exporter throughput, P5 memory and
+# trace size, P6 library loaded but off). Sets up first (scripts/setup.sh), builds the bench
+# helpers, runs bench/driver.py, prints the table and writes docs/benchmarks.md and bench/results.json.
+#   scripts/bench.sh            full run (~12 min on 2 cores, plus set-up when it rebuilds)
+#   scripts/bench.sh --quick    smoke run: fewer rounds and ops (~3 min, plus set-up)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -12,7 +12,7 @@ QUICK=()
 for arg in "$@"; do
   case "$arg" in
     --quick) QUICK=(--quick) ;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument '$arg' (use --quick)" >&2; exit 2 ;;
   esac
 done
@@ -36,5 +36,14 @@ for lib in libempty_observer.so libcallback_probe.so; do
   [ -f "$HELPERS/$lib" ] || { echo "[bench] $HELPERS/$lib was not built" >&2; exit 1; }
 done
 command -v valgrind >/dev/null || log "valgrind not found: the instruction counts are skipped"
+
+# P4's exporter benchmark: a target of the main build, configured only when Google Benchmark is
+# installed. A build directory configured before the package was there is configured again
+# (CMake retries a package it did not find).
+if [ ! -x "$ROOT/build/fqntrace_exporter_bench" ]; then
+  cmake "$ROOT/build" >/dev/null
+  cmake --build "$ROOT/build" --target fqntrace_exporter_bench >/dev/null 2>&1 \
+    || log "fqntrace_exporter_bench could not be built (libbenchmark-dev missing?): P4 is skipped"
+fi
 
 exec "$PY" "$ROOT/bench/driver.py" "${QUICK[@]}"

@@ -6,7 +6,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 TORCH_VERSION="2.13.0"
-APT_PACKAGES=(nlohmann-json3-dev libgtest-dev jq)
+# libbenchmark-dev: only for scripts/bench.sh's exporter benchmark (P4); the tests never need it.
+APT_PACKAGES=(nlohmann-json3-dev libgtest-dev jq libbenchmark-dev)
 log() { echo "[setup] $*" >&2; }
 
 # --- Debian packages -------------------------------------------------------------------------
