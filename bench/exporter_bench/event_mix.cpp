@@ -74,7 +74,8 @@ class Builder {
         break;
       case EventKind::kEngineEval: ++counts_->engine; break;
       case EventKind::kUserScope: ++counts_->user_scopes; break;
-      case EventKind::kShapes: break;
+      case EventKind::kShapes:
+      case EventKind::kServe: break;  // neither is ever a written range
     }
     if (e.flags & kCollective) ++counts_->collectives;
     out_->push_back({thread, e});
