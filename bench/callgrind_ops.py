@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODES = ["baseline", "loaded_off", "empty", "fqntrace", "fqntrace_noflops"]
+MODES = ["baseline", "loaded_off", "empty", "fqntrace", "fqntrace_flops"]
 MLP_MODES = ["baseline", "empty", "fqntrace", "fqntrace_nohooks"]
 
 
@@ -74,7 +74,7 @@ def run(mode, what, count, outdir):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
     if mode.startswith("fqntrace"):
         env["FQNTRACE"] = os.path.join(outdir, f"{mode}.{what}.json")
-        env["FQNTRACE_FLOPS"] = "0" if mode == "fqntrace_noflops" else "1"
+        env["FQNTRACE_FLOPS"] = "1" if mode == "fqntrace_flops" else "0"
     tag = f"{mode}.{what}"
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
            f"--callgrind-out-file={os.path.join(outdir, 'cg.' + tag)}.%p", sys.executable,

@@ -26,7 +26,7 @@ ROOT = os.path.dirname(HERE)
 PY = sys.executable
 
 # P1 and P6 share their rounds: loaded_off (P6) is one more mode beside the baseline.
-P1_MODES = ["baseline", "loaded_off", "empty", "fqntrace", "fqntrace_noflops", "fqntrace_nohooks",
+P1_MODES = ["baseline", "loaded_off", "empty", "fqntrace", "fqntrace_flops", "fqntrace_nohooks",
             "profiler", "profiler_stack", "modtracker"]
 P2_MODES = ["baseline", "fqntrace"]
 
@@ -79,7 +79,7 @@ class Runner:
         if mode.startswith("fqntrace"):
             trace = os.path.join(self.tmpdir, f"run{self.count}.json")
             env["FQNTRACE"] = trace
-            env["FQNTRACE_FLOPS"] = "0" if mode == "fqntrace_noflops" else "1"
+            env["FQNTRACE_FLOPS"] = "1" if mode == "fqntrace_flops" else "0"
         cmd = [PY, os.path.join(HERE, "run_mode.py"), "--mode", mode, "--bench", benches] + [
             str(a) for a in args]
         proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True,
@@ -216,7 +216,7 @@ def summarize_p1(p1):
         "fqntrace_over_empty_added_ns": ratio(ops["fqntrace"]["added_ns"], ops["empty"]["added_ns"]),
         "fqntrace_over_profiler_added_ns": ratio(ops["fqntrace"]["added_ns"],
                                                  ops["profiler"]["added_ns"]),
-        "fqntrace_noflops_over_empty_added_ns": ratio(ops["fqntrace_noflops"]["added_ns"],
+        "fqntrace_flops_over_empty_added_ns": ratio(ops["fqntrace_flops"]["added_ns"],
                                                       ops["empty"]["added_ns"]),
         "mlp_fqntrace_over_empty_slowdown": ratio(mlp["fqntrace"]["slowdown_pct"],
                                                   mlp["empty"]["slowdown_pct"]),

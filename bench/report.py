@@ -14,8 +14,8 @@ LABELS = {
     "baseline": "baseline (nothing loaded)",
     "loaded_off": "libfqntrace.so loaded, FQNTRACE unset (P6)",
     "empty": "empty observer (the limit)",
-    "fqntrace": "**fqntrace** (FQNTRACE set, FLOPs on: default)",
-    "fqntrace_noflops": "fqntrace, FQNTRACE_FLOPS=0",
+    "fqntrace": "**fqntrace** (FQNTRACE set; FLOPs off: default)",
+    "fqntrace_flops": "fqntrace, FQNTRACE_FLOPS=1",
     "fqntrace_nohooks": "fqntrace without its module hooks (diagnostic)",
     "profiler": "torch.profiler (CPU)",
     "profiler_stack": "torch.profiler, with_stack=True",
@@ -127,7 +127,7 @@ def callgrind_table(results):
     base = modes["baseline"]["main_thread_ir_per_op"]
     rows = ["| mode | loop thread instructions/op | added vs baseline | other threads (drain) instructions/op | "
             "fqntrace on_start + on_end (inclusive) |", "|---|---:|---:|---:|---:|"]
-    for m in ("baseline", "loaded_off", "empty", "fqntrace", "fqntrace_noflops"):
+    for m in ("baseline", "loaded_off", "empty", "fqntrace", "fqntrace_flops"):
         if m not in modes:
             continue
         r = modes[m]
@@ -487,20 +487,22 @@ def hot_path(results):
         b = cg["baseline"]["main_thread_ir_per_op"]
         e = cg["empty"]["main_thread_ir_per_op"] - b
         q = cg["fqntrace"]["main_thread_ir_per_op"] - b
-        n = cg["fqntrace_noflops"]["main_thread_ir_per_op"] - b
+        n = cg["fqntrace_flops"]["main_thread_ir_per_op"] - b
         fq = cg["fqntrace"]
         lines.append(
             f"- **Instructions (callgrind, exact, noise-free).** On the loop thread an op costs {f(b)} "
             f"instructions; the empty observer adds {f(e)} (RecordFunction itself: building the "
             f"RecordFunction, looking up callbacks, calling them), fqntrace adds {f(q)} "
-            f"({f(q / e, 2)}× the empty observer's), {f(n)} with FQNTRACE_FLOPS=0. The difference over the "
+            f"({f(q / e, 2)}× the empty observer's), {f(n)} with FQNTRACE_FLOPS=1. The difference over the "
             f"empty observer is fqntrace's own callbacks (on_start {f(fq['on_start_ir_per_op'])} + on_end "
             f"{f(fq['on_end_ir_per_op'])} instructions inclusive: op-name interning through a per-thread cache "
-            f"(strlen + hash of the name every op), `get_current_graph_task_id()` for ops outside any range, "
+            f"(strlen + hash of the name every op), `get_current_graph_task_id()` for ops outside any range "
+            f"on threads that have run backward, "
             f"the sequence-number map, two `clock_gettime` calls, the ring write (one 64-byte, cache-line-sized slot), several "
             f"`__tls_get_addr` calls because a dlopen'ed library's `thread_local`s use the general-dynamic "
-            f"TLS model) and, with FLOPs on, ~{f(q - n)} more instructions because the callback asks for "
-            f"op inputs, so the dispatcher boxes every op's arguments into IValues. The drain thread spends "
+            f"TLS model). With FLOPs on (FQNTRACE_FLOPS=1), ~{f(n - q)} more instructions per op, because the "
+            f"callback then asks for op inputs, so the dispatcher boxes every op's arguments into IValues "
+            f"(that is why FLOPs are opt-in). The drain thread spends "
             f"~{f(fq['other_threads_ir_per_op'])} instructions per event formatting JSON, on the other core.")
     if p1:
         o = p1["ops"]
@@ -523,17 +525,17 @@ def hot_path(results):
     lines.append(
         "- **Bottleneck, in order.** (1) The fixed cost of RecordFunction with a global callback, which "
         "the empty observer already pays and fqntrace cannot avoid. (2) fqntrace's own per-op callback "
-        "work beyond it" + ratio + ": name interning (a string hash per op), thread-local lookups "
-        "through `__tls_get_addr`, the graph-task check, two clock reads, the ring write. (3) With FLOPs "
-        "on (the default), input boxing for every op, although only matmul/conv/attention ops need "
-        "inputs: RecordFunction decides `needsInputs` per callback, not per op, so the only ways around "
-        "it are FLOPs off by default or counting FLOPs outside RecordFunction. (4) On a 2-core machine, "
-        "the drain thread's JSON formatting competing with the program for CPU, and the ring's cache "
-        "lines moving between cores. Candidate fixes (not made here: the library is not part of the "
-        "benchmark's files): cache the interned name id by the op's name pointer (or the operator "
-        "handle) instead of hashing the string; one `ThreadState*` lookup per callback (pass it to the "
-        "end callback through the ObserverContext, or initial-exec TLS); skip the graph-task lookup "
-        "outside backward; format JSON in bigger batches or a binary spill format for the drain thread.")
+        "work beyond it" + ratio + ": name interning (a string hash per op: RecordFunction gives "
+        "names as strings whose pointers are stable only for dispatcher ops, so a pointer-keyed cache "
+        "would be wrong for nodes and user scopes), one `__tls_get_addr` per callback (initial-exec "
+        "TLS is unsafe in a dlopen'ed library: its static TLS surplus is small and shared), two clock "
+        "reads, the frame bookkeeping, the ring write (one cache line per event). (3) With FLOPs on "
+        "(FQNTRACE_FLOPS=1, opt-in for this reason), input boxing for every op, although only "
+        "matmul/conv/attention ops need inputs: RecordFunction decides `needsInputs` per callback, not "
+        "per op. (4) On a 2-core machine, the drain thread's JSON formatting competing with the "
+        "program for CPU, and the ring's cache lines moving between cores: wall time grows more than "
+        "instructions do. What is left to try: a binary spill format so the drain thread does less "
+        "per event, and rdtsc-based timestamps converted on the drain thread.")
     return "\n".join(lines)
 
 
@@ -589,7 +591,7 @@ def render(results):
             "| ratio | value |", "|---|---:|",
             f"| fqntrace added ns/op ÷ empty observer's | {f(p1['summary']['ratios']['fqntrace_over_empty_added_ns'], 2)}× |",
             f"| fqntrace added ns/op ÷ torch.profiler's | {f(p1['summary']['ratios']['fqntrace_over_profiler_added_ns'], 2)}× |",
-            f"| fqntrace (FQNTRACE_FLOPS=0) added ns/op ÷ empty observer's | {f(p1['summary']['ratios']['fqntrace_noflops_over_empty_added_ns'], 2)}× |",
+            f"| fqntrace (FQNTRACE_FLOPS=1) added ns/op ÷ empty observer's | {f(p1['summary']['ratios']['fqntrace_flops_over_empty_added_ns'], 2)}× |",
             f"| fqntrace MLP slowdown ÷ empty observer's | {f(p1['summary']['ratios']['mlp_fqntrace_over_empty_slowdown'], 2)}× |",
             f"| fqntrace without module hooks: MLP slowdown ÷ empty observer's | {f(p1['summary']['ratios'].get('mlp_fqntrace_nohooks_over_empty_slowdown'), 2)}× |",
             f"| *best samples:* fqntrace added ns/op ÷ empty observer's | {f(p1['summary']['ratios'].get('best_fqntrace_over_empty_added_ns'), 2)}× |",

@@ -10,7 +10,7 @@ start-up hook, when torch is imported). Modes:
   loaded_off        libfqntrace.so loaded with FQNTRACE unset: no session, no callback (P6)
   empty             bench/empty_observer: one global callback that does nothing
   fqntrace          FQNTRACE=<tmp>.json (FLOPs on, the default)
-  fqntrace_noflops  the same with FQNTRACE_FLOPS=0 (the callback does not ask for op inputs)
+  fqntrace_flops    the same with FQNTRACE_FLOPS=1 (the callback asks for op inputs to count FLOPs)
   fqntrace_nohooks  fqntrace with its nn.Module forward hooks removed before any module runs
                     (diagnostic: the ops' share of the cost; the trace then has no module names)
   profiler          torch.profiler.profile(activities=[CPU]) around the measurement
@@ -38,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 HELPER_DIR = os.environ.get("FQNTRACE_BENCH_HELPERS",
                             os.path.join(ROOT, "build", "bench", "empty_observer"))
-MODES = ("baseline", "loaded_off", "empty", "fqntrace", "fqntrace_noflops", "fqntrace_nohooks",
+MODES = ("baseline", "loaded_off", "empty", "fqntrace", "fqntrace_flops", "fqntrace_nohooks",
          "profiler", "profiler_stack", "modtracker")
 
 
@@ -102,7 +102,7 @@ def set_up(mode):
         assert fqntrace.tracing(), "fqntrace did not start although FQNTRACE is set"
         assert fqntrace._hooks._installed, "fqntrace's module hooks are not installed"
         facts["trace"] = os.environ["FQNTRACE"]
-        facts["flops"] = os.environ.get("FQNTRACE_FLOPS", "1") != "0"
+        facts["flops"] = os.environ.get("FQNTRACE_FLOPS", "0") == "1"
         if mode == "fqntrace_nohooks":
             # No module has run yet, so no parameter hook exists either: only ops are observed.
             for handle in fqntrace._hooks._handles:

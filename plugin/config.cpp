@@ -128,7 +128,7 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
     }
   }
   const char* flops = env("FQNTRACE_FLOPS");
-  config.flops = flops == nullptr || std::string(flops) != "0";
+  config.flops = flops != nullptr && std::string(flops) == "1";
   const char* shapes = env("FQNTRACE_SHAPES");
   config.shapes = shapes != nullptr && std::string(shapes) == "1";
   result.config = config;

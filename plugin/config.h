@@ -21,7 +21,7 @@ struct Config {
   std::string path;        // placeholders expanded
   Format format = Format::kChrome;
   std::vector<Output> outputs;  // the main one (from the extension) first, then FQNTRACE_FORMATS'
-  bool flops = true;            // FQNTRACE_FLOPS (default 1): ask for op inputs to count FLOPs
+  bool flops = false;  // FQNTRACE_FLOPS=1: ask for op inputs to count FLOPs (every op then pays)
   bool shapes = false;          // FQNTRACE_SHAPES=1: Kineto's "Input Dims" / "Input type" args
   int rank = 0;
   int world_size = 1;

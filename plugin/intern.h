@@ -44,8 +44,20 @@ inline uint64_t hash_name(const char* s) {
     h = (h ^ w) * 0xff51afd7ed558ccdull;
     h ^= h >> 32;
   }
+  // The last 0..7 bytes without a variable-length memcpy (a library call): two overlapping
+  // 4-byte loads, or three single bytes; either covers every byte of the tail.
+  const char* p = s + i;
+  size_t r = n - i;
   uint64_t w = 0;
-  std::memcpy(&w, s + i, n - i);
+  if (r >= 4) {
+    uint32_t a, b;
+    std::memcpy(&a, p, 4);
+    std::memcpy(&b, p + r - 4, 4);
+    w = a | (static_cast<uint64_t>(b) << 32);
+  } else if (r > 0) {
+    w = static_cast<uint8_t>(p[0]) | (static_cast<uint64_t>(static_cast<uint8_t>(p[r / 2])) << 8) |
+        (static_cast<uint64_t>(static_cast<uint8_t>(p[r - 1])) << 16);
+  }
   h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
   h ^= h >> 29;
   return h | 1;

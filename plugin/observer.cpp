@@ -52,6 +52,7 @@ struct ThreadState {
   uint32_t pending_module_fqn = 0;  // 0: none
   uint32_t pending_module_type = 0;
   uint32_t pending_serve_fqn = 0;
+  bool ran_backward = false;  // this thread has run an autograd node: graph tasks happen here
   uint32_t pending_accumulate_fqn = 0;
   NameCache names;
   Frame frames[kMaxDepth];
@@ -105,14 +106,19 @@ inline ThreadState* current_state() {
   return attach(generation);
 }
 
-inline bool in_graph_task() { return torch::autograd::get_current_graph_task_id() != -1; }
+// Is the autograd engine running a graph task on this thread? Only asked for ranges outside any
+// node; a thread that never ran a node has no graph task yet (the engine runs a node before
+// anything else), which spares the lookup to threads that only ever run forward.
+inline bool in_graph_task(const ThreadState* ts) {
+  return ts->ran_backward && torch::autograd::get_current_graph_task_id() != -1;
+}
 
 // Phase of a scope that is neither an op nor a module's forward. A scope opened in forward can
 // still be open while backward runs (record_function("step") around forward and backward): what
 // opens inside it from the engine, outside any node (final callbacks), is backward.
-Phase scope_phase(const Frame* parent) {
+Phase scope_phase(const ThreadState* ts, const Frame* parent) {
   if (parent != nullptr && parent->phase != Phase::kForward) return parent->phase;
-  return in_graph_task() ? Phase::kBackward : Phase::kForward;
+  return in_graph_task(ts) ? Phase::kBackward : Phase::kForward;
 }
 
 // Backward ranges: the module whose forward created the node, via (forward thread, seq).
@@ -177,15 +183,16 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
       case at::RecordScope::FUNCTION:
         if (info.engine_eval) {
           f.kind = EventKind::kEngineEval;
+          ts->ran_backward = true;
           attribute_node(fn, f, parent);
         } else {
           f.kind = EventKind::kOp;
           if (parent != nullptr) {
             f.fqn_id = parent->fqn_id;
-            f.phase = parent->kind == EventKind::kUserScope ? scope_phase(parent) : parent->phase;
+            f.phase = parent->kind == EventKind::kUserScope ? scope_phase(ts, parent) : parent->phase;
           } else {
             f.fqn_id = kGlobalFqnId;
-            f.phase = in_graph_task() ? Phase::kBackward : Phase::kForward;
+            f.phase = in_graph_task(ts) ? Phase::kBackward : Phase::kForward;
           }
           // Backward ops too: with create_graph they create the nodes of a double backward.
           record_seq = f.seq >= 0 && ts->seq_table != nullptr;
@@ -203,6 +210,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
         break;
       case at::RecordScope::BACKWARD_FUNCTION:
         f.kind = EventKind::kNode;
+        ts->ran_backward = true;
         if (f.seq < 0 && ts->pending_accumulate_fqn != 0) {
           // AccumulateGrad has no sequence number: its parameter's owner was announced by a hook.
           f.fwd_tid = static_cast<uint32_t>(fn.forwardThreadId());
@@ -228,16 +236,16 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
           f.type_id = ts->pending_module_type;
           ts->pending_module_fqn = 0;
           // A module's forward that runs while backward does is a recomputation.
-          f.phase = scope_phase(parent) == Phase::kForward ? Phase::kForward : Phase::kRecompute;
+          f.phase = scope_phase(ts, parent) == Phase::kForward ? Phase::kForward : Phase::kRecompute;
         } else if (ts->pending_serve_fqn != 0) {
           f.kind = EventKind::kServe;
           f.fqn_id = ts->pending_serve_fqn;
           ts->pending_serve_fqn = 0;
-          f.phase = scope_phase(parent);
+          f.phase = scope_phase(ts, parent);
         } else {
           f.kind = EventKind::kUserScope;
           f.fqn_id = parent != nullptr ? parent->fqn_id : kGlobalFqnId;
-          f.phase = scope_phase(parent);
+          f.phase = scope_phase(ts, parent);
           // gloo's work ranges ("gloo:all_reduce") are USER_SCOPE ranges on its own threads.
           if (info.collective != 0) attribute_collective(fn, info, f);
           if (session_state::shapes() && fn.needsInputs()) {

@@ -8,7 +8,8 @@ cd "$ROOT"
 bash scripts/setup.sh >&2
 mkdir -p traces
 TRACE="$ROOT/traces/demo.json"
-FQNTRACE="$TRACE" .venv/bin/python -m fqntrace.demo "$@"
+# FLOPs are opt-in (they cost every op a little); the demo shows them unless told otherwise.
+FQNTRACE="$TRACE" FQNTRACE_FLOPS="${FQNTRACE_FLOPS:-1}" .venv/bin/python -m fqntrace.demo "$@"
 .venv/bin/python -m fqntrace summary "$TRACE" --depth 3
 echo
 echo "trace: $TRACE  (open it in https://ui.perfetto.dev or chrome://tracing)"

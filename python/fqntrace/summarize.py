@@ -333,9 +333,12 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH):
 
     walk(roots)
 
-    num_w, pct_w, ops_w, calls_w = 9, 6, 8, 6
+    num_w, pct_w, ops_w, calls_w, gf_w = 9, 6, 8, 6, 8
     type_w = min(16, max([4] + [len(str((n.entry or {}).get("module_type") or "")) for n in rows]))
-    fixed = type_w + num_w * len(phases) + pct_w + ops_w + calls_w + (len(phases) + 4)
+    # GFLOPs only when the trace counted them (FQNTRACE_FLOPS=1).
+    show_flops = any(_phase_value(r, p, "flops") for r in roots for p in phases)
+    fixed = (type_w + num_w * len(phases) + pct_w + ops_w + calls_w + (len(phases) + 4)
+             + ((gf_w + 1) if show_flops else 0))
     labels = []
     for node in rows:
         indent = "  " * min(node.depth, 12)
@@ -346,7 +349,9 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH):
 
     header = ["module".ljust(name_w), "type".ljust(type_w)]
     header += [f"{PHASE_SHORT[p]} ms".rjust(num_w) for p in phases]
-    header += ["%".rjust(pct_w), "ops".rjust(ops_w), "calls".rjust(calls_w)]
+    header += ["%".rjust(pct_w), "ops".rjust(ops_w)]
+    header += ["GFLOPs".rjust(gf_w)] if show_flops else []
+    header += ["calls".rjust(calls_w)]
     lines = []
     rank = summary.get("rank")
     total_by_phase = {p: sum(_phase_value(r, p, "total_ms") for r in roots) for p in PHASES}
@@ -375,14 +380,20 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH):
         module_type = _fit(str(entry.get("module_type") or ""), type_w, ell)
         cells = [name.ljust(name_w), module_type.ljust(type_w)]
         cells += [_format_ms(v, num_w).rjust(num_w) for v in values]
-        cells += [(f"{pct:.1f}" if pct else "-").rjust(pct_w), str(int(ops)).rjust(ops_w),
-                  str(int(_number(entry.get("calls")))).rjust(calls_w)]
+        cells += [(f"{pct:.1f}" if pct else "-").rjust(pct_w), str(int(ops)).rjust(ops_w)]
+        if show_flops:
+            gflops = sum(_phase_value(node, p, "flops") for p in phases) / 1e9
+            cells.append((f"{gflops:.3f}" if gflops else "-").rjust(gf_w))
+        cells.append(str(int(_number(entry.get("calls")))).rjust(calls_w))
         lines.append(" ".join(cells).rstrip())
     if not rows:
         lines.append("(no modules: the trace has no events with an fqn)")
     lines.append("")
     lines.append(_fit("ms: op time of the module and its submodules; %: share of all op time; "
                       "calls: forward calls", width, ell))
+    if show_flops:
+        lines.append(_fit("GFLOPs: FLOPs of the module and its submodules, all phases shown",
+                          width, ell))
     return lines
 
 

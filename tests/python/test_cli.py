@@ -224,6 +224,28 @@ def test_summary_table_is_a_tree_within_100_columns(tiny):
     assert "0.080 ms op time" in lines[0]
 
 
+# With FQNTRACE_FLOPS=1 the trace has flops args, and the table a GFLOPs column (subtree sums).
+def test_summary_table_shows_gflops_when_counted(tmp_path):
+    events = tiny_events()
+    for e in events:
+        if e.get("name") == "aten::addmm":
+            e["args"]["flops"] = 3_000_000_000
+        if e.get("name") == "aten::mm":
+            e["args"]["flops"] = 1_500_000_000
+    proc = run_cli("summary", write(tmp_path / "flops.json", chrome_text(events)))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert all(len(line) <= 100 for line in lines)
+    header = next(i for i, line in enumerate(lines) if line.startswith("module"))
+    assert lines[header].split()[-3:] == ["ops", "GFLOPs", "calls"]
+    gflops = {line.split()[0]: line.split()[-2] for line in lines[header + 2:] if line.strip()
+              and not line.startswith(("ms:", "GFLOPs:"))}
+    assert gflops == {"Model": "4.500", "layers": "4.500", "0": "4.500", "fc1": "4.500",
+                      "Global": "-"}
+    assert "GFLOPs" not in run_cli("summary", write(tmp_path / "none.json",
+                                                    chrome_text(tiny_events()))).stdout
+
+
 def test_summary_depth_filters_rows_and_json(tiny, capsys):
     rc, out, _ = run_main(capsys, "summary", tiny, "--depth", "1")
     assert rc == 0

@@ -50,6 +50,7 @@ def test_flops_match_flop_counter_mode(tmp_path, monkeypatch, build):
     model.zero_grad()
 
     monkeypatch.setenv("FQNTRACE_FORMATS", "summary")
+    monkeypatch.setenv("FQNTRACE_FLOPS", "1")
     with fqntrace.profile(str(tmp_path / "f.json")):
         step().backward()
     modules = json.load(open(tmp_path / "f.summary.json"))["modules"]
@@ -72,3 +73,19 @@ def test_flops_match_flop_counter_mode(tmp_path, monkeypatch, build):
         if type(module).__name__ in ("Linear", "Conv1D") and fqn.count(".") > 0:
             assert flops(fqn, "backward") == 2 * flops(fqn, "forward"), fqn
     assert sum(flops(f, "recompute") for f in modules) == 0
+
+
+# FLOPs are opt-in: counting them makes the dispatcher box every op's inputs (docs/benchmarks.md).
+def test_flops_are_opt_in(tmp_path, monkeypatch):
+    model, step = conv_net()
+    monkeypatch.delenv("FQNTRACE_FLOPS", raising=False)
+    with fqntrace.profile(str(tmp_path / "off.json")) as path:
+        step().backward()
+    events = [e for e in json.load(open(path))["traceEvents"] if e.get("ph") == "X"]
+    assert any(e["name"] == "aten::convolution" for e in events)
+    assert not any("flops" in e["args"] for e in events)
+    monkeypatch.setenv("FQNTRACE_FLOPS", "1")
+    with fqntrace.profile(str(tmp_path / "on.json")) as path:
+        step().backward()
+    events = [e for e in json.load(open(path))["traceEvents"] if e.get("ph") == "X"]
+    assert any(e["args"].get("flops", 0) > 0 for e in events if e["name"] == "aten::convolution")
