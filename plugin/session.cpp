@@ -71,6 +71,7 @@ struct Session {
   std::vector<std::unique_ptr<Exporter>> exporters;
   at::CallbackHandle callback = 0;
   bool callback_installed = false;
+  bool callback_inputs = false;  // the callback asks the dispatcher for op inputs
 
   std::thread drain_thread;
   bool stop_requested = false;        // guarded by drain_wake().mu
@@ -245,7 +246,10 @@ bool start_session(const Config& config, std::string* error) {
   session_state::g_generation.fetch_add(1, std::memory_order_relaxed);
   session_state::g_running.store(true, std::memory_order_relaxed);
   session_state::g_shapes.store(config.shapes, std::memory_order_relaxed);
-  session->callback = observer::install(config.flops || config.shapes);
+  // Op inputs cost every op (the dispatcher boxes its arguments), so only when something needs
+  // them: FLOPs, shapes, or a distributed job (collectives' bytes and group size).
+  session->callback_inputs = config.flops || config.shapes || config.world_size > 1;
+  session->callback = observer::install(session->callback_inputs);
   session->callback_installed = true;
   Session* raw = session.release();
   raw->drain_thread = std::thread([raw] {
@@ -308,6 +312,13 @@ void set_session_backend(const std::string& backend) {
   std::lock_guard<std::mutex> drain_lock(g_session->drain_mu);
   g_session->info.backend = backend;
   for (auto& ex : g_session->exporters) ex->backend_known(backend);
+  if (g_session->callback_installed && !g_session->callback_inputs) {
+    // A process group without WORLD_SIZE in the environment (e.g. mp.spawn): from now on the
+    // collectives need their inputs. Ranges already open keep the callback they started with.
+    observer::uninstall(g_session->callback);
+    g_session->callback = observer::install(true);
+    g_session->callback_inputs = true;
+  }
 }
 
 void flush_session() {

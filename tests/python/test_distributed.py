@@ -565,3 +565,27 @@ def test_sigkilled_rank_leaves_both_files_repairable(tmp_path):
             late = [e for e in grads if e["ts"] > steps(trace)[2]["ts"] + steps(trace)[2]["dur"]]
             assert len(late) == 8
             assert all(e["args"]["phase"] == "backward" for e in late)
+
+
+# A process group started without torchrun (no WORLD_SIZE in the environment, as under
+# mp.spawn): once init_process_group returns, collectives carry their bytes and group size too.
+def test_process_group_without_torchrun_env_gets_bytes(tmp_path):
+    from conftest import run_python
+
+    code = (
+        "import torch, torch.distributed as dist\n"
+        f"store = dist.FileStore({str(tmp_path / 'store')!r}, 1)\n"
+        "dist.init_process_group('gloo', store=store, rank=0, world_size=1)\n"
+        "t = torch.ones(10)\n"
+        "dist.all_reduce(t)\n"
+        "dist.destroy_process_group()\n")
+    trace_path = tmp_path / "single.json"
+    env = {"FQNTRACE": str(trace_path)}
+    env.update({k: "" for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK")})
+    proc = run_python(code, env, check_rc=0)
+    trace = load(trace_path)
+    assert trace["distributedInfo"]["backend"] == "gloo", proc.stderr
+    [issuer] = [e for e in issuers(trace) if e["name"] == "c10d::allreduce_"]
+    assert (issuer["args"]["bytes"], issuer["args"]["group_size"]) == (40, 1)
+    [work] = [w for w in works(trace) if w["name"] == "gloo:all_reduce"]
+    assert attribution(work) == attribution(issuer)
