@@ -127,6 +127,16 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
       if (!duplicate) config.outputs.push_back(o);
     }
   }
+  if (const char* clock = env("FQNTRACE_CLOCK")) {
+    std::string value(clock);
+    if (value == "monotonic") {
+      config.monotonic_clock = true;
+    } else if (!value.empty() && value != "auto") {
+      result.problem = "FQNTRACE_CLOCK has an unknown value '" + value + "'";
+      result.fix = "Set FQNTRACE_CLOCK to auto (the default) or monotonic, or unset it.";
+      return result;
+    }
+  }
   const char* flops = env("FQNTRACE_FLOPS");
   config.flops = flops != nullptr && std::string(flops) == "1";
   const char* shapes = env("FQNTRACE_SHAPES");

@@ -22,6 +22,7 @@ struct Config {
   Format format = Format::kChrome;
   std::vector<Output> outputs;  // the main one (from the extension) first, then FQNTRACE_FORMATS'
   bool flops = false;  // FQNTRACE_FLOPS=1: ask for op inputs to count FLOPs (every op then pays)
+  bool monotonic_clock = false;  // FQNTRACE_CLOCK=monotonic: clock_gettime even where the TSC would do
   bool shapes = false;          // FQNTRACE_SHAPES=1: Kineto's "Input Dims" / "Input type" args
   int rank = 0;
   int world_size = 1;

@@ -263,7 +263,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     f.op_phase = is_cpu_op ? f.phase : (parent_in_op ? parent->op_phase : f.phase);
     if (is_cpu_op && parent_in_op && parent->op_phase != f.phase) f.flags |= kPhaseTop;
     ++ts->depth;
-    f.start_ns = monotonic_ns();  // last: our own bookkeeping stays outside the range's time
+    f.start_ns = now_ticks();  // last: our own bookkeeping stays outside the range's time
     if (record_seq) SeqMap::record(ts->seq_table, f.seq, f.fqn_id, f.start_ns);
   } catch (...) {
     session_state::fail_from_callback("an internal error in the start callback");
@@ -272,7 +272,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
 }
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
-  uint64_t end_ns = monotonic_ns();
+  uint64_t end_ns = now_ticks();
   ThreadState* ts = tls_state;
   if (ts == nullptr || ts->depth == 0 || ts->generation != session_state::generation()) return;
   try {

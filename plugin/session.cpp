@@ -83,10 +83,16 @@ struct Session {
   std::chrono::steady_clock::time_point last_flush = std::chrono::steady_clock::now();
 
   std::string dims_json, types_json;
+  TickConverter ticks;  // guarded by drain_mu, like the exporters
 
-  void process(const RawEvent& e, uint32_t tid, shapes::Assembler* assembler) {
-    bool shaped = assembler != nullptr && e.kind == EventKind::kOp &&
-                  assembler->take(e.depth, &dims_json, &types_json);
+  void process(const RawEvent& raw, uint32_t tid, shapes::Assembler* assembler) {
+    bool shaped = assembler != nullptr && raw.kind == EventKind::kOp &&
+                  assembler->take(raw.depth, &dims_json, &types_json);
+    // Callbacks stamp ticks; everything past this point sees monotonic ns.
+    RawEvent e = raw;
+    e.start_ns = ticks.to_ns(raw.start_ns);
+    e.end_ns = ticks.to_ns(raw.end_ns);
+    if (raw.flow_src_ns != 0) e.flow_src_ns = ticks.to_ns(raw.flow_src_ns);
     deliver_event(e, tid, info.mono_origin_ns, &next_flow_id, exporters,
                   shaped ? &dims_json : nullptr, shaped ? &types_json : nullptr);
     ++events_written;
@@ -94,6 +100,7 @@ struct Session {
 
   // Caller holds drain_mu.
   void drain_all() {
+    ticks.recalibrate_if_due();  // before any event of this batch: see TickConverter
     uint64_t gen = session_state::generation();
     registry().for_each_and_reap([&](ThreadBuffer& b) {
       if (b.announced_generation != gen && !b.ring.empty()) {
@@ -243,6 +250,8 @@ bool start_session(const Config& config, std::string* error) {
     pthread_atfork(nullptr, nullptr, on_fork_child);
   });
 
+  choose_tick_source(config.monotonic_clock);
+  session->ticks.start();  // before the callback: the first event already has a map
   session_state::g_generation.fetch_add(1, std::memory_order_relaxed);
   session_state::g_running.store(true, std::memory_order_relaxed);
   session_state::g_shapes.store(config.shapes, std::memory_order_relaxed);

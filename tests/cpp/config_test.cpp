@@ -133,3 +133,26 @@ TEST(EnvironmentTest, PythonLoadLibraryWritesValidTrace) {
   EXPECT_TRUE(names.count("MulBackward0"));
   EXPECT_EQ(trace.at("distributedInfo").at("rank"), 0);
 }
+
+TEST(ConfigTest, ClockChoice) {
+  auto with_clock = [](const char* clock) {
+    return parse_config(
+        "/tmp/t.json",
+        [&](const char* name) -> const char* {
+          return std::string(name) == "FQNTRACE_CLOCK" ? clock : nullptr;
+        },
+        1);
+  };
+  for (const char* fine : {static_cast<const char*>(nullptr), "", "auto"}) {
+    ConfigResult r = with_clock(fine);
+    ASSERT_TRUE(r.config) << (fine ? fine : "(unset)");
+    EXPECT_FALSE(r.config->monotonic_clock);
+  }
+  ConfigResult mono = with_clock("monotonic");
+  ASSERT_TRUE(mono.config);
+  EXPECT_TRUE(mono.config->monotonic_clock);
+  ConfigResult bad = with_clock("rdtsc");
+  EXPECT_FALSE(bad.config);
+  EXPECT_NE(bad.problem.find("FQNTRACE_CLOCK"), std::string::npos);
+  EXPECT_NE(bad.fix.find("monotonic"), std::string::npos);
+}
