@@ -498,9 +498,10 @@ def hot_path(results):
             f"{f(fq['on_end_ir_per_op'])} instructions inclusive: op-name interning through a per-thread cache "
             f"(strlen + hash of the name every op), `get_current_graph_task_id()` for ops outside any range "
             f"on threads that have run backward, "
-            f"the sequence-number map, two `clock_gettime` calls, the ring write (one 64-byte, cache-line-sized slot), several "
-            f"`__tls_get_addr` calls because a dlopen'ed library's `thread_local`s use the general-dynamic "
-            f"TLS model). With FLOPs on (FQNTRACE_FLOPS=1), ~{f(n - q)} more instructions per op, because the "
+            f"the sequence-number map, two clock reads (`rdtsc` where the kernel's clocksource is the TSC, "
+            f"converted to ns on the drain thread), the ring write (one 64-byte, cache-line-sized slot), and "
+            f"the thread-local lookups, through TLS descriptors (`-mtls-dialect=gnu2`) rather than "
+            f"`__tls_get_addr`). With FLOPs on (FQNTRACE_FLOPS=1), ~{f(n - q)} more instructions per op, because the "
             f"callback then asks for op inputs, so the dispatcher boxes every op's arguments into IValues "
             f"(that is why FLOPs are opt-in). The drain thread spends "
             f"~{f(fq['other_threads_ir_per_op'])} instructions per event formatting JSON, on the other core.")
@@ -527,15 +528,15 @@ def hot_path(results):
         "the empty observer already pays and fqntrace cannot avoid. (2) fqntrace's own per-op callback "
         "work beyond it" + ratio + ": name interning (a string hash per op: RecordFunction gives "
         "names as strings whose pointers are stable only for dispatcher ops, so a pointer-keyed cache "
-        "would be wrong for nodes and user scopes), one `__tls_get_addr` per callback (initial-exec "
-        "TLS is unsafe in a dlopen'ed library: its static TLS surplus is small and shared), two clock "
-        "reads, the frame bookkeeping, the ring write (one cache line per event). (3) With FLOPs on "
+        "would be wrong for nodes and user scopes), the thread-local lookup per callback, two clock "
+        "reads (the TSC, ~10 ns each), the frame bookkeeping, the ring write (one cache line per event). (3) With FLOPs on "
         "(FQNTRACE_FLOPS=1, opt-in for this reason), input boxing for every op, although only "
         "matmul/conv/attention ops need inputs: RecordFunction decides `needsInputs` per callback, not "
         "per op. (4) On a 2-core machine, the drain thread's JSON formatting competing with the "
         "program for CPU, and the ring's cache lines moving between cores: wall time grows more than "
         "instructions do. What is left to try: a binary spill format so the drain thread does less "
-        "per event, and rdtsc-based timestamps converted on the drain thread.")
+        "per event; a name cache keyed by the operator handle, if RecordFunction ever exposes it "
+        "cheaply.")
     return "\n".join(lines)
 
 

@@ -1,6 +1,7 @@
 """Measurements for docs/distributed.md (not a test): run from the repository root with
 
     .venv/bin/python tests/python/dist_scripts/measure.py [--steps 60] [--pairs 1] [--out DIR]
+        [--train-args '--batch 16 --seq 128'] [--skip-overhead] [--ab-blocks 16]
 
 1. Overhead: train.py --mode ddp under torchrun on 2 CPU ranks, without and with FQNTRACE,
    alternating (--pairs times); each run prints its step times; the median over the steps after
@@ -46,15 +47,16 @@ def step_medians(output, skip):
     return {rank: statistics.median(v) for rank, v in times.items()}
 
 
-def overhead(steps, pairs, out):
-    args = ["--mode", "ddp", "--steps", str(steps), "--times"]
+def overhead(steps, pairs, out, extra):
+    args = ["--mode", "ddp", "--steps", str(steps), "--times", *extra]
     rows = []
     for i in range(pairs):
         off = step_medians(torchrun(args), skip=5)
         on = step_medians(torchrun(args, fqntrace=os.path.join(out, f"ovh{i}.{{rank}}.json")),
                           skip=5)
         rows.append((max(off.values()), max(on.values()), off, on))
-    print(f"### DDP step, {steps} steps, median of steps 5..{steps - 1}\n")
+    print(f"### DDP step ({' '.join(extra) or 'train.py defaults'}), {steps} steps, "
+          f"median of steps 5..{steps - 1}\n")
     print("| run | without FQNTRACE (ms) | with FQNTRACE (ms) | overhead |")
     print("|---|---|---|---|")
     for i, (a, b, off, on) in enumerate(rows):
@@ -64,6 +66,38 @@ def overhead(steps, pairs, out):
     n = trace["fqntrace"]["events"]
     print(f"\nrank 0's trace of run 0: {n} events over {steps} steps (~{n // steps} per step), "
           f"{os.path.getsize(os.path.join(out, 'ovh0.0.json')) / 1e6:.1f} MB\n")
+
+
+def in_process_ab(blocks, steps, out, extra):
+    """ddp_ab.py: traced and untraced blocks alternate inside one job; per step the slower rank."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
+    env["OMP_NUM_THREADS"] = "1"
+    env["PYTHONPATH"] = HERE + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([TORCHRUN, "--standalone", "--nproc_per_node=2",
+                           os.path.join(HERE, "ddp_ab.py"), "--blocks", str(blocks), "--steps",
+                           str(steps), "--out", out, *extra], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise SystemExit(proc.stdout[-3000:])
+    ranks = [json.load(open(os.path.join(out, f"ab.{r}.times.json"))) for r in (0, 1)]
+    arms = {True: [], False: []}
+    groups = []  # A B B A: (untraced median, traced median) per group of four blocks
+    for b in range(len(ranks[0]["blocks"])):
+        traced = ranks[0]["blocks"][b][0]
+        arms[traced] += [max(t) for t in zip(*(r["blocks"][b][1] for r in ranks))]
+    for g in range(0, len(ranks[0]["blocks"]) - 3, 4):
+        per = {True: [], False: []}
+        for b in range(g, g + 4):
+            per[ranks[0]["blocks"][b][0]] += [max(t) for t in zip(*(r["blocks"][b][1] for r in ranks))]
+        groups.append(statistics.median(per[True]) / statistics.median(per[False]) - 1)
+    off, on = statistics.median(arms[False]), statistics.median(arms[True])
+    print(f"### DDP step, in-process A/B ({' '.join(extra) or 'train.py defaults'}), {blocks} blocks "
+          f"of {steps} steps, slower rank per step\n")
+    print("| arm | ms/step (median) | overhead | per A B B A group: median (min … max) |")
+    print("|---|---|---|---|")
+    print(f"| untraced | {off:.2f} | — | — |")
+    print(f"| traced (fqntrace.profile) | {on:.2f} | {100 * (on / off - 1):+.1f}% | "
+          f"{100 * statistics.median(groups):+.1f}% ({100 * min(groups):+.1f} … {100 * max(groups):+.1f}%) |\n")
 
 
 def comm_table(steps, out):
@@ -89,11 +123,17 @@ def main():
     parser.add_argument("--fsdp-steps", type=int, default=10)
     parser.add_argument("--out", default="")
     parser.add_argument("--skip-overhead", action="store_true")
+    parser.add_argument("--ab-blocks", type=int, default=0,
+                        help="also run ddp_ab.py: this many blocks (a multiple of 4) of 4 steps")
+    parser.add_argument("--train-args", default="",
+                        help="extra train.py arguments for the overhead runs, e.g. '--batch 16 --seq 128'")
     args = parser.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="fqntrace-dist-")
     os.makedirs(out, exist_ok=True)
     if not args.skip_overhead:
-        overhead(args.steps, args.pairs, out)
+        overhead(args.steps, args.pairs, out, args.train_args.split())
+    if args.ab_blocks:
+        in_process_ab(args.ab_blocks, 4, out, args.train_args.split())
     comm_table(args.fsdp_steps, out)
     print(f"(files in {out})")
 

@@ -1,0 +1,85 @@
+"""DDP step time with and without tracing, in one torchrun job: blocks of steps alternate
+untraced / traced (A B B A ...) through fqntrace.profile, on both ranks in lockstep, so the
+machine's slow drifts hit both arms alike. Not a test; measure.py --ab runs it.
+
+    torchrun --standalone --nproc_per_node=2 ddp_ab.py [--blocks 16] [--steps 4] [--batch 4] [--seq 32] --out DIR
+
+Each rank writes DIR/ab.<rank>.times.json: {"rank": R, "blocks": [[traced, [ms, ...]], ...]}.
+"""
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+import fqntrace
+import fqntrace._hooks
+from train import VOCAB, build
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--blocks", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--seq", type=int, default=32)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    assert not os.environ.get("FQNTRACE"), "run without FQNTRACE: tracing is switched per block"
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    model = build("ddp")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    gen = torch.Generator().manual_seed(1 + rank)
+
+    def step():
+        tokens = torch.randint(0, VOCAB, (args.batch, args.seq), generator=gen)
+        logits = model(tokens[:, :-1])
+        loss = nn.functional.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    def timed(n):
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            step()
+            out.append((time.perf_counter() - t0) * 1e3)
+        return out
+
+    def remove_module_hooks():  # untraced blocks run without fqntrace's forward hooks
+        for handle in fqntrace._hooks._handles:
+            handle.remove()
+        fqntrace._hooks._handles.clear()
+        fqntrace._hooks._installed = False
+
+    path = os.path.join(args.out, f"ab.{rank}.json")
+    for _ in range(3):
+        step()
+    with fqntrace.profile(path):  # names the modules and hooks the parameters once
+        step()
+    remove_module_hooks()
+    blocks = []
+    for block in range(args.blocks):
+        traced = block % 4 in (1, 2)
+        if traced:
+            with fqntrace.profile(path):
+                step()  # the session's first step allocates its buffers
+                times = timed(args.steps)
+            remove_module_hooks()
+        else:
+            step()
+            times = timed(args.steps)
+        blocks.append([traced, times])
+    with open(os.path.join(args.out, f"ab.{rank}.times.json"), "w") as f:
+        json.dump({"rank": rank, "blocks": blocks}, f)
+    dist.barrier()
+    time.sleep(0.2)  # see train.py: let gloo's workers release their last work first
+
+
+if __name__ == "__main__":
+    main()
