@@ -43,6 +43,13 @@ PyObject* py_module_exit(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// The same, shaped as an nn.Module forward hook (module, args, output): registered directly, it
+// spares a Python frame per module call.
+PyObject* py_module_exit_hook(PyObject*, PyObject* const*, Py_ssize_t) {
+  fqntrace::module_exit();
+  Py_RETURN_NONE;
+}
+
 PyObject* py_accumulate_owner(PyObject*, PyObject* arg) {
   uint32_t fqn = 0;
   if (!arg_u32(arg, &fqn)) return nullptr;
@@ -127,6 +134,8 @@ PyMethodDef kMethods[] = {
     {"module_enter", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_module_enter)),
      METH_FASTCALL, "module_enter(fqn_id, type_id): open a module scope"},
     {"module_exit", py_module_exit, METH_NOARGS, "close the innermost module scope"},
+    {"module_exit_hook", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_module_exit_hook)),
+     METH_FASTCALL, "module_exit_hook(*ignored): module_exit as a forward hook"},
     {"accumulate_owner", py_accumulate_owner, METH_O,
      "the next AccumulateGrad on this thread belongs to module fqn_id"},
     {"serve_enter", py_serve_enter, METH_O,

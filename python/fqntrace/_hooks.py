@@ -70,33 +70,38 @@ def _hook_parameters(C, root, root_fqn):
             param.register_hook(functools.partial(_announce_owner, C.intern(fqn)))
 
 
+# The dict and set behind _names and _walked, read directly with a weak reference to the module
+# (weak references hash and compare as their referent): the hook runs on every module call, and
+# this spares two Python-level method calls.
+_names_data = _names.data
+_walked_data = _walked.data
+_ref = weakref.ref
+
+
 def _pre_hook(module, args):
-    info = _names.get(module)
-    if info is None or module not in _walked:
+    key = _ref(module)
+    info = _names_data.get(key)
+    if info is None or key not in _walked_data:
         info = name_of(module)
     _enter(info[1], info[2])
 
 
-def _post_hook(module, args, output):
-    _exit()
-
-
 _enter = None
-_exit = None
 
 
 def install():
     """Installs the global forward hooks once per process (idempotent)."""
-    global _installed, _enter, _exit
+    global _installed, _enter
     if _installed:
         return
     C = _native.load()
-    _enter, _exit = C.module_enter, C.module_exit
+    _enter = C.module_enter
     from torch.nn.modules.module import (
         register_module_forward_hook,
         register_module_forward_pre_hook,
     )
 
     _handles.append(register_module_forward_pre_hook(_pre_hook))
-    _handles.append(register_module_forward_hook(_post_hook, always_call=True))
+    # The exit hook is the C function itself: no Python frame on the way out of each module.
+    _handles.append(register_module_forward_hook(C.module_exit_hook, always_call=True))
     _installed = True
