@@ -38,14 +38,9 @@ PyObject* py_module_enter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-PyObject* py_module_exit(PyObject*, PyObject*) {
-  fqntrace::module_exit();
-  Py_RETURN_NONE;
-}
-
-// The same, shaped as an nn.Module forward hook (module, args, output): registered directly, it
-// spares a Python frame per module call.
-PyObject* py_module_exit_hook(PyObject*, PyObject* const*, Py_ssize_t) {
+// Ignores its arguments, so it also serves directly as an nn.Module forward hook
+// (module, args, output): no Python frame per module call.
+PyObject* py_module_exit(PyObject*, PyObject* const*, Py_ssize_t) {
   fqntrace::module_exit();
   Py_RETURN_NONE;
 }
@@ -133,9 +128,8 @@ PyMethodDef kMethods[] = {
     {"intern", py_intern, METH_O, "intern(str) -> id"},
     {"module_enter", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_module_enter)),
      METH_FASTCALL, "module_enter(fqn_id, type_id): open a module scope"},
-    {"module_exit", py_module_exit, METH_NOARGS, "close the innermost module scope"},
-    {"module_exit_hook", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_module_exit_hook)),
-     METH_FASTCALL, "module_exit_hook(*ignored): module_exit as a forward hook"},
+    {"module_exit", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_module_exit)),
+     METH_FASTCALL, "module_exit(*ignored): close the innermost module scope (also a forward hook)"},
     {"accumulate_owner", py_accumulate_owner, METH_O,
      "the next AccumulateGrad on this thread belongs to module fqn_id"},
     {"serve_enter", py_serve_enter, METH_O,

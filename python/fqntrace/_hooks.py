@@ -103,5 +103,15 @@ def install():
 
     _handles.append(register_module_forward_pre_hook(_pre_hook))
     # The exit hook is the C function itself: no Python frame on the way out of each module.
-    _handles.append(register_module_forward_hook(C.module_exit_hook, always_call=True))
+    _handles.append(register_module_forward_hook(C.module_exit, always_call=True))
     _installed = True
+
+
+def uninstall():
+    """Removes the global forward hooks (parameter hooks stay: they only announce owners); the
+    next install() puts them back. For measurements that alternate traced and untraced code."""
+    global _installed
+    for handle in _handles:
+        handle.remove()
+    _handles.clear()
+    _installed = False
