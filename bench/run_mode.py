@@ -253,12 +253,6 @@ def bench_transformer_ab(mode, args):
             out.append((time.perf_counter_ns() - t0) / 1e6)
         return out
 
-    def remove_hooks():
-        for handle in fqntrace._hooks._handles:
-            handle.remove()
-        fqntrace._hooks._handles.clear()
-        fqntrace._hooks._installed = False
-
     samples = {"baseline": [], "fqntrace": []}
     blocks = []  # per block: [traced, step times]
     events = 0
@@ -268,14 +262,14 @@ def bench_transformer_ab(mode, args):
             step()
         with fqntrace.profile(path):  # first traced steps name the modules and hook parameters
             step()
-        remove_hooks()
+        fqntrace._hooks.uninstall()
         for block in range(args.blocks):
             traced = (block % 4) in (1, 2)
             if traced:
                 with fqntrace.profile(path):
                     step()  # settle: the session's first step allocates its buffers
                     times = timed_steps(args.steps)
-                remove_hooks()
+                fqntrace._hooks.uninstall()
                 samples["fqntrace"] += times
                 with open(path, "rb") as trace:
                     events += sum(1 for _ in trace) - 2

@@ -1,6 +1,6 @@
 """DDP step time with and without tracing, in one torchrun job: blocks of steps alternate
 untraced / traced (A B B A ...) through fqntrace.profile, on both ranks in lockstep, so the
-machine's slow drifts hit both arms alike. Not a test; measure.py --ab runs it.
+machine's slow drifts hit both arms alike. Not a test; measure.py --ab-blocks N runs it.
 
     torchrun --standalone --nproc_per_node=2 ddp_ab.py [--blocks 16] [--steps 4] [--batch 4] [--seq 32] --out DIR
 
@@ -51,18 +51,12 @@ def main():
             out.append((time.perf_counter() - t0) * 1e3)
         return out
 
-    def remove_module_hooks():  # untraced blocks run without fqntrace's forward hooks
-        for handle in fqntrace._hooks._handles:
-            handle.remove()
-        fqntrace._hooks._handles.clear()
-        fqntrace._hooks._installed = False
-
     path = os.path.join(args.out, f"ab.{rank}.json")
     for _ in range(3):
         step()
     with fqntrace.profile(path):  # names the modules and hooks the parameters once
         step()
-    remove_module_hooks()
+    fqntrace._hooks.uninstall()  # untraced blocks run without the forward hooks
     blocks = []
     for block in range(args.blocks):
         traced = block % 4 in (1, 2)
@@ -70,7 +64,7 @@ def main():
             with fqntrace.profile(path):
                 step()  # the session's first step allocates its buffers
                 times = timed(args.steps)
-            remove_module_hooks()
+            fqntrace._hooks.uninstall()
         else:
             step()
             times = timed(args.steps)

@@ -24,14 +24,14 @@ SCRIPT = os.path.join(HERE, "train.py")
 TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
 
 
-def torchrun(args, fqntrace=None, formats=None):
+def torchrun(args, fqntrace=None, formats=None, script=SCRIPT):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
     env["OMP_NUM_THREADS"] = "1"
     if fqntrace:
         env["FQNTRACE"] = fqntrace
     if formats:
         env["FQNTRACE_FORMATS"] = formats
-    proc = subprocess.run([TORCHRUN, "--standalone", "--nproc_per_node=2", SCRIPT, *args], env=env,
+    proc = subprocess.run([TORCHRUN, "--standalone", "--nproc_per_node=2", script, *args], env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
     if proc.returncode != 0:
         raise SystemExit(proc.stdout[-3000:])
@@ -70,25 +70,20 @@ def overhead(steps, pairs, out, extra):
 
 def in_process_ab(blocks, steps, out, extra):
     """ddp_ab.py: traced and untraced blocks alternate inside one job; per step the slower rank."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
-    env["OMP_NUM_THREADS"] = "1"
-    env["PYTHONPATH"] = HERE + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([TORCHRUN, "--standalone", "--nproc_per_node=2",
-                           os.path.join(HERE, "ddp_ab.py"), "--blocks", str(blocks), "--steps",
-                           str(steps), "--out", out, *extra], env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=900)
-    if proc.returncode != 0:
-        raise SystemExit(proc.stdout[-3000:])
+    torchrun(["--blocks", str(blocks), "--steps", str(steps), "--out", out, *extra],
+             script=os.path.join(HERE, "ddp_ab.py"))
     ranks = [json.load(open(os.path.join(out, f"ab.{r}.times.json"))) for r in (0, 1)]
+    # Per block: (traced, the slower rank's time for each step).
+    blocks_ms = [(block[0], [max(t) for t in zip(*(r["blocks"][b][1] for r in ranks))])
+                 for b, block in enumerate(ranks[0]["blocks"])]
     arms = {True: [], False: []}
-    groups = []  # A B B A: (untraced median, traced median) per group of four blocks
-    for b in range(len(ranks[0]["blocks"])):
-        traced = ranks[0]["blocks"][b][0]
-        arms[traced] += [max(t) for t in zip(*(r["blocks"][b][1] for r in ranks))]
-    for g in range(0, len(ranks[0]["blocks"]) - 3, 4):
+    for traced, times in blocks_ms:
+        arms[traced] += times
+    groups = []  # A B B A: traced median / untraced median - 1, per group of four blocks
+    for g in range(0, len(blocks_ms) - 3, 4):
         per = {True: [], False: []}
-        for b in range(g, g + 4):
-            per[ranks[0]["blocks"][b][0]] += [max(t) for t in zip(*(r["blocks"][b][1] for r in ranks))]
+        for traced, times in blocks_ms[g:g + 4]:
+            per[traced] += times
         groups.append(statistics.median(per[True]) / statistics.median(per[False]) - 1)
     off, on = statistics.median(arms[False]), statistics.median(arms[True])
     print(f"### DDP step, in-process A/B ({' '.join(extra) or 'train.py defaults'}), {blocks} blocks "
