@@ -49,10 +49,13 @@ namespace fqntrace {
 
 NameInfo describe_name(const char* name) {
   static constexpr char kEngineEvalPrefix[] = "autograd::engine::evaluate_function: ";
+  static constexpr char kCompiledRegionPrefix[] = "Torch-Compiled Region";
   NameInfo info;
   info.id = InternTable::instance().intern(name);
   info.flop_kind = static_cast<uint8_t>(flop_kind_of(name));
   info.engine_eval = std::strncmp(name, kEngineEvalPrefix, sizeof(kEngineEvalPrefix) - 1) == 0;
+  info.compiled_region =
+      std::strncmp(name, kCompiledRegionPrefix, sizeof(kCompiledRegionPrefix) - 1) == 0;
   bool is_work = false;
   info.collective = collectives::kind_of(name, &is_work);
   info.collective_work = is_work;

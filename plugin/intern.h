@@ -71,6 +71,7 @@ struct NameInfo {
   uint8_t engine_eval;          // "autograd::engine::evaluate_function: ..."
   uint8_t collective;           // collectives::kind_of, 0 for ordinary ops
   uint8_t collective_work;      // the backend's work range ("gloo:..."), not the issuing c10d op
+  uint8_t compiled_region;      // "Torch-Compiled Region: ...": Dynamo runs compiled code inside
 };
 
 // Returns the NameInfo of a name never seen by this thread (slow path, may lock).

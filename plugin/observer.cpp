@@ -5,11 +5,13 @@
 #include <unistd.h>
 #include <torch/csrc/autograd/graph_task.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
 #include "plugin/clock.h"
 #include "plugin/collectives.h"
+#include "plugin/compiled_graph.h"
 #include "plugin/flops.h"
 #include "plugin/intern.h"
 #include "plugin/seq_map.h"
@@ -43,6 +45,17 @@ struct Frame {
   uint32_t issue_mark;  // issuing collective: what collectives::end_issue needs (0: none)
 };
 
+// A compiled graph running on this thread: ops opened at `depth` are the graph's own calls.
+struct GraphCursor {
+  CompiledGraph* graph;
+  const uint32_t* fqns;  // fqn of each call under the module the graph runs for
+  uint32_t depth;
+  uint32_t next;         // the call expected next
+};
+constexpr uint32_t kMaxGraphNesting = 4;
+// How far ahead of the expected call a matching op may be found (a call that recorded nothing).
+constexpr uint32_t kGraphLookahead = 8;
+
 struct ThreadState {
   uint64_t generation = 0;        // session the thread is attached to
   ThreadBuffer* buffer = nullptr;
@@ -54,9 +67,13 @@ struct ThreadState {
   uint32_t pending_serve_fqn = 0;
   bool ran_backward = false;  // this thread has run an autograd node: graph tasks happen here
   uint32_t pending_accumulate_fqn = 0;
+  uint32_t graphs_open = 0;  // compiled graphs running (nested ones past the array are ignored)
+  GraphCursor graphs[kMaxGraphNesting];
   NameCache names;
   Frame frames[kMaxDepth];
 };
+
+std::atomic<observer::RegionRootResolver> region_root_resolver{nullptr};
 
 thread_local ThreadState* tls_state = nullptr;
 thread_local bool tls_exited = false;
@@ -94,6 +111,7 @@ ThreadState* attach(uint64_t generation) {
   }
   ts->generation = generation;
   ts->depth = 0;  // ranges opened under an earlier session never end here
+  ts->graphs_open = 0;
   return ts->buffer != nullptr ? ts : nullptr;
 }
 
@@ -135,6 +153,21 @@ void attribute_node(const at::RecordFunction& fn, Frame& f, const Frame* parent)
     f.fqn_id = parent != nullptr ? parent->fqn_id : kGlobalFqnId;
   }
   f.phase = Phase::kBackward;
+}
+
+// An op a compiled graph calls directly: the module the call was generated from. Calls that
+// recorded nothing (a kernel without a profiling range) are skipped by looking a few ahead.
+void name_graph_op(ThreadState* ts, Frame& f) {
+  GraphCursor& c = ts->graphs[std::min(ts->graphs_open, kMaxGraphNesting) - 1];
+  if (ts->depth != c.depth) return;
+  size_t end = std::min<size_t>(c.graph->size(), c.next + kGraphLookahead);
+  for (size_t j = c.next; j < end; ++j) {
+    if (c.graph->name_id(j) == f.name_id) {
+      f.fqn_id = c.fqns[j];
+      c.next = static_cast<uint32_t>(j + 1);
+      return;
+    }
+  }
 }
 
 // The issuing c10d op hands its attribution to the backend's work range that runs it later.
@@ -201,6 +234,14 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
           if (info.flop_kind != 0 && !f.in_flop && fn.needsInputs()) {
             f.flops = count_flops(static_cast<FlopKind>(info.flop_kind), fn.inputs());
             f.in_flop = true;
+          }
+          if (__builtin_expect(ts->graphs_open != 0, 0)) name_graph_op(ts, f);
+          if (__builtin_expect(info.compiled_region, 0)) {
+            // Dynamo runs a module's compiled code: the module is the one being called, which
+            // has no frame of its own when its hooks were compiled away (`module.compile()`).
+            observer::RegionRootResolver resolve = region_root_resolver.load(std::memory_order_acquire);
+            uint32_t root = resolve != nullptr ? resolve() : 0;
+            if (root != 0) f.fqn_id = root;
           }
           if (info.collective != 0) attribute_collective(fn, info, f);
           if (session_state::shapes() && fn.needsInputs()) {
@@ -337,6 +378,25 @@ void clear_pending_module() {
 void set_accumulate_owner(uint32_t fqn_id) {
   ThreadState* ts = session_state::running() ? current_state() : nullptr;
   if (ts != nullptr) ts->pending_accumulate_fqn = fqn_id;
+}
+
+void set_compiled_region_resolver(RegionRootResolver resolver) {
+  region_root_resolver.store(resolver, std::memory_order_release);
+}
+
+void enter_compiled_graph(CompiledGraph* graph) {
+  ThreadState* ts = session_state::running() ? current_state() : nullptr;
+  if (ts == nullptr) return;
+  if (ts->graphs_open < kMaxGraphNesting && graph != nullptr) {
+    uint32_t root = ts->depth > 0 ? ts->frames[ts->depth - 1].fqn_id : kGlobalFqnId;
+    ts->graphs[ts->graphs_open] = GraphCursor{graph, graph->fqns_under(root), ts->depth, 0};
+  }
+  ++ts->graphs_open;
+}
+
+void exit_compiled_graph() {
+  ThreadState* ts = tls_state;
+  if (ts != nullptr && ts->graphs_open > 0) --ts->graphs_open;
 }
 
 uint32_t current_fqn() {

@@ -7,6 +7,10 @@
 
 #include <cstdint>
 
+namespace fqntrace {
+class CompiledGraph;
+}
+
 namespace fqntrace::observer {
 
 // Installs the global callback; the session calls this once per session start. With
@@ -23,6 +27,15 @@ void set_pending_serve(uint32_t fqn_id);
 void clear_pending_module();  // clears both
 // The next AccumulateGrad node on this thread accumulates into a parameter of module `fqn_id`.
 void set_accumulate_owner(uint32_t fqn_id);
+
+// Compiled code (docs/compile.md). `Torch-Compiled Region` ranges ask the resolver which module
+// is being called (the Python binding reads it from the interpreter's frames); 0: unknown.
+using RegionRootResolver = uint32_t (*)();
+void set_compiled_region_resolver(RegionRootResolver resolver);
+// A compiled graph starts/ends running on this thread: until the matching exit, the ops it calls
+// directly are named by its table, under the fqn of the range open at enter. Calls nest.
+void enter_compiled_graph(CompiledGraph* graph);
+void exit_compiled_graph();
 
 // The fqn of the innermost open range on this thread (kGlobalFqnId when none): for tests and
 // for the Python ModTracker, so both agree with what the trace records.

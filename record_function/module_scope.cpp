@@ -59,6 +59,8 @@ void module_enter(uint32_t fqn_id, uint32_t type_id) {
   tls_open_modules.push_back(std::move(range));
 }
 
+void module_enter_unnamed() { tls_open_modules.push_back(nullptr); }
+
 void module_exit() {
   if (tls_open_modules.empty()) return;
   std::unique_ptr<at::RecordFunction> range = std::move(tls_open_modules.back());

@@ -48,6 +48,7 @@ std::string module_type_name(const torch::nn::Module& module);
 // Low level, used by the Python binding: ids come from intern().
 uint32_t intern(std::string_view s);
 void module_enter(uint32_t fqn_id, uint32_t type_id);  // opens a scope kept on a per-thread stack
+void module_enter_unnamed();  // opens nothing, so that the matching module_exit() stays balanced
 void module_exit();                                     // closes the innermost one
 void announce_accumulate_owner(uint32_t fqn_id);        // called by a parameter's gradient hook
 // A scope (not written to the trace) whose contents are attributed to module `fqn_id` with the

@@ -7,6 +7,10 @@ down the tree. A module reachable under two parents is renamed on each walk, so 
 name of the last path walked; its own children keep the names of the first walk (this is what
 torch's ModTracker does, and agreeing with it matters more than tidiness).
 
+Compiled modules: `torch.compile(m)` wraps `m` in an OptimizedModule whose child `_orig_mod` is
+`m`; both take the name the user knows `m` by (`Net.blocks.1`, as in the state_dict without
+`_orig_mod`), and its submodules are named below it (docs/compile.md).
+
 Gradient accumulation: when a root is first named, each trainable parameter gets a tensor hook
 that tells the core which module owns it (the first owner in ``named_modules()`` order when weights
 are tied), so the AccumulateGrad node and the ops under it carry that module's fqn.
@@ -23,8 +27,16 @@ _walked = weakref.WeakSet()            # modules whose children have been named
 _param_owner = None  # parameter -> fqn (a WeakTensorKeyDictionary: tensors compare elementwise)
 
 
+def _compiled_inner(module):
+    """The module a torch.compile wrapper (OptimizedModule) runs, or None for other modules."""
+    if type(module).__name__ != "OptimizedModule":
+        return None
+    return module._modules.get("_orig_mod")
+
+
 def _register(C, module, fqn):
-    info = (fqn, C.intern(fqn), C.intern(type(module).__name__))
+    shown = _compiled_inner(module) or module
+    info = (fqn, C.intern(fqn), C.intern(type(shown).__name__))
     _names[module] = info
     return info
 
@@ -35,10 +47,16 @@ def name_of(module):
     info = _names.get(module)
     is_root = info is None
     if is_root:
-        info = _register(C, module, type(module).__name__)
+        inner = _compiled_inner(module)
+        inner_info = _names.get(inner) if inner is not None else None
+        # A module compiled after it was named keeps its name; else roots take their class name.
+        root_name = inner_info[0] if inner_info is not None else type(inner or module).__name__
+        info = _register(C, module, root_name)
     if module not in _walked:
+        compiled = _compiled_inner(module) is not None
         for child_name, child in module.named_children():
-            _register(C, child, f"{info[0]}.{child_name}")
+            child_fqn = info[0] if compiled and child_name == "_orig_mod" else f"{info[0]}.{child_name}"
+            _register(C, child, child_fqn)
             name_of(child)
         _walked.add(module)
     if is_root:
@@ -62,7 +80,8 @@ def _hook_parameters(C, root, root_fqn):
 
         _param_owner = WeakTensorKeyDictionary()
     for sub_name, sub in root.named_modules():
-        fqn = f"{root_fqn}.{sub_name}" if sub_name else root_fqn
+        path = [part for part in sub_name.split(".") if part and part != "_orig_mod"]
+        fqn = ".".join([root_fqn] + path)
         for param in sub.parameters(recurse=False):
             if not param.requires_grad or param in _param_owner:
                 continue
@@ -70,39 +89,25 @@ def _hook_parameters(C, root, root_fqn):
             param.register_hook(functools.partial(_announce_owner, C.intern(fqn)))
 
 
-# The dict and set behind _names and _walked, read directly with a weak reference to the module
-# (weak references hash and compare as their referent): the hook runs on every module call, and
-# this spares two Python-level method calls.
-_names_data = _names.data
-_walked_data = _walked.data
-_ref = weakref.ref
-
-
-def _pre_hook(module, args):
-    key = _ref(module)
-    info = _names_data.get(key)
-    if info is None or key not in _walked_data:
-        info = name_of(module)
-    _enter(info[1], info[2])
-
-
-_enter = None
-
-
 def install():
     """Installs the global forward hooks once per process (idempotent)."""
-    global _installed, _enter
+    global _installed
     if _installed:
         return
     C = _native.load()
-    _enter = C.module_enter
     from torch.nn.modules.module import (
         register_module_forward_hook,
         register_module_forward_pre_hook,
     )
 
-    _handles.append(register_module_forward_pre_hook(_pre_hook))
-    # The exit hook is the C function itself: no Python frame on the way out of each module.
+    from fqntrace import _compile
+
+    # Both hooks are C functions (no Python frame per module call; Dynamo sees them as no-ops,
+    # _compile.py). The pre-hook reads the dict and set behind _names and _walked directly, with
+    # a weak reference to the module as key, and calls name_of() only for a module not yet named.
+    C.set_module_names(_names.data, _walked.data, name_of)
+    _compile.install()
+    _handles.append(register_module_forward_pre_hook(C.module_pre_hook))
     _handles.append(register_module_forward_hook(C.module_exit, always_call=True))
     _installed = True
 
