@@ -46,9 +46,11 @@ constexpr uint8_t kTopOp = 1;
 // inherits the issuer's fqn and phase and spans the actual communication.
 constexpr uint8_t kCollective = 2;
 constexpr uint8_t kCollectiveWork = 4;
-// A cpu_op whose phase differs from the nearest cpu_op around it (an op re-run by activation
-// checkpointing inside a backward node): its time is counted for its own fqn and phase and
-// taken out of the enclosing op's, so recompute time shows up as recompute.
+// A cpu_op whose phase or fqn differs from the nearest cpu_op around it (an op re-run by
+// activation checkpointing inside a backward node; a kernel of a compiled graph, inside the
+// graph's CompiledFunction, generated from a submodule): its time is counted for its own fqn and
+// phase and taken out of the enclosing op's, so recompute time shows up as recompute and a
+// compiled module's time under its submodules.
 constexpr uint8_t kPhaseTop = 8;
 
 }  // namespace fqntrace

@@ -41,6 +41,7 @@ struct Frame {
   uint8_t flags;  // kCollective, kCollectiveWork
   bool in_op;    // this range or an enclosing one is a cpu_op (op, node, engine wrapper)
   Phase op_phase;  // phase of the nearest cpu_op among this range and its enclosing ones
+  uint32_t op_fqn;  // fqn of that cpu_op
   bool in_flop;  // this range or an enclosing one is a FLOP-counted op
   uint32_t issue_mark;  // issuing collective: what collectives::end_issue needs (0: none)
 };
@@ -266,6 +267,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
         // next node's input) lands on the same module.
         if (parent != nullptr && parent->kind == EventKind::kEngineEval && parent->seq < 0) {
           parent->fqn_id = f.fqn_id;
+          parent->op_fqn = f.fqn_id;
           parent->seq = f.seq;
           parent->fwd_tid = f.fwd_tid;
         }
@@ -302,7 +304,10 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     bool parent_in_op = parent != nullptr && parent->in_op;
     f.in_op = parent_in_op || is_cpu_op;
     f.op_phase = is_cpu_op ? f.phase : (parent_in_op ? parent->op_phase : f.phase);
-    if (is_cpu_op && parent_in_op && parent->op_phase != f.phase) f.flags |= kPhaseTop;
+    f.op_fqn = is_cpu_op ? f.fqn_id : (parent_in_op ? parent->op_fqn : f.fqn_id);
+    if (is_cpu_op && parent_in_op && (parent->op_phase != f.phase || parent->op_fqn != f.fqn_id)) {
+      f.flags |= kPhaseTop;
+    }
     ++ts->depth;
     f.start_ns = now_ticks();  // last: our own bookkeeping stays outside the range's time
     if (record_seq) SeqMap::record(ts->seq_table, f.seq, f.fqn_id, f.start_ns);

@@ -20,6 +20,8 @@ void begin_module_range(at::RecordFunction& range, uint32_t fqn_id, uint32_t typ
 
 // Python's forward pre/post hooks are two calls: their ranges live on this per-thread stack.
 thread_local std::vector<std::unique_ptr<at::RecordFunction>> tls_open_modules;
+// fqn id of each entry above (an unnamed entry repeats the one below it).
+thread_local std::vector<uint32_t> tls_open_module_ids;
 thread_local std::vector<std::unique_ptr<at::RecordFunction>> tls_open_serves;  // serve_enter/exit
 
 }  // namespace
@@ -49,22 +51,30 @@ uint32_t intern(std::string_view s) { return InternTable::instance().intern(s); 
 
 void module_enter(uint32_t fqn_id, uint32_t type_id) {
   auto callbacks = at::getStepCallbacksUnlessEmpty(at::RecordScope::USER_SCOPE);
-  if (!callbacks.has_value()) {
-    tls_open_modules.push_back(nullptr);  // keep enter/exit balanced
+  // torch.compile(m) runs the hooks for its wrapper and again for `m` itself, both named alike:
+  // one scope is enough (its ops and time are the same).
+  bool same_as_enclosing = !tls_open_module_ids.empty() && tls_open_module_ids.back() == fqn_id;
+  if (!callbacks.has_value() || same_as_enclosing) {
+    module_enter_unnamed();  // keep enter/exit balanced
     return;
   }
   // RecordFunction cannot move, so a range spanning two calls lives on the heap.
   auto range = std::make_unique<at::RecordFunction>(std::move(*callbacks));
   begin_module_range(*range, fqn_id, type_id);
   tls_open_modules.push_back(std::move(range));
+  tls_open_module_ids.push_back(fqn_id);
 }
 
-void module_enter_unnamed() { tls_open_modules.push_back(nullptr); }
+void module_enter_unnamed() {
+  tls_open_modules.push_back(nullptr);
+  tls_open_module_ids.push_back(tls_open_module_ids.empty() ? 0 : tls_open_module_ids.back());
+}
 
 void module_exit() {
   if (tls_open_modules.empty()) return;
   std::unique_ptr<at::RecordFunction> range = std::move(tls_open_modules.back());
   tls_open_modules.pop_back();
+  tls_open_module_ids.pop_back();
   if (range) range->end();
 }
 

@@ -18,6 +18,7 @@ import os
 import re
 import sys
 import threading
+import warnings
 import weakref
 
 from fqntrace import _native, _post_import
@@ -35,6 +36,11 @@ def install():
     _installed = True
     from torch.nn.modules.module import Module
 
+    # torch warns on every torch.compile(module) call while any global module hook exists; ours
+    # are invisible to the compiled code, and the scope the wrapper and the module both open is
+    # opened once (module_scope.cpp).
+    warnings.filterwarnings("ignore", category=UserWarning,
+                            message=r"Using `torch.compile\(module\)` when there are global hooks")
     _native.load().set_region_codes((Module._call_impl.__code__, Module._wrapped_call_impl.__code__))
     _post_import.when_imported("torch._dynamo", _hide_hooks_from_dynamo)
     _post_import.when_imported("torch._inductor.debug", _record_kernel_sites)
@@ -83,9 +89,10 @@ def _record_kernel_sites(module):
         sites = getattr(_capture, "sites", None)
         if sites is not None:
             try:
-                sites.append((kernel_name, _module_path(node_schedule), _root_type(node_schedule)))
+                sites.append((_site_name(kernel_name), _module_path(node_schedule),
+                              _root_type(node_schedule)))
             except Exception:
-                sites.append((kernel_name, "", ""))
+                sites.append((str(kernel_name), "", ""))
         return original(node_schedule, kernel_name, *args, **kwargs)
 
     set_kernel_post_grad_provenance_tracing._fqntrace_wrapped = True
@@ -94,6 +101,18 @@ def _record_kernel_sites(module):
         cpp = sys.modules.get("torch._inductor.codegen.cpp")
         if cpp is not None:  # imported it by name before we got here
             _record_kernel_sites(cpp)
+
+
+def _site_name(kernel_name):
+    """A fused CPU kernel records its profiling range as `graph_<graph id>_<kernel name>`."""
+    name = str(kernel_name)
+    if name.startswith("cpp_"):
+        from torch._inductor.virtualized import V
+
+        graph_id = getattr(V.graph, "graph_id", None)
+        if graph_id is not None:
+            return f"graph_{graph_id}_{name}"
+    return name
 
 
 def _stack(node):
@@ -209,12 +228,16 @@ def _remember(compiled, sites):
 
         profiled = config.cpp.enable_kernel_profile
         calls = [(_event_name(name), path, root) for name, path, root in sites
-                 if profiled or not str(name).startswith(("cpp_fused", "cpp_"))]
+                 if profiled or not _is_fused(name)]
         _save_sidecar(getattr(compiled, "_fx_graph_cache_key", None), calls)
     else:  # loaded from inductor's FX graph cache: nothing was generated
         calls = _load_sidecar(getattr(compiled, "_fx_graph_cache_key", None))
     if calls is not None:
         compiled._fqntrace_calls = calls
+
+
+def _is_fused(site_name):
+    return site_name.startswith("cpp_") or (site_name.startswith("graph_") and "_cpp_" in site_name)
 
 
 def _sidecar_path(key):

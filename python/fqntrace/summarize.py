@@ -71,10 +71,14 @@ def summarize(trace):
             j = parents[j]
         op_parent[i] = j
 
-    def phase_of(k):
-        return slices[k]["args"].get("phase")
+    def owner_of(k):
+        args = slices[k]["args"]
+        return args.get("phase"), args.get("fqn")
 
-    counted = [is_op[i] and (op_parent[i] < 0 or phase_of(op_parent[i]) != phase_of(i))
+    # As the observer's kPhaseTop: an op whose phase or module differs from the op around it
+    # (recompute inside a backward node, a compiled graph's kernel inside CompiledFunction) has
+    # time of its own.
+    counted = [is_op[i] and (op_parent[i] < 0 or owner_of(op_parent[i]) != owner_of(i))
                for i in range(len(slices))]
     excluded = [0] * len(slices)  # time of counted slices nested in a counted slice
     for i in range(len(slices)):
