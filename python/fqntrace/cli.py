@@ -214,6 +214,11 @@ def _check_events(trace):
                        f"\"s\" and {finishes} \"f\" events; each flow needs exactly one of each")
 
     spans = {f for f in (traceio.module_span_fqn(e) for e in slices) if f is not None}
+    # Kernels of compiled graphs name submodules whose forward never ran as a module: those
+    # names are known too (and so are their parameters' gradient accumulations).
+    in_compiled = traceio.CompiledCode(slices)
+    spans |= {e["args"]["fqn"] for e in slices
+              if e.get("cat") == "cpu_op" and in_compiled.contains(e)}
     missing = set()
     for k, e in enumerate(slices):
         if e.get("cat") != "cpu_op":

@@ -493,6 +493,46 @@ def module_span_fqn(event):
     return fqn if isinstance(fqn, str) else None
 
 
+COMPILED_CODE_NAMES = ("CompiledFunction", "CompiledFunctionBackward")
+COMPILED_REGION_PREFIX = "Torch-Compiled Region"
+
+
+class CompiledCode:
+    """Where compiled code ran: the time ranges, per thread, of Dynamo's compiled regions and of
+    AOTAutograd's CompiledFunction / CompiledFunctionBackward (docs/compile.md)."""
+
+    def __init__(self, slices):
+        import bisect
+
+        self._bisect = bisect
+        ranges = {}
+        for e in slices:
+            name = e.get("name")
+            if isinstance(name, str) and (name in COMPILED_CODE_NAMES
+                                          or name.startswith(COMPILED_REGION_PREFIX)):
+                ranges.setdefault(thread_key(e), []).append((e["ts"], e["ts"] + e["dur"]))
+        self._starts = {}
+        self._ends = {}
+        for key, spans in ranges.items():
+            spans.sort()
+            merged = []
+            for start, end in spans:
+                if merged and start <= merged[-1][1]:
+                    merged[-1][1] = max(merged[-1][1], end)
+                else:
+                    merged.append([start, end])
+            self._starts[key] = [m[0] for m in merged]
+            self._ends[key] = [m[1] for m in merged]
+
+    def contains(self, event):
+        starts = self._starts.get(thread_key(event))
+        if not starts:
+            return False
+        i = self._bisect.bisect_right(starts, event["ts"]) - 1
+        # 2 ns of slack: ts and dur are rounded to the nanosecond separately.
+        return i >= 0 and event["ts"] + event["dur"] <= self._ends[thread_key(event)][i] + 0.002
+
+
 def fqn_depth(fqn):
     return 0 if fqn == "Global" else fqn.count(".")
 
