@@ -1,6 +1,7 @@
 """Runs the fqntrace benchmarks (P1, P2, P3, P4, P5, P6): every mode in its own process (bench/run_mode.py),
 modes interleaved in rounds (the order rotates each round), medians. Writes bench/results.json
-(machine, torch, date, every raw sample) and renders docs/benchmarks.md through bench/report.py.
+(machine, torch, date, every raw sample) and fills the generated sections of docs/benchmarks.md
+through bench/report.py.
 
     .venv/bin/python bench/driver.py [--quick]      # scripts/bench.sh runs this after set-up
 
@@ -635,10 +636,12 @@ def main():
     sys.path.insert(0, HERE)
     import report
 
-    text = report.render(results)
+    # Only the generated sections change; the hand-written analysis around them stays.
+    with open(args.doc) as f:
+        text = report.update(f.read(), results)
     with open(args.doc, "w") as f:
         f.write(text)
-    log(f"wrote {os.path.relpath(args.doc, ROOT)}")
+    log(f"updated the generated sections of {os.path.relpath(args.doc, ROOT)}")
     print(report.table(results))
 
 

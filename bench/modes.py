@@ -39,6 +39,7 @@ MODES = (
 )
 BY_NAME = {mode.name: mode for mode in MODES}
 NAMES = tuple(mode.name for mode in MODES)
+LABELS_BY_MODE = {mode.name: mode.label for mode in MODES}
 
 # Which modes each benchmark runs. P1 runs them all (P6 is P1's loaded_off beside the baseline).
 P1_MODES = NAMES
