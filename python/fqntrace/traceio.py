@@ -1,4 +1,5 @@
 """Reading fqntrace's trace files without torch: load, repair a cut-off file, walk the slices.
+The one reader behind every `python -m fqntrace` verb (summary, validate, repair, merge).
 
 Both formats the C++ core writes are handled:
 

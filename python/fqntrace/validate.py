@@ -32,10 +32,11 @@ def validate_file(path):
     if trace.incomplete:
         allowed = []
         if relaxed.flows:
-            allowed.append(f"{relaxed.flows} flow{'s' if relaxed.flows != 1 else ''} missing one end")
+            plural = "s" if relaxed.flows != 1 else ""
+            allowed.append(f"{relaxed.flows} flow{plural} missing one end")
         if relaxed.fqns:
-            allowed.append(f"{relaxed.fqns} fqn{'s' if relaxed.fqns != 1 else ''} whose module "
-                           "span is missing")
+            plural = "s" if relaxed.fqns != 1 else ""
+            allowed.append(f"{relaxed.fqns} fqn{plural} whose module span is missing")
         line += " (incomplete trace" + (": allowed " + ", ".join(allowed) if allowed else "") + ")"
     return line
 
@@ -50,8 +51,8 @@ def _read(path, text):
         if not isinstance(document, dict):
             raise _Problem(f"the JSON is a {type(document).__name__}, expected an object with "
                            "schemaVersion, distributedInfo and traceEvents") from None
-        _check_top_level(document, need_events=True)
-        raise
+        _check_top_level(document, need_events=True)  # names what is missing
+        raise  # not reached: a trace object without a traceEvents list fails the check above
     except traceio.DamagedTrace as damage:
         if _cut_in_header(text):
             raise _Problem("truncated inside the header line: the traced program "
