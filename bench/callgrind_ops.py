@@ -20,9 +20,9 @@ import subprocess
 import sys
 import tempfile
 
+from modes import CALLGRIND_MLP_MODES, CALLGRIND_OPS_MODES, environment
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODES = ["baseline", "loaded_off", "empty", "fqntrace", "fqntrace_flops"]
-MLP_MODES = ["baseline", "empty", "fqntrace", "fqntrace_nohooks"]
 
 
 def child(mode, what, count):
@@ -72,9 +72,7 @@ def inclusive(path, pattern):
 
 def run(mode, what, count, outdir):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
-    if mode.startswith("fqntrace"):
-        env["FQNTRACE"] = os.path.join(outdir, f"{mode}.{what}.json")
-        env["FQNTRACE_FLOPS"] = "1" if mode == "fqntrace_flops" else "0"
+    env.update(environment(mode, os.path.join(outdir, f"{mode}.{what}.json")))
     tag = f"{mode}.{what}"
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
            f"--callgrind-out-file={os.path.join(outdir, 'cg.' + tag)}.%p", sys.executable,
@@ -112,7 +110,8 @@ def main():
         print(json.dumps({"skipped": "valgrind not installed"}))
         return
     outdir = tempfile.mkdtemp(prefix="fqntrace-callgrind-")
-    jobs = [(m, "ops", args.ops) for m in MODES] + [(m, "mlp", args.mlp_steps) for m in MLP_MODES]
+    jobs = ([(m, "ops", args.ops) for m in CALLGRIND_OPS_MODES]
+            + [(m, "mlp", args.mlp_steps) for m in CALLGRIND_MLP_MODES])
     try:
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             done = list(pool.map(lambda job: run(*job, outdir), jobs))

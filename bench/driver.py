@@ -1,6 +1,7 @@
 """Runs the fqntrace benchmarks (P1, P2, P3, P4, P5, P6): every mode in its own process (bench/run_mode.py),
 modes interleaved in rounds (the order rotates each round), medians. Writes bench/results.json
-(machine, torch, date, every raw sample) and renders docs/benchmarks.md through bench/report.py.
+(machine, torch, date, every raw sample) and fills the generated sections of docs/benchmarks.md
+through bench/report.py.
 
     .venv/bin/python bench/driver.py [--quick]      # scripts/bench.sh runs this after set-up
 
@@ -21,14 +22,11 @@ import sys
 import tempfile
 import time
 
+from modes import P1_MODES, P2_MODES, TRACKER_NAMES, environment
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PY = sys.executable
-
-# P1 and P6 share their rounds: loaded_off (P6) is one more mode beside the baseline.
-P1_MODES = ["baseline", "loaded_off", "empty", "fqntrace", "fqntrace_flops", "fqntrace_nohooks",
-            "profiler", "profiler_stack", "modtracker"]
-P2_MODES = ["baseline", "fqntrace"]
 
 SETTINGS = {
     # rounds, ops per sample, samples per process, MLP steps per sample, transformer steps ...
@@ -75,11 +73,9 @@ class Runner:
         self.count += 1
         env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
         env.setdefault("OMP_NUM_THREADS", "1")
-        trace = None
-        if mode.startswith("fqntrace"):
-            trace = os.path.join(self.tmpdir, f"run{self.count}.json")
-            env["FQNTRACE"] = trace
-            env["FQNTRACE_FLOPS"] = "1" if mode == "fqntrace_flops" else "0"
+        tracing = environment(mode, os.path.join(self.tmpdir, f"run{self.count}.json"))
+        env.update(tracing)
+        trace = tracing.get("FQNTRACE")
         cmd = [PY, os.path.join(HERE, "run_mode.py"), "--mode", mode, "--bench", benches] + [
             str(a) for a in args]
         proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True,
@@ -173,7 +169,7 @@ def run_p1(runner, s):
         em = median(raw["empty"]["ops"][-1])
         log(f"P1 round {r + 1}/{s['p1_rounds']} ({time.time() - t0:.0f} s): baseline {base:.0f} "
             f"ns/op, empty +{em - base:.0f}, fqntrace +{fq - base:.0f}")
-    return {"modes": P1_MODES, "rounds": s["p1_rounds"], "ops_per_sample": s["p1_ops"],
+    return {"modes": list(P1_MODES), "rounds": s["p1_rounds"], "ops_per_sample": s["p1_ops"],
             "samples_per_process": s["p1_samples"], "mlp_steps_per_sample": s["mlp_steps"],
             "threads": 1, "raw": raw, "facts": facts}
 
@@ -327,33 +323,29 @@ def run_p2_ab(runner, s):
                         "target": "<= 3%", "met": 100.0 * (f / b - 1.0) <= 3.0}}
 
 
-TRACKERS = ["none", "torch_modtracker", "fqntrace_modtracker", "torch_moduletracker",
-            "fqntrace_moduletracker"]
-
-
 def run_p3(runner, s):
     """P3: fqntrace.ModTracker vs torch's ModTracker on a module-heavy model. The trackers are
     context managers, so their variants alternate inside each process (bench/run_mode.py
     bench_trackers); a few processes, so one unlucky process cannot decide the result."""
     args = ["--modules", s["p3_modules"], "--rounds", s["p3_rounds"], "--steps", s["p3_steps"],
             "--warmup", 1, "--threads", 1]
-    raw = {v: [] for v in TRACKERS}
-    cpu = {v: [] for v in TRACKERS}
+    raw = {v: [] for v in TRACKER_NAMES}
+    cpu = {v: [] for v in TRACKER_NAMES}
     per_process = []
     for i in range(s["p3_processes"]):
         out = runner.run("baseline", "trackers", args)["trackers"]
-        for v in TRACKERS:
+        for v in TRACKER_NAMES:
             raw[v] += out["samples"][v]
             cpu[v] += out["thread_cpu_samples"][v]
         b = median(out["samples"]["none"])
-        added = {v: median(out["samples"][v]) - b for v in TRACKERS}
+        added = {v: median(out["samples"][v]) - b for v in TRACKER_NAMES}
         per_process.append({"none_ms": b, "added_ms": added})
         log(f"P3 process {i + 1}/{s['p3_processes']}: no tracker {b:.2f} ms/step, torch ModTracker "
             f"+{added['torch_modtracker']:.2f}, fqntrace.ModTracker +{added['fqntrace_modtracker']:.2f}")
     return {"model": f"nn.Sequential of {s['p3_modules']} nn.Linear(8, 8), batch 4, "
                      "forward + sum().backward() inside `with tracker:`",
             "modules": s["p3_modules"], "processes": s["p3_processes"], "rounds": s["p3_rounds"],
-            "steps_per_sample": s["p3_steps"], "threads": 1, "variants": TRACKERS,
+            "steps_per_sample": s["p3_steps"], "threads": 1, "variants": list(TRACKER_NAMES),
             "raw": raw, "thread_cpu": cpu, "per_process": per_process,
             "summary": summarize_p3(raw, cpu, s["p3_processes"])}
 
@@ -365,7 +357,7 @@ def summarize_p3(raw, cpu, processes):
     n = len(raw["none"])
     out = {"variants": {}, "rounds_total": n}
     base, base_cpu, base_best = median(raw["none"]), median(cpu["none"]), min(raw["none"])
-    for v in TRACKERS:
+    for v in TRACKER_NAMES:
         out["variants"][v] = {"ms_per_step": median(raw[v]), "iqr_ms": quartiles(raw[v]),
                               "added_ms": median(raw[v]) - base,
                               "thread_cpu_ms": median(cpu[v]),
@@ -614,7 +606,7 @@ def main():
             log(f"P2 A/B: {s['p2ab_processes']} process(es) x {s['p2ab_blocks']} alternating blocks")
             results["p2"]["ab"] = run_p2_ab(runner, s)
         if "p3" in only:
-            log(f"P3: {s['p3_processes']} process(es) x {s['p3_rounds']} rounds x {len(TRACKERS)} "
+            log(f"P3: {s['p3_processes']} process(es) x {s['p3_rounds']} rounds x {len(TRACKER_NAMES)} "
                 f"tracker variants, {s['p3_modules']} modules")
             results["p3"] = run_p3(runner, s)
         if "p4" in only:
@@ -644,10 +636,12 @@ def main():
     sys.path.insert(0, HERE)
     import report
 
-    text = report.render(results)
+    # Only the generated sections change; the hand-written analysis around them stays.
+    with open(args.doc) as f:
+        text = report.update(f.read(), results)
     with open(args.doc, "w") as f:
         f.write(text)
-    log(f"wrote {os.path.relpath(args.doc, ROOT)}")
+    log(f"updated the generated sections of {os.path.relpath(args.doc, ROOT)}")
     print(report.table(results))
 
 

@@ -2,20 +2,9 @@
 
     .venv/bin/python bench/run_mode.py --mode fqntrace --bench ops --samples 9 --ops 20000
 
-The mode is set up here, except FQNTRACE itself: the driver (bench/driver.py) sets it in this
-process's environment for the fqntrace modes, so tracing starts the way it does for a user (the
-start-up hook, when torch is imported). Modes:
-
-  baseline          nothing (checks that no RecordFunction callback is installed)
-  loaded_off        libfqntrace.so loaded with FQNTRACE unset: no session, no callback (P6)
-  empty             bench/empty_observer: one global callback that does nothing
-  fqntrace          FQNTRACE=<tmp>.json (FLOPs on, the default)
-  fqntrace_flops    the same with FQNTRACE_FLOPS=1 (the callback asks for op inputs to count FLOPs)
-  fqntrace_nohooks  fqntrace with its nn.Module forward hooks removed before any module runs
-                    (diagnostic: the ops' share of the cost; the trace then has no module names)
-  profiler          torch.profiler.profile(activities=[CPU]) around the measurement
-  profiler_stack    the same with with_stack=True
-  modtracker        torch's ModTracker + a TorchDispatchMode recording the current fqns per op
+The mode (bench/modes.py lists them; `--help` describes them) is set up here, except FQNTRACE
+itself: the driver (bench/driver.py) sets it in this process's environment for the traced modes,
+so tracing starts the way it does for a user (the start-up hook, when torch is imported).
 
 Benches: ops (torch.add on 4-element tensors, ns/op), mlp (4 Linear 16 wide, batch 8,
 forward+backward, us/step), transformer (training step, ms/step), transformer_ab (the same, traced
@@ -34,12 +23,12 @@ import time
 
 import torch
 
+from modes import BY_NAME, MODES, NAMES, TRACKER_NAMES
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 HELPER_DIR = os.environ.get("FQNTRACE_BENCH_HELPERS",
                             os.path.join(ROOT, "build", "bench", "empty_observer"))
-MODES = ("baseline", "loaded_off", "empty", "fqntrace", "fqntrace_flops", "fqntrace_nohooks",
-         "profiler", "profiler_stack", "modtracker")
 
 
 def probe():
@@ -91,7 +80,8 @@ class FqnRecorder:
 def set_up(mode):
     """Process-wide set-up and checks; returns facts about the mode for the JSON."""
     facts = {"mode": mode}
-    if mode.startswith("fqntrace"):
+    traced = BY_NAME[mode].traced
+    if traced:
         import fqntrace
         import fqntrace._hooks
         import fqntrace._native
@@ -100,13 +90,12 @@ def set_up(mode):
             sys.exit("run_mode: the fqntrace modes need FQNTRACE set by the driver")
         fqntrace._native.load()
         assert fqntrace.tracing(), "fqntrace did not start although FQNTRACE is set"
-        assert fqntrace._hooks._installed, "fqntrace's module hooks are not installed"
+        assert fqntrace._hooks.installed(), "fqntrace's module hooks are not installed"
         facts["trace"] = os.environ["FQNTRACE"]
         facts["flops"] = os.environ.get("FQNTRACE_FLOPS", "0") == "1"
         if mode == "fqntrace_nohooks":
             # No module has run yet, so no parameter hook exists either: only ops are observed.
-            for handle in fqntrace._hooks._handles:
-                handle.remove()
+            fqntrace._hooks.uninstall()
             facts["module_hooks"] = False
     else:
         assert not os.environ.get("FQNTRACE"), f"FQNTRACE must be unset in mode {mode}"
@@ -120,7 +109,7 @@ def set_up(mode):
     if mode == "empty":
         torch.ops.load_library(os.path.join(HELPER_DIR, "libempty_observer.so"))
     facts.update(probe())
-    expect_callback = mode == "empty" or mode.startswith("fqntrace")
+    expect_callback = mode == "empty" or traced
     assert facts["global_callbacks"] == expect_callback, (mode, facts)
     return facts
 
@@ -318,10 +307,6 @@ def bench_rss(mode, args):
     return result
 
 
-TRACKERS = ("none", "torch_modtracker", "fqntrace_modtracker", "torch_moduletracker",
-            "fqntrace_moduletracker")
-
-
 def bench_trackers(mode, args):
     """P3: per step, `model(x).sum().backward()` on a Sequential of args.modules Linear(8, 8)
     (batch 4) inside `with tracker:`, per tracker variant. The trackers are context managers, not
@@ -342,8 +327,8 @@ def bench_trackers(mode, args):
     x = torch.randn(4, 8)
     setups = {name: (torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(args.modules)]),
                      cls() if cls else None) for name, cls in classes.items()}
-    samples = {name: [] for name in TRACKERS}
-    thread_cpu = {name: [] for name in TRACKERS}
+    samples = {name: [] for name in TRACKER_NAMES}
+    thread_cpu = {name: [] for name in TRACKER_NAMES}
 
     def run(name, steps):
         model, tracker = setups[name]
@@ -354,11 +339,11 @@ def bench_trackers(mode, args):
                 with tracker:
                     model(x).sum().backward()
 
-    for name in TRACKERS:  # warm-up: names the modules, hooks the parameters, fills caches
+    for name in TRACKER_NAMES:  # warm-up: names the modules, hooks the parameters, fills caches
         run(name, args.warmup * args.steps)
     for r in range(args.rounds):
-        k = r % len(TRACKERS)
-        for name in TRACKERS[k:] + TRACKERS[:k]:
+        k = r % len(TRACKER_NAMES)
+        for name in TRACKER_NAMES[k:] + TRACKER_NAMES[:k]:
             c0 = time.thread_time_ns()
             t0 = time.perf_counter_ns()
             run(name, args.steps)
@@ -374,8 +359,11 @@ BENCHES = {"ops": bench_ops, "mlp": bench_mlp, "transformer": bench_transformer,
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mode", choices=MODES, required=True)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="modes:\n" + "\n".join(
+                                         f"  {m.name:<17} {m.description}" for m in MODES))
+    parser.add_argument("--mode", choices=NAMES, required=True)
     parser.add_argument("--bench", required=True, help="comma-separated: " + ",".join(BENCHES))
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     parser.add_argument("--samples", type=int, default=7)

@@ -2,7 +2,8 @@
 # Benchmarks fqntrace against an empty RecordFunction observer, torch.profiler and ModTracker
 # (P1 per-op + MLP, P2 transformer step, P3 ModTracker, P4 exporter throughput, P5 memory and
 # trace size, P6 library loaded but off). Sets up first (scripts/setup.sh), builds the bench
-# helpers, runs bench/driver.py, prints the table and writes docs/benchmarks.md and bench/results.json.
+# helpers, runs bench/driver.py, prints the table, writes bench/results.json and fills the generated
+# sections of docs/benchmarks.md (the hand-written analysis around them is left alone).
 #   scripts/bench.sh            full run (~12 min on 2 cores, plus set-up when it rebuilds)
 #   scripts/bench.sh --quick    smoke run: fewer rounds and ops (~3 min, plus set-up)
 set -euo pipefail

@@ -21,31 +21,9 @@ def _activate():
                          "tracing is off. Reinstall fqntrace into this environment.\n")
 
 
-class _TorchImportWatcher:
-    """A meta-path finder that only waits for `import torch` to finish."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "torch":
-            return None
-        sys.meta_path.remove(self)
-        import importlib.util
-
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None:
-            return spec
-        original_exec = spec.loader.exec_module
-
-        def exec_module(module):
-            original_exec(module)
-            _activate()
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
 # FQNTRACE_AUTOSTART=0 leaves starting to the program (torch.ops.load_library or fqntrace.profile).
 if os.environ.get("FQNTRACE") and os.environ.get("FQNTRACE_AUTOSTART", "1") != "0":
-    if "torch" in sys.modules:
-        _activate()
-    else:
-        sys.meta_path.insert(0, _TorchImportWatcher())
+    # Imported here, not above: with FQNTRACE unset the start-up hook imports nothing.
+    from fqntrace._on_import import when_imported
+
+    when_imported("torch", lambda torch: _activate())

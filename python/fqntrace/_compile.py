@@ -21,7 +21,7 @@ import threading
 import warnings
 import weakref
 
-from fqntrace import _native, _post_import
+from fqntrace import _native, _on_import
 
 _capture = threading.local()  # .sites: the calls of the graph being generated, or None
 _installed = False
@@ -42,12 +42,25 @@ def install():
     warnings.filterwarnings("ignore", category=UserWarning,
                             message=r"Using `torch.compile\(module\)` when there are global hooks")
     _native.load().set_region_codes((Module._call_impl.__code__, Module._wrapped_call_impl.__code__))
-    _post_import.when_imported("torch._dynamo", _hide_hooks_from_dynamo)
-    _post_import.when_imported("torch._inductor.config", _cache_apart)
-    _post_import.when_imported("torch._inductor.debug", _record_kernel_sites)
-    _post_import.when_imported("torch._inductor.codegen.cpp", _record_kernel_sites)
-    _post_import.when_imported("torch._inductor.compile_fx", _capture_graphs)
-    _post_import.when_imported("torch._inductor.output_code", _name_graph_calls)
+    for name, set_up in (("torch._dynamo", _hide_hooks_from_dynamo),
+                         ("torch._inductor.config", _cache_apart),
+                         ("torch._inductor.debug", _record_kernel_sites),
+                         ("torch._inductor.codegen.cpp", _record_kernel_sites),
+                         ("torch._inductor.compile_fx", _capture_graphs),
+                         ("torch._inductor.output_code", _name_graph_calls)):
+        _on_import.when_imported(name, _guarded(name, set_up))
+
+
+def _guarded(name, set_up):
+    """Runs a set-up step after `import name`; a failure is one line and never reaches the
+    import the program asked for (the compiler then works as without fqntrace)."""
+    def run(module):
+        try:
+            set_up(module)
+        except Exception as error:
+            sys.stderr.write(f"fqntrace: setting up torch.compile support after `import {name}` "
+                             f"failed ({error}); compiled code keeps fewer module names.\n")
+    return run
 
 
 # --- Dynamo ----------------------------------------------------------------------------------

@@ -8,20 +8,18 @@ engine's final callback, outside every node. The module each one serves is the o
 (``_C.serve_enter``): what runs inside takes the module's fqn and keeps its phase.
 
 FSDP's module is imported only by programs that use it (it takes a second to import), so the
-methods are wrapped when it is first imported, through a finder on ``sys.meta_path``.
+methods are wrapped when it is first imported (fqntrace._on_import).
 """
 import functools
-import importlib.abc
-import importlib.util
-import sys
 
 from fqntrace import _hooks, _native
+from fqntrace._on_import import when_imported
 
 TARGET = "torch.distributed.fsdp._fully_shard._fsdp_param_group"
 # The group's methods that communicate, or finish communication, for the group's own module.
 SERVED_METHODS = ("pre_backward", "unshard", "wait_for_unshard", "post_backward")
 
-_finder = None
+_installed = False
 
 
 def _served_fqn_id(group):
@@ -29,8 +27,7 @@ def _served_fqn_id(group):
     if not modules:
         return None
     # fully_shard([a, b]) groups several modules: the first one stands for the group.
-    info = _hooks._names.get(modules[0])
-    return None if info is None else info[1]
+    return _hooks.known_fqn_id(modules[0])
 
 
 def _serving(method):
@@ -53,51 +50,21 @@ def _serving(method):
 
 
 def _wrap(module):
-    group_class = getattr(module, "FSDPParamGroup", None)
-    if group_class is None:
-        return
-    for name in SERVED_METHODS:
-        method = group_class.__dict__.get(name)
-        if callable(method) and not getattr(method, "_fqntrace_serving", False):
-            setattr(group_class, name, _serving(method))
-
-
-class _WrapOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds nothing itself: for TARGET it lets the other finders find the module, then wraps the
-    loader so the group's methods are wrapped right after the module body has run."""
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != TARGET:
-            return None
-        sys.meta_path.remove(self)  # let the real finders find it (and never look again)
-        try:
-            spec = importlib.util.find_spec(fullname)
-        finally:
-            sys.meta_path.insert(0, self)
-        if spec is None or spec.loader is None:
-            return None
-        self._loader = spec.loader
-        spec.loader = self
-        return spec
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        try:
-            _wrap(module)
-        except Exception:  # never break the program's import over attribution
-            pass
+    try:
+        group_class = getattr(module, "FSDPParamGroup", None)
+        if group_class is None:
+            return
+        for name in SERVED_METHODS:
+            method = group_class.__dict__.get(name)
+            if callable(method) and not getattr(method, "_fqntrace_serving", False):
+                setattr(group_class, name, _serving(method))
+    except Exception:  # never break the program (or its import of FSDP) over attribution
+        pass
 
 
 def install():
     """Wraps FSDP2's group methods now if FSDP is loaded, or when it is first imported."""
-    global _finder
-    module = sys.modules.get(TARGET)
-    if module is not None:
-        _wrap(module)
-        return
-    if _finder is None:
-        _finder = _WrapOnImport()
-        sys.meta_path.insert(0, _finder)
+    global _installed
+    if not _installed:
+        _installed = True
+        when_imported(TARGET, _wrap)

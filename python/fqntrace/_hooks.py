@@ -120,3 +120,41 @@ def uninstall():
         handle.remove()
     _handles.clear()
     _installed = False
+
+
+# Read-only views of the naming tables, for fqntrace.mod_tracker, fqntrace._fsdp and the benchmarks
+# (the tables themselves stay private to this module).
+
+
+def installed():
+    """True while the global forward hooks are installed."""
+    return _installed
+
+
+def known_fqn_id(module):
+    """The interned id of `module`'s fqn if it has been named, else None."""
+    info = _names.get(module)
+    return None if info is None else info[1]
+
+
+# The dict and set behind _names and _walked, read directly with a weak reference to the module
+# (weak references hash and compare as their referent), as the C pre-hook does.
+_names_data = _names.data
+_walked_data = _walked.data
+_ref = weakref.ref
+
+
+def naming(module):
+    """`module`'s naming record, naming it and its subtree first if needed (as the pre-hook
+    does). Opaque: a rename replaces it, so `is` tells whether a name changed since it was last
+    seen. Reads the tables behind the weak containers directly: this runs on every module call."""
+    key = _ref(module)
+    info = _names_data.get(key)
+    if info is None or key not in _walked_data:
+        info = name_of(module)
+    return info
+
+
+def named_modules():
+    """(module, fqn) of every live module that has been named."""
+    return [(module, info[0]) for module, info in list(_names.items())]

@@ -36,6 +36,7 @@ import logging
 import sys
 import warnings
 import weakref
+from typing import Callable, NamedTuple
 
 import torch
 from torch.autograd.graph import register_multi_grad_hook
@@ -51,12 +52,7 @@ __all__ = ["ModTracker", "ModuleTracker"]
 
 logger = logging.getLogger(__name__)
 
-# Read directly, not through _hooks.known_fqn(): two lookups per forward hook instead of three
-# calls. The table is (module -> (fqn, fqn_id, type_id)); a rename replaces the tuple.
-_names = _hooks._names
-_names_data = _names.data
-_walked = _hooks._walked
-_name_of = _hooks.name_of
+_naming = _hooks.naming
 _known_fqn = _hooks.known_fqn
 
 _Tensor = torch.Tensor
@@ -140,17 +136,32 @@ def _hook_any(tensors, fn):
         register_multi_grad_hook(tensors, fn, mode="any")
 
 
+class _ModTrackerEntry(NamedTuple):
+    """What ModTracker keeps per module: its name and the callables it gives autograd, built once
+    per name."""
+    naming: object  # fqntrace._hooks.naming() when built; a rename makes a new one
+    fqn: str
+    start_bw: Callable     # (*grads): the first grad of the module's outputs is computed
+    end_bw: Callable       # (*grads): all grads of its inputs are computed
+    end_bw_one: Callable   # (grad): end_bw for a single input tensor
+
+
+class _ModuleTrackerEntry(NamedTuple):
+    """What ModuleTracker keeps per module; enter_bw / exit_bw take a grad or a list of them."""
+    naming: object
+    fqn: str
+    enter_bw: Callable
+    exit_bw: Callable
+
+
 def _module_entry(tracker, mod):
-    """The tracker's cached per-module record, rebuilt when fqntrace renames the module."""
-    # The dicts behind the WeakKeyDictionaries, read directly: this runs twice per module call.
-    key = _ref(mod)
-    entry = tracker._entries.data.get(key)
-    if entry is not None and entry[0] is _names_data.get(key):
+    """The tracker's cached entry for `mod`, rebuilt when fqntrace renames the module."""
+    naming = _naming(mod)
+    # The dict behind the WeakKeyDictionary, read directly: this runs twice per module call.
+    entry = tracker._entries.data.get(_ref(mod))
+    if entry is not None and entry.naming is naming:
         return entry
-    info = _names.get(mod)
-    if info is None or mod not in _walked:
-        info = _name_of(mod)
-    entry = tracker._new_entry(mod, info)
+    entry = tracker._new_entry(mod, naming)
     tracker._entries[mod] = entry
     return entry
 
@@ -163,7 +174,7 @@ class _TrackerBase:
 
     def __init__(self):
         self.parents = {"Global"}
-        self._entries = weakref.WeakKeyDictionary()  # module -> tuple, see _new_entry
+        self._entries = weakref.WeakKeyDictionary()  # module -> entry, see _new_entry
         self._has_callback = False
         self._saved_state = None
         self._fw_pre_handle = None
@@ -174,7 +185,7 @@ class _TrackerBase:
         """True while running during a backward pass."""
         return _graph_task_id() != -1
 
-    def _new_entry(self, mod, info):
+    def _new_entry(self, mod, naming):
         raise NotImplementedError
 
     def _pending_callbacks(self):
@@ -268,8 +279,7 @@ class ModTracker(_TrackerBase):
         # Modules that never ran under this tracker (containers such as ModuleList, or modules
         # named by tracing): refill from fqntrace's table, keeping the entries that still hold.
         by_fqn = self._by_fqn
-        for module, info in list(_names.items()):
-            name = info[0]
+        for module, name in _hooks.named_modules():
             current = by_fqn.get(name)
             if current is None or _known_fqn(current) != name:
                 by_fqn[name] = module
@@ -337,10 +347,8 @@ class ModTracker(_TrackerBase):
         self.parents = state[0]
         self._active_module_cnt.update(state[1])
 
-    def _new_entry(self, mod, info):
-        """(info, fqn, start_bw(*grads), end_bw(*grads), end_bw_one(grad)): the callables given
-        to autograd for this module, built once."""
-        name = info[0]
+    def _new_entry(self, mod, naming):
+        name = _known_fqn(mod)
         self._by_fqn[name] = mod
         wmod = weakref.ref(mod)
         counts = self._active_module_cnt
@@ -375,7 +383,7 @@ class ModTracker(_TrackerBase):
         def end_bw_one(grad):
             end_bw([grad])
 
-        return info, name, start_bw, end_bw, end_bw_one
+        return _ModTrackerEntry(naming, name, start_bw, end_bw, end_bw_one)
 
     def _fw_pre_hook(self, mod, input):
         if _in_compiled_module():
@@ -384,7 +392,7 @@ class ModTracker(_TrackerBase):
         if in_fw and self._has_callback:
             self._forget_failed_backward()
         entry = _module_entry(self, mod)
-        name = entry[1]
+        name = entry.fqn
         parents = self.parents
         if name in parents:
             if in_fw:
@@ -402,17 +410,17 @@ class ModTracker(_TrackerBase):
         if in_fw:
             tensors = _grad_tensors(input)
             if tensors:
-                _hook_all(tensors, entry[4], entry[3])
+                _hook_all(tensors, entry.end_bw_one, entry.end_bw)
             elif not _inference_mode():
                 # Nothing marks the end of its backward: the next backward's end does. (Under
                 # inference mode there can be no backward of it; torch would still queue it.)
-                self._post_bw_callbacks_to_enqueue.append(entry[3])
+                self._post_bw_callbacks_to_enqueue.append(entry.end_bw)
 
     def _fw_post_hook(self, mod, input, output):
         if _in_compiled_module():
             return
         entry = _module_entry(self, mod)
-        name = entry[1]
+        name = entry.fqn
         if self._user_post_fw_hook is not None:
             self._user_post_fw_hook(mod, input, output)
         in_fw = _graph_task_id() == -1
@@ -430,7 +438,7 @@ class ModTracker(_TrackerBase):
         if in_fw:
             tensors = _grad_tensors(output)
             if tensors:
-                _hook_any(tensors, entry[2])
+                _hook_any(tensors, entry.start_bw)
 
 
 class ModuleTracker(_TrackerBase):
@@ -459,9 +467,8 @@ class ModuleTracker(_TrackerBase):
         if self._scope is not None:
             self._scope[0] = False
 
-    def _new_entry(self, mod, info):
-        """(info, fqn, enter_bw(grads), exit_bw(grads)); each takes a grad or a list of them."""
-        name = info[0]
+    def _new_entry(self, mod, naming):
+        name = _known_fqn(mod)
         live = self._scope
 
         def enter_bw(grads):
@@ -473,7 +480,7 @@ class ModuleTracker(_TrackerBase):
             if live[0]:
                 self._exit(name, True)
 
-        return info, name, enter_bw, exit_bw
+        return _ModuleTrackerEntry(naming, name, enter_bw, exit_bw)
 
     def _enter(self, name, is_bw):
         if name in self.parents:
@@ -498,16 +505,16 @@ class ModuleTracker(_TrackerBase):
         if self._has_callback and _graph_task_id() == -1:
             self._forget_failed_backward()
         entry = _module_entry(self, mod)
-        self._enter(entry[1], False)
+        self._enter(entry.fqn, False)
         tensors = _grad_tensors(input)
         if tensors:
-            _hook_all(tensors, entry[3], entry[3])
+            _hook_all(tensors, entry.exit_bw, entry.exit_bw)
 
     def _fw_post_hook(self, mod, input, output):
         if _in_compiled_module():
             return
         entry = _module_entry(self, mod)
-        self._exit(entry[1], False)
+        self._exit(entry.fqn, False)
         tensors = _grad_tensors(output)
         if tensors:
-            _hook_all(tensors, entry[2], entry[2])
+            _hook_all(tensors, entry.enter_bw, entry.enter_bw)

@@ -1,4 +1,5 @@
 """Reading fqntrace's trace files without torch: load, repair a cut-off file, walk the slices.
+The one reader behind every `python -m fqntrace` verb (summary, validate, repair, merge).
 
 Both formats the C++ core writes are handled:
 
@@ -32,6 +33,24 @@ _DECODER = json.JSONDecoder()
 
 class TraceError(Exception):
     """A problem to report to the user as one line (the message says what to do)."""
+
+
+class DamagedTrace(TraceError):
+    """A Chrome trace that is neither valid JSON nor a clean prefix of a trace (damage before its
+    end, or no complete header). ``json_error``: where the JSON breaks, when it was parsed whole."""
+
+    def __init__(self, message, json_error=None):
+        super().__init__(message)
+        self.json_error = json_error
+
+
+class NotATrace(TraceError):
+    """Valid JSON that is not a trace object (not an object, or no traceEvents list).
+    ``document`` is the parsed JSON, for a caller that names what is missing in its own words."""
+
+    def __init__(self, message, document):
+        super().__init__(message)
+        self.document = document
 
 
 class Trace:
@@ -191,14 +210,19 @@ def parse_chrome(path, text):
     except ValueError as error:
         return parse_cut_chrome(path, text, error)
     if not isinstance(obj, dict):
-        raise TraceError(f"{path}: not a trace (the JSON is a {type(obj).__name__}, not an object "
-                         "with traceEvents)")
-    events = obj.get("traceEvents")
-    if not isinstance(events, list):
-        raise TraceError(f"{path}: not a trace (no traceEvents list)")
-    header = {k: v for k, v in obj.items() if k not in ("traceEvents", "fqntrace")}
-    tail = obj.get("fqntrace")
+        raise NotATrace(f"{path}: not a trace (the JSON is a {type(obj).__name__}, not an object "
+                        "with traceEvents)", obj)
+    if not isinstance(obj.get("traceEvents"), list):
+        raise NotATrace(f"{path}: not a trace (no traceEvents list)", obj)
+    header, events, tail = _split_chrome(obj)
     return Trace(path, CHROME, header, events, tail if isinstance(tail, dict) else {})
+
+
+def _split_chrome(obj):
+    """(header, events, tail) of a Chrome trace object. The C++ core writes ``"fqntrace"`` only
+    as the tail, after traceEvents and at normal exit, so it is never part of the header."""
+    header = {k: v for k, v in obj.items() if k not in ("traceEvents", "fqntrace")}
+    return header, obj.get("traceEvents"), obj.get("fqntrace")
 
 
 def parse_cut_chrome(path, text, json_error=None):
@@ -233,10 +257,9 @@ def _close_cut_chrome(path, text):
             return None
         if "\n" in text[keep_end:].strip(" \t\r\n,"):
             return None  # more than one line would be dropped: not a cut, let the scan say what
-        events = obj.pop("traceEvents")
-        obj.pop("fqntrace", None)
+        header, events, _ = _split_chrome(obj)
         dropped = text[keep_end:].strip(" \t\r\n,") != ""
-        return Trace(path, CHROME, obj, events, None, cut=True, dropped_partial=dropped,
+        return Trace(path, CHROME, header, events, None, cut=True, dropped_partial=dropped,
                      keep_end=keep_end)
     return None
 
@@ -253,18 +276,15 @@ def scan_chrome(path, text, json_error=None):
             header = None
     if not isinstance(header, dict):
         if json_error is None:
-            try:
-                json.loads(text)
-            except ValueError as error:
-                json_error = error
+            json_error = first_json_error(text)
         if not text.lstrip().startswith("{"):
             detail = describe_json_error(json_error)
-            raise TraceError(f"{path}: not valid JSON ({detail}); not a trace file")
-        raise TraceError(f"{path}: no valid header (the file must start with "
-                         "'{\"schemaVersion\": 1, ... \"traceEvents\": ['); it was cut off "
-                         "before the header was complete or is not an fqntrace trace, "
-                         "nothing to recover")
-    header.pop("traceEvents", None)
+            raise DamagedTrace(f"{path}: not valid JSON ({detail}); not a trace file", json_error)
+        raise DamagedTrace(f"{path}: no valid header (the file must start with "
+                           "'{\"schemaVersion\": 1, ... \"traceEvents\": ['); it was cut off "
+                           "before the header was complete or is not an fqntrace trace, "
+                           "nothing to recover", json_error)
+    header, _, _ = _split_chrome(header)
     events = []
     lines = []
     pos = match.end()
@@ -291,9 +311,10 @@ def scan_chrome(path, text, json_error=None):
             if _only_whitespace_lines_follow(text, pos):
                 return Trace(path, CHROME, header, events, None, cut=True, dropped_partial=True,
                              keep_end=keep_end, event_lines=lines)
-            raise TraceError(f"{path}: line {line_of(text, pos)} is not valid JSON "
-                             f"({error.msg}) and more lines follow: the file is damaged, not "
-                             "just cut off; repair only completes cut-off traces") from None
+            raise DamagedTrace(f"{path}: line {line_of(text, pos)} is not valid JSON "
+                               f"({error.msg}) and more lines follow: the file is damaged, not "
+                               "just cut off; repair only completes cut-off traces",
+                               json_error) from None
         line += text.count("\n", counted, pos)
         counted = pos
         events.append(event)
@@ -308,9 +329,34 @@ def _chrome_after_events(path, text, header, events, lines, pos, keep_end, json_
         return Trace(path, CHROME, header, events, None, cut=True, dropped_partial=True,
                      keep_end=keep_end, event_lines=lines)
     detail = f" ({describe_json_error(json_error)})" if json_error is not None else ""
-    raise TraceError(f"{path}: the text after traceEvents (line {line_of(text, pos)}) is not a "
-                     f"valid tail{detail} and more lines follow: the file is damaged; "
-                     "repair only completes cut-off traces")
+    raise DamagedTrace(f"{path}: the text after traceEvents (line {line_of(text, pos)}) is not a "
+                       f"valid tail{detail} and more lines follow: the file is damaged; "
+                       "repair only completes cut-off traces", json_error)
+
+
+def first_json_error(text):
+    """The error json.loads raises for text (where the JSON first breaks), or None."""
+    try:
+        json.loads(text)
+    except ValueError as error:
+        return error
+    return None
+
+
+def standard_chrome_lines(text, n_events):
+    """Line numbers of a Chrome trace's events when the file has the core's one-event-per-line
+    layout (for messages), else None."""
+    match = TRACE_EVENTS_KEY.search(text)
+    if match is None:
+        return None
+    first = line_of(text, match.end()) + 1
+    if text.rstrip().count("\n") != first - 1 + n_events:
+        return None
+    return list(range(first, first + n_events))
+
+
+def repair_hint(path):
+    return f"run: python -m fqntrace repair {path}"
 
 
 def describe_json_error(error):
@@ -531,6 +577,17 @@ class CompiledCode:
         i = self._bisect.bisect_right(starts, event["ts"]) - 1
         # 2 ns of slack: ts and dur are rounded to the nanosecond separately.
         return i >= 0 and event["ts"] + event["dur"] <= self._ends[thread_key(event)][i] + 0.002
+
+
+def has_ancestor_in(fqn, fqns):
+    """Is a module above `fqn` (`Net` or `Net.blocks` for `Net.blocks.0`) in `fqns`?"""
+    dot = fqn.rfind(".")
+    while dot > 0:
+        fqn = fqn[:dot]
+        if fqn in fqns:
+            return True
+        dot = fqn.rfind(".")
+    return False
 
 
 def fqn_depth(fqn):

@@ -9,6 +9,7 @@ Each rank writes DIR/ab.<rank>.times.json: {"rank": R, "blocks": [[traced, [ms, 
 import argparse
 import json
 import os
+import sys
 import time
 
 import torch
@@ -17,7 +18,11 @@ from torch import nn
 
 import fqntrace
 import fqntrace._hooks
-from train import VOCAB, build
+
+# The model of the distributed tests (tests/python/dist_scripts/train.py), as measure.py's runs.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "python", "dist_scripts"))
+from train import VOCAB, build  # noqa: E402
 
 
 def main():
@@ -72,7 +77,7 @@ def main():
     with open(os.path.join(args.out, f"ab.{rank}.times.json"), "w") as f:
         json.dump({"rank": rank, "blocks": blocks}, f)
     dist.barrier()
-    time.sleep(0.2)  # see train.py: let gloo's workers release their last work first
+    time.sleep(0.2)  # see tests/python/dist_scripts/train.py: let gloo's workers finish first
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
-"""Measurements for docs/distributed.md (not a test): run from the repository root with
+"""Measurements for docs/distributed.md: run from the repository root with
 
-    .venv/bin/python tests/python/dist_scripts/measure.py [--steps 60] [--pairs 1] [--out DIR]
+    .venv/bin/python bench/distributed/measure.py [--steps 60] [--pairs 1] [--out DIR]
         [--train-args '--batch 16 --seq 128'] [--skip-overhead] [--ab-blocks 16]
+
+The workload is the distributed tests' training script, tests/python/dist_scripts/train.py, so the
+numbers are about the model the tests check.
 
 1. Overhead: train.py --mode ddp under torchrun on 2 CPU ranks, without and with FQNTRACE,
    alternating (--pairs times); each run prints its step times; the median over the steps after
@@ -20,7 +23,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPT = os.path.join(HERE, "train.py")
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SCRIPT = os.path.join(ROOT, "tests", "python", "dist_scripts", "train.py")
 TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
 
 

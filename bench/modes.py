@@ -1,0 +1,72 @@
+"""The benchmark modes and P3's tracker variants, listed once: driver.py runs them,
+run_mode.py / callgrind_ops.py set them up and report.py labels them.
+
+A mode is what one measurement process has switched on around the same workload. The driver sets
+FQNTRACE (and FQNTRACE_FLOPS) in the environment of the `traced` modes, so tracing starts the way
+it does for a user; run_mode.py sets up everything else.
+"""
+from typing import NamedTuple
+
+
+class Mode(NamedTuple):
+    name: str
+    label: str        # row label in docs/benchmarks.md (Markdown)
+    description: str  # what the process runs with
+    traced: bool = False  # FQNTRACE=<tmp>.json
+    flops: bool = False   # FQNTRACE_FLOPS=1
+
+
+MODES = (
+    Mode("baseline", "baseline (nothing loaded)",
+         "nothing (checks that no RecordFunction callback is installed)"),
+    Mode("loaded_off", "libfqntrace.so loaded, FQNTRACE unset (P6)",
+         "libfqntrace.so loaded with FQNTRACE unset: no session, no callback (P6)"),
+    Mode("empty", "empty observer (the limit)",
+         "bench/empty_observer: one global callback that does nothing"),
+    Mode("fqntrace", "**fqntrace** (FQNTRACE set; FLOPs off: default)",
+         "FQNTRACE=<tmp>.json (FLOPs off, the default)", traced=True),
+    Mode("fqntrace_flops", "fqntrace, FQNTRACE_FLOPS=1",
+         "the same with FQNTRACE_FLOPS=1 (the callback asks for op inputs to count FLOPs)",
+         traced=True, flops=True),
+    Mode("fqntrace_nohooks", "fqntrace without its module hooks (diagnostic)",
+         "fqntrace with its nn.Module forward hooks removed before any module runs (diagnostic: "
+         "the ops' share of the cost; the trace then has no module names)", traced=True),
+    Mode("profiler", "torch.profiler (CPU)",
+         "torch.profiler.profile(activities=[CPU]) around the measurement"),
+    Mode("profiler_stack", "torch.profiler, with_stack=True", "the same with with_stack=True"),
+    Mode("modtracker", "ModTracker + TorchDispatchMode (fqn per op)",
+         "torch's ModTracker + a TorchDispatchMode recording the current fqns per op"),
+)
+BY_NAME = {mode.name: mode for mode in MODES}
+NAMES = tuple(mode.name for mode in MODES)
+LABELS_BY_MODE = {mode.name: mode.label for mode in MODES}
+
+# Which modes each benchmark runs. P1 runs them all (P6 is P1's loaded_off beside the baseline).
+P1_MODES = NAMES
+P2_MODES = ("baseline", "fqntrace")
+CALLGRIND_OPS_MODES = ("baseline", "loaded_off", "empty", "fqntrace", "fqntrace_flops")
+CALLGRIND_MLP_MODES = ("baseline", "empty", "fqntrace", "fqntrace_nohooks")
+
+
+class Tracker(NamedTuple):
+    name: str
+    label: str
+
+
+# P3: the module trackers compared inside one process (run_mode.py --bench trackers).
+TRACKERS = (
+    Tracker("none", "no tracker"),
+    Tracker("torch_modtracker", "torch `ModTracker` (torch.distributed._tools.mod_tracker)"),
+    Tracker("fqntrace_modtracker", "**fqntrace.ModTracker**"),
+    Tracker("torch_moduletracker", "torch `ModuleTracker` (torch.utils.module_tracker)"),
+    Tracker("fqntrace_moduletracker", "fqntrace.ModuleTracker"),
+)
+TRACKER_NAMES = tuple(tracker.name for tracker in TRACKERS)
+TRACKER_LABELS = {tracker.name: tracker.label for tracker in TRACKERS}
+
+
+def environment(mode, trace_path):
+    """The FQNTRACE variables a measurement process of `mode` gets (none for untraced modes)."""
+    if not BY_NAME[mode].traced:
+        return {}
+    return {"FQNTRACE": trace_path, "FQNTRACE_FLOPS": "1" if BY_NAME[mode].flops else "0"}

@@ -1,0 +1,193 @@
+"""The per-module tree table `python -m fqntrace summary` prints, from a summary dict (the JSON
+shape of <stem>.summary.json, see fqntrace.summarize).
+
+One row per module, indented two spaces per fqn level; a path that only exists as a parent (a
+ModuleList) sums its children. Columns: time per phase (subtree), share of all op time, op count,
+GFLOPs when the trace counted them, forward calls. At most `width` columns: long names are cut
+with an ellipsis.
+"""
+import os
+import re
+import sys
+
+from fqntrace import traceio
+from fqntrace.traceio import PHASES
+
+PHASE_SHORT = {"forward": "fwd", "backward": "bwd", "recompute": "recomp"}
+TABLE_WIDTH = 100
+
+
+def _natural_key(fqn):
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", fqn)]
+
+
+class _Node:
+    __slots__ = ("fqn", "entry", "children", "depth")
+
+    def __init__(self, fqn, entry):
+        self.fqn = fqn
+        self.entry = entry  # None: a path that only exists as a parent (e.g. a ModuleList)
+        self.children = []
+        self.depth = traceio.fqn_depth(fqn)
+
+
+def _number(value):
+    return value if traceio.is_number(value) else 0
+
+
+def _phase_value(node, phase, field):
+    """total_ms / ops of a node; a parent-only path sums its children."""
+    if node.entry is not None:
+        p = node.entry.get(phase)
+        return _number(p.get(field)) if isinstance(p, dict) else 0
+    return sum(_phase_value(c, phase, field) for c in node.children)
+
+
+def _build_tree(modules):
+    names = list(modules)
+    if names == sorted(names):  # the exporter writes fqns sorted as strings: layers.10 < layers.2
+        names.sort(key=lambda f: (f == "Global", _natural_key(f)))
+    nodes = {}
+    roots = []
+    for fqn in names:
+        parts = [fqn] if fqn == "Global" else fqn.split(".")
+        for k in range(1, len(parts) + 1):
+            path = ".".join(parts[:k])
+            if path not in nodes:
+                nodes[path] = _Node(path, None)
+                if k == 1:
+                    roots.append(nodes[path])
+                else:
+                    nodes[".".join(parts[:k - 1])].children.append(nodes[path])
+        nodes[fqn].entry = modules[fqn]
+    roots.sort(key=lambda n: n.fqn == "Global")  # Global last
+    return roots
+
+
+def _ellipsis():
+    encoding = getattr(sys.stdout, "encoding", None) or "ascii"
+    try:
+        "\u2026".encode(encoding)
+        return "\u2026"
+    except (UnicodeEncodeError, LookupError):
+        return "..."
+
+
+def _fit(text, width, ellipsis):
+    if len(text) <= width:
+        return text
+    if width <= len(ellipsis):
+        return text[:width]
+    return text[:width - len(ellipsis)] + ellipsis
+
+
+def _format_ms(value, width):
+    if not value:
+        return "-"
+    for decimals in (3, 2, 1, 0):
+        text = f"{value:.{decimals}f}"
+        if len(text) <= width:
+            return text
+    return text
+
+
+def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH):
+    """The summary as text lines: a title, the tree table and a legend, at most `width` wide."""
+    modules = summary.get("modules", {})
+    roots = _build_tree(modules)
+    phases = [phase] if phase else list(PHASES)
+    if sort is None:
+        sort = phase if phase else "tree"
+    sort_phase = {"fwd": ["forward"], "bwd": ["backward"], "total": list(PHASES)}.get(
+        sort, [sort] if sort in PHASES else None)
+
+    def key(node):
+        return sum(_phase_value(node, p, "total_ms") for p in sort_phase)
+
+    step_ms = _number(summary.get("step_ms"))
+    if not step_ms:
+        step_ms = sum(_number(m.get(p, {}).get("self_ms")) for m in modules.values()
+                      for p in PHASES if isinstance(m.get(p), dict))
+
+    ell = _ellipsis()
+    rows = []
+
+    def walk(nodes):
+        if sort_phase is not None:
+            nodes = sorted(nodes, key=key, reverse=True)  # stable: ties keep tree order
+        for node in nodes:
+            if depth is not None and node.depth > depth:
+                continue
+            rows.append(node)
+            walk(node.children)
+
+    walk(roots)
+
+    num_w, pct_w, ops_w, calls_w, gf_w = 9, 6, 8, 6, 8
+    type_w = min(16, max([4] + [len(str((n.entry or {}).get("module_type") or "")) for n in rows]))
+    # GFLOPs only when the trace counted them (FQNTRACE_FLOPS=1).
+    show_flops = any(_phase_value(r, p, "flops") for r in roots for p in phases)
+    fixed = (type_w + num_w * len(phases) + pct_w + ops_w + calls_w + (len(phases) + 4)
+             + ((gf_w + 1) if show_flops else 0))
+    labels = []
+    for node in rows:
+        indent = "  " * min(node.depth, 12)
+        label = node.fqn if node.depth == 0 else node.fqn.rsplit(".", 1)[-1]
+        labels.append((indent, label))
+    name_w = max([len("module")] + [len(i) + len(l) for i, l in labels])
+    name_w = max(len("module"), min(name_w, width - fixed))
+
+    header = ["module".ljust(name_w), "type".ljust(type_w)]
+    header += [f"{PHASE_SHORT[p]} ms".rjust(num_w) for p in phases]
+    header += ["%".rjust(pct_w), "ops".rjust(ops_w)]
+    header += ["GFLOPs".rjust(gf_w)] if show_flops else []
+    header += ["calls".rjust(calls_w)]
+    lines = []
+    rank = summary.get("rank")
+    total_by_phase = {p: sum(_phase_value(r, p, "total_ms") for r in roots) for p in PHASES}
+    title = os.path.basename(str(summary.get("trace") or "trace"))
+    if isinstance(summary.get("ranks"), list):
+        title = f"merged trace, {len(summary['ranks'])} ranks summed"
+    elif rank is not None:
+        title += f" (rank {rank})"
+    title += f": {step_ms:.3f} ms op time"
+    title += " (" + ", ".join(f"{PHASE_SHORT[p]} {total_by_phase[p]:.3f}" for p in PHASES) + ")"
+    n_modules = sum(1 for n in _all_nodes(roots) if n.entry is not None and n.fqn != "Global")
+    title += f", {n_modules} modules"
+    lines.append(_fit(title, width, ell))
+    if summary.get("complete") is False or _number(summary.get("dropped_events")):
+        lines.append(_fit("note: incomplete trace (cut off, repaired or events dropped): the "
+                          "numbers cover what was recorded", width, ell))
+    lines.append("")
+    lines.append(" ".join(header).rstrip())
+    lines.append("-" * min(width, len(" ".join(header))))
+    for node, (indent, label) in zip(rows, labels):
+        entry = node.entry or {}
+        values = [_phase_value(node, p, "total_ms") for p in phases]
+        ops = sum(_phase_value(node, p, "ops") for p in phases)
+        pct = 100.0 * sum(values) / step_ms if step_ms else 0.0
+        name = indent + _fit(label, max(1, name_w - len(indent)), ell)
+        module_type = _fit(str(entry.get("module_type") or ""), type_w, ell)
+        cells = [name.ljust(name_w), module_type.ljust(type_w)]
+        cells += [_format_ms(v, num_w).rjust(num_w) for v in values]
+        cells += [(f"{pct:.1f}" if pct else "-").rjust(pct_w), str(int(ops)).rjust(ops_w)]
+        if show_flops:
+            gflops = sum(_phase_value(node, p, "flops") for p in phases) / 1e9
+            cells.append((f"{gflops:.3f}" if gflops else "-").rjust(gf_w))
+        cells.append(str(int(_number(entry.get("calls")))).rjust(calls_w))
+        lines.append(" ".join(cells).rstrip())
+    if not rows:
+        lines.append("(no modules: the trace has no events with an fqn)")
+    lines.append("")
+    lines.append(_fit("ms: op time of the module and its submodules; %: share of all op time; "
+                      "calls: forward calls", width, ell))
+    if show_flops:
+        lines.append(_fit("GFLOPs: FLOPs of the module and its submodules, all phases shown",
+                          width, ell))
+    return lines
+
+
+def _all_nodes(roots):
+    for node in roots:
+        yield node
+        yield from _all_nodes(node.children)
