@@ -24,8 +24,4 @@ void clear_pending_module();  // clears both
 // The next AccumulateGrad node on this thread accumulates into a parameter of module `fqn_id`.
 void set_accumulate_owner(uint32_t fqn_id);
 
-// The fqn of the innermost open range on this thread (kGlobalFqnId when none): for tests and
-// for the Python ModTracker, so both agree with what the trace records.
-uint32_t current_fqn();
-
 }  // namespace fqntrace::observer

@@ -12,14 +12,13 @@
 #include <thread>
 #include <vector>
 
+#include "buffer/buffer_registry.h"
+#include "buffer/ticks.h"
+#include "drain/drainer.h"
 #include "exporters/exporter.h"
-#include "plugin/clock.h"
-#include "plugin/collectives.h"
-#include "plugin/intern.h"
 #include "plugin/log.h"
 #include "plugin/observer.h"
 #include "plugin/session_state.h"
-#include "plugin/shapes.h"
 
 #ifndef FQNTRACE_VERSION
 #define FQNTRACE_VERSION "dev"
@@ -68,7 +67,7 @@ DrainWake& drain_wake() {
 struct Session {
   Config config;
   TraceInfo info;
-  std::vector<std::unique_ptr<Exporter>> exporters;
+  std::unique_ptr<Drainer> drain;     // owns the exporters; guarded by drain_mu
   at::CallbackHandle callback = 0;
   bool callback_installed = false;
   bool callback_inputs = false;  // the callback asks the dispatcher for op inputs
@@ -76,70 +75,25 @@ struct Session {
   std::thread drain_thread;
   bool stop_requested = false;        // guarded by drain_wake().mu
 
-  std::mutex drain_mu;                // one thread at a time touches the exporters
-  uint64_t next_flow_id = 0;
-  uint64_t events_written = 0;
-  bool write_failed = false;
+  std::mutex drain_mu;                // one thread at a time touches the drain
   std::chrono::steady_clock::time_point last_flush = std::chrono::steady_clock::now();
-
-  std::string dims_json, types_json;
-  TickConverter ticks;  // guarded by drain_mu, like the exporters
-
-  void process(const RawEvent& raw, uint32_t tid, shapes::Assembler* assembler) {
-    bool shaped = assembler != nullptr && raw.kind == EventKind::kOp &&
-                  assembler->take(raw.depth, &dims_json, &types_json);
-    // Callbacks stamp ticks; everything past this point sees monotonic ns.
-    RawEvent e = raw;
-    e.start_ns = ticks.to_ns(raw.start_ns);
-    e.end_ns = ticks.to_ns(raw.end_ns);
-    if (raw.flow_src_ns != 0) e.flow_src_ns = ticks.to_ns(raw.flow_src_ns);
-    deliver_event(e, tid, info.mono_origin_ns, &next_flow_id, exporters,
-                  shaped ? &dims_json : nullptr, shaped ? &types_json : nullptr);
-    ++events_written;
-  }
 
   // Caller holds drain_mu.
   void drain_all() {
-    ticks.recalibrate_if_due();  // before any event of this batch: see TickConverter
+    drain->begin_batch();  // before any event of this batch: see TickConverter
     uint64_t gen = session_state::generation();
-    registry().for_each_and_reap([&](ThreadBuffer& b) {
-      if (b.announced_generation != gen && !b.ring.empty()) {
-        std::string label = "thread " + std::to_string(b.os_tid) +
-                            (b.thread_name.empty() ? "" : " (" + b.thread_name + ")");
-        for (auto& ex : exporters) ex->thread_seen(b.os_tid, label);
-        b.announced_generation = gen;
-      }
-      shapes::Assembler* assembler = nullptr;
-      if (config.shapes) {
-        if (!b.drain_state) b.drain_state = std::make_shared<shapes::Assembler>();
-        assembler = static_cast<shapes::Assembler*>(b.drain_state.get());
-      }
-      b.ring.drain([&](const RawEvent& e) {
-        if (write_failed) return;
-        if (e.kind == EventKind::kShapes) {
-          if (assembler != nullptr) assembler->add_chunk(e);
-          return;
-        }
-        process(e, b.os_tid, assembler);
-      });
-    });
+    registry().for_each_and_reap([&](ThreadBuffer& b) { drain->drain(b, gen); });
   }
 
   // Caller holds drain_mu.
   void flush_all() {
     last_flush = std::chrono::steady_clock::now();
-    if (write_failed) return;
-    for (auto& ex : exporters) {
-      std::string error;
-      if (!ex->flush(&error)) {
-        on_write_failure(error);
-        return;
-      }
-    }
+    std::string error;
+    if (!drain->flush(&error)) on_write_failure(error);
   }
 
   void on_write_failure(const std::string& error) {
-    write_failed = true;
+    drain->fail();
     session_state::g_running.store(false, std::memory_order_relaxed);
     log_bad_env(config.raw_value, error,
                 "Free disk space or set FQNTRACE to a path on another file system.");
@@ -232,6 +186,7 @@ bool start_session(const Config& config, std::string* error) {
   info.base_time_ns = wall - wall % 1000000000ull;  // a whole second, as Kineto does
   info.mono_origin_ns = mono - (wall - info.base_time_ns);
 
+  std::vector<std::unique_ptr<Exporter>> exporters;
   for (const Output& output : config.outputs) {
     std::unique_ptr<Exporter> ex = output.kind == Output::Kind::kChrome ? make_chrome_trace_exporter()
                                    : output.kind == Output::Kind::kJsonLines ? make_json_lines_exporter()
@@ -239,8 +194,9 @@ bool start_session(const Config& config, std::string* error) {
     TraceInfo output_info = info;
     output_info.path = output.path;
     if (!ex->open(output_info, error)) return false;
-    session->exporters.push_back(std::move(ex));
+    exporters.push_back(std::move(ex));
   }
+  session->drain = std::make_unique<Drainer>(std::move(exporters), info.mono_origin_ns, config.shapes);
 
   // Events left in a thread's ring by an earlier session are not this session's.
   registry().for_each_and_reap([](ThreadBuffer& b) { b.ring.drain([](const RawEvent&) {}); });
@@ -251,7 +207,7 @@ bool start_session(const Config& config, std::string* error) {
   });
 
   choose_tick_source(config.monotonic_clock);
-  session->ticks.start();  // before the callback: the first event already has a map
+  session->drain->start_clock();  // before the callback: the first event already has a map
   session_state::g_generation.fetch_add(1, std::memory_order_relaxed);
   session_state::g_running.store(true, std::memory_order_relaxed);
   session_state::g_shapes.store(config.shapes, std::memory_order_relaxed);
@@ -286,20 +242,13 @@ bool stop_session() {
   std::lock_guard<std::mutex> drain_lock(session->drain_mu);
   session->drain_all();
   session->flush_all();
-  if (session->write_failed) return false;
-  FinishInfo fin;
-  fin.dropped_events = registry().dropped_total();
-  fin.events_written = session->events_written;
-  bool ok = true;
-  for (auto& ex : session->exporters) {
-    std::string error;
-    if (!ex->finish(fin, &error)) {
-      session->on_write_failure(error);
-      ok = false;
-    }
-  }
-  if (fin.dropped_events > 0) {
-    log_line("dropped " + std::to_string(fin.dropped_events) +
+  if (session->drain->failed()) return false;
+  uint64_t dropped = registry().dropped_total();
+  std::vector<std::string> errors = session->drain->finish(dropped);
+  for (const std::string& error : errors) session->on_write_failure(error);
+  bool ok = errors.empty();
+  if (dropped > 0) {
+    log_line("dropped " + std::to_string(dropped) +
              " events because the writer fell behind; the trace says so in fqntrace.dropped_events.");
   }
   return ok;
@@ -310,17 +259,12 @@ bool session_running() {
   return g_session != nullptr;
 }
 
-std::string session_path() {
-  std::lock_guard<std::mutex> lock(g_lifecycle_mu);
-  return g_session != nullptr ? g_session->config.path : std::string();
-}
-
 void set_session_backend(const std::string& backend) {
   std::lock_guard<std::mutex> lock(g_lifecycle_mu);
   if (g_session == nullptr) return;
   std::lock_guard<std::mutex> drain_lock(g_session->drain_mu);
   g_session->info.backend = backend;
-  for (auto& ex : g_session->exporters) ex->backend_known(backend);
+  g_session->drain->backend_known(backend);
   if (g_session->callback_installed && !g_session->callback_inputs) {
     // A process group without WORLD_SIZE in the environment (e.g. mp.spawn): from now on the
     // collectives need their inputs. Ranges already open keep the callback they started with.

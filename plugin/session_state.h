@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "plugin/thread_buffer.h"
+#include "buffer/buffer_registry.h"
 
 namespace fqntrace::session_state {
 
