@@ -1,6 +1,7 @@
 #include "drain/shapes_assembler.h"
 
 #include <c10/core/ScalarType.h>
+#include <c10/core/ScalarTypeToTypeMeta.h>
 
 #include "buffer/shapes_encoding.h"
 #include "exporters/json_text.h"
