@@ -1,7 +1,7 @@
 // What the observer knows about an op name, and the per-thread cache that finds it without a
 // lock. A thread meets a name for the first time on the slow path (describe_name: intern it,
 // classify it for FLOPs and collectives); every later lookup hashes the name, probes a small
-// open-addressing table and confirms the hit by comparing the bytes with the interned string, so
+// open-addressing table and confirms a hit by comparing the bytes with the interned string, so
 // two names whose hashes collide each keep their own id. fn.name()'s pointer is never kept.
 #pragma once
 #include <cstdint>
@@ -51,23 +51,47 @@ inline uint64_t hash_name(const char* s, size_t n) {
   return h | 1;
 }
 
+// Do the n bytes at a and b match? Word-at-a-time like hash_name and inlined: a library memcmp
+// call costs more than the compare itself for names this short.
+inline bool same_bytes(const char* a, const char* b, size_t n) {
+  auto load8 = [](const char* p) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    return w;
+  };
+  auto load4 = [](const char* p) {
+    uint32_t w;
+    std::memcpy(&w, p, 4);
+    return w;
+  };
+  if (n >= 8) {
+    for (size_t i = 0; i + 8 < n; i += 8) {
+      if (load8(a + i) != load8(b + i)) return false;
+    }
+    return load8(a + n - 8) == load8(b + n - 8);  // the last word, overlapping the one before
+  }
+  if (n >= 4) return load4(a) == load4(b) && load4(a + n - 4) == load4(b + n - 4);
+  // 0..3 bytes: the first, middle and last byte cover them all.
+  return n == 0 || (a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1]);
+}
+
 // Per-thread cache in front of describe_name (lives inside the thread's state, no TLS of its own).
 class NameCache {
  public:
   static constexpr uint32_t kSlots = 2048;
   static constexpr uint32_t kProbes = 8;
 
-  const NameInfo& lookup(const char* name) {
+  __attribute__((always_inline)) const NameInfo& lookup(const char* name) {
     size_t n = std::strlen(name);
     return lookup(name, n, hash_name(name, n));
   }
 
   // The same with the hash given: lets the tests make hashes collide.
-  const NameInfo& lookup(const char* name, size_t n, uint64_t h) {
+  __attribute__((always_inline)) const NameInfo& lookup(const char* name, size_t n, uint64_t h) {
     uint32_t base = static_cast<uint32_t>(h >> 20);
     for (uint32_t p = 0; p < kProbes; ++p) {
       Slot& s = slots_[(base + p) & (kSlots - 1)];
-      if (s.hash == h && s.length == n && std::memcmp(s.text, name, n) == 0) return s.info;
+      if (s.hash == h && s.length == n && same_bytes(s.text, name, n)) return s.info;
       if (s.hash == 0) return fill(s, h, name, n);
     }
     return fill(slots_[base & (kSlots - 1)], h, name, n);  // crowded: overwrite the home slot
