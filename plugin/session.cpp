@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -26,42 +25,17 @@
 
 namespace fqntrace {
 
-namespace session_state {
-std::atomic<bool> g_running{false};
-std::atomic<uint64_t> g_generation{0};
-std::atomic<bool> g_shapes{false};
-}  // namespace session_state
-
 namespace {
 
 using namespace std::chrono_literals;
 constexpr auto kDrainPeriod = 20ms;
 constexpr auto kFlushPeriod = 500ms;  // "flushed at least once a second"
-constexpr uint32_t kRingCapacityLog2 = 16;  // 65536 events × 64 B = 4 MB per traced thread
-
-BufferRegistry& registry() {
-  static BufferRegistry* r = new BufferRegistry(kRingCapacityLog2);  // outlives every thread
-  return *r;
-}
 
 std::string read_process_name() {
   std::ifstream comm("/proc/self/comm");
   std::string name;
   std::getline(comm, name);
   return name.empty() ? "process" : name;
-}
-
-std::atomic<bool> g_drain_wanted{false};
-
-// The drain thread's wake-up. Process-wide and never destroyed: a producer may signal it while
-// a session is being stopped.
-struct DrainWake {
-  std::mutex mu;  // guards Session::stop_requested
-  std::condition_variable cv;
-};
-DrainWake& drain_wake() {
-  static DrainWake* w = new DrainWake();
-  return *w;
 }
 
 struct Session {
@@ -73,7 +47,6 @@ struct Session {
   bool callback_inputs = false;  // the callback asks the dispatcher for op inputs
 
   std::thread drain_thread;
-  bool stop_requested = false;        // guarded by drain_wake().mu
 
   std::mutex drain_mu;                // one thread at a time touches the drain
   std::chrono::steady_clock::time_point last_flush = std::chrono::steady_clock::now();
@@ -82,7 +55,7 @@ struct Session {
   void drain_all() {
     drain->begin_batch();  // before any event of this batch: see TickConverter
     uint64_t gen = session_state::generation();
-    registry().for_each_and_reap([&](ThreadBuffer& b) { drain->drain(b, gen); });
+    session_state::buffers().for_each_and_reap([&](ThreadBuffer& b) { drain->drain(b, gen); });
   }
 
   // Caller holds drain_mu.
@@ -101,16 +74,7 @@ struct Session {
 
   void drain_loop() {
     for (;;) {
-      bool stopping;
-      {
-        std::unique_lock<std::mutex> lock(drain_wake().mu);
-        drain_wake().cv.wait_for(lock, kDrainPeriod, [&] {
-          return stop_requested || g_drain_wanted.load(std::memory_order_relaxed);
-        });
-        g_drain_wanted.store(false, std::memory_order_relaxed);
-        stopping = stop_requested;
-      }
-      if (stopping) return;  // the final drain happens in stop_session()
+      if (session_state::wait_for_drain(kDrainPeriod)) return;  // stop_session() drains last
       std::lock_guard<std::mutex> lock(drain_mu);
       drain_all();
       if (std::chrono::steady_clock::now() - last_flush >= kFlushPeriod) flush_all();
@@ -133,33 +97,6 @@ void on_fork_child() {
 }
 
 }  // namespace
-
-namespace session_state {
-
-ThreadBuffer* register_buffer(uint32_t os_tid, const char* thread_name) {
-  return registry().add(os_tid, thread_name);
-}
-
-void retire_buffer(ThreadBuffer* buffer) { registry().retire(buffer); }
-
-void wake_drain() noexcept {
-  g_drain_wanted.store(true, std::memory_order_relaxed);
-  drain_wake().cv.notify_one();
-}
-
-void fail_from_callback(const char* what) noexcept {
-  static std::atomic<bool> logged{false};
-  g_running.store(false, std::memory_order_relaxed);
-  if (!logged.exchange(true)) {
-    try {
-      log_line(std::string(what) + "; tracing is off for the rest of this process. "
-               "Events recorded so far are kept. Please report this with the trace.");
-    } catch (...) {
-    }
-  }
-}
-
-}  // namespace session_state
 
 bool start_session(const Config& config, std::string* error) {
   std::lock_guard<std::mutex> lock(g_lifecycle_mu);
@@ -199,7 +136,7 @@ bool start_session(const Config& config, std::string* error) {
   session->drain = std::make_unique<Drainer>(std::move(exporters), info.mono_origin_ns, config.shapes);
 
   // Events left in a thread's ring by an earlier session are not this session's.
-  registry().for_each_and_reap([](ThreadBuffer& b) { b.ring.drain([](const RawEvent&) {}); });
+  session_state::buffers().for_each_and_reap([](ThreadBuffer& b) { b.ring.drain([](const RawEvent&) {}); });
 
   std::call_once(g_process_hooks_once, [] {
     std::atexit(stop_at_exit);
@@ -217,6 +154,7 @@ bool start_session(const Config& config, std::string* error) {
   session->callback = observer::install(session->callback_inputs);
   session->callback_installed = true;
   Session* raw = session.release();
+  session_state::allow_drain();
   raw->drain_thread = std::thread([raw] {
     pthread_setname_np(pthread_self(), "fqntrace-drain");
     raw->drain_loop();
@@ -232,18 +170,14 @@ bool stop_session() {
   g_session = nullptr;
   session_state::g_running.store(false, std::memory_order_relaxed);
   if (session->callback_installed) observer::uninstall(session->callback);
-  {
-    std::lock_guard<std::mutex> wake_lock(drain_wake().mu);
-    session->stop_requested = true;
-  }
-  drain_wake().cv.notify_all();
+  session_state::stop_drain();
   if (session->drain_thread.joinable()) session->drain_thread.join();
 
   std::lock_guard<std::mutex> drain_lock(session->drain_mu);
   session->drain_all();
   session->flush_all();
   if (session->drain->failed()) return false;
-  uint64_t dropped = registry().dropped_total();
+  uint64_t dropped = session_state::buffers().dropped_total();
   std::vector<std::string> errors = session->drain->finish(dropped);
   for (const std::string& error : errors) session->on_write_failure(error);
   bool ok = errors.empty();
