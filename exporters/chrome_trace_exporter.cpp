@@ -8,9 +8,6 @@ namespace fqntrace {
 namespace {
 
 class ChromeTraceExporter final : public EventStreamExporter {
- public:
-  const char* format_name() const override { return "chrome"; }
-
  protected:
   void append_header(std::string& head, const TraceInfo& info, size_t* backend_offset) override {
     head += "{\"schemaVersion\": 1, ";

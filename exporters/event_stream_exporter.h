@@ -6,6 +6,7 @@
 
 #include "exporters/exporter.h"
 #include "exporters/json_text.h"
+#include "exporters/output_file.h"
 
 namespace fqntrace {
 

@@ -1,13 +1,13 @@
-// The exporter interface. A session owns one or more exporters; all their methods are called
-// from the drain thread only (or from the thread stopping the session, after the drain thread
-// has ended), so implementations need no locking. One file per output format.
+// The exporter interface. A session owns one or more exporters through its drain; all their
+// methods are called from one thread at a time (the drain thread, or the thread stopping the
+// session after the drain thread has ended), so implementations need no locking. One file per
+// output format; exporters see events, never buffers or the observer.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <vector>
 
-#include "plugin/event.h"
+#include "buffer/event.h"
 
 namespace fqntrace {
 
@@ -25,12 +25,14 @@ struct TraceInfo {
 };
 
 // A raw event with its strings resolved and its times relative to TraceInfo::base_time_ns.
+// The strings are interned: they stay valid (same address) until the exporter has finished.
 struct EventRecord {
-  const RawEvent& raw;
+  const RawEvent& raw;          // a range (never kShapes or kServe); times still in ticks
   uint32_t tid;                 // OS thread id
   const std::string& name;
   const std::string& fqn;
-  const std::string& module_type;
+  const std::string& module_type;  // kModule: the module's class, else ""
+  const std::string& collective;   // kCollective: its kind ("allreduce"), else ""
   uint64_t ts_ns;
   uint64_t dur_ns;
   uint64_t flow_id;             // kNode with a forward op: id of its fwdbwd flow, else 0
@@ -47,7 +49,6 @@ struct FinishInfo {
 class Exporter {
  public:
   virtual ~Exporter() = default;
-  virtual const char* format_name() const = 0;
   // Opens the output; false (with *error set) if it cannot be written. Nothing else is called then.
   virtual bool open(const TraceInfo& info, std::string* error) = 0;
   virtual void thread_seen(uint32_t tid, const std::string& thread_name) = 0;
@@ -59,41 +60,6 @@ class Exporter {
   // Completes the file (valid JSON) and closes it.
   virtual bool finish(const FinishInfo& info, std::string* error) = 0;
 };
-
-// A buffered output file shared by the exporters. Plain write(2) on our own buffer rather than
-// stdio: a forked child (DataLoader worker) inherits the buffer but never writes it, whereas
-// stdio would flush the parent's half-written bytes again at the child's exit.
-class OutputFile {
- public:
-  ~OutputFile();
-  bool open(const std::string& path, std::string* error);
-  void write(const std::string& bytes);
-  // Formatting in place (no intermediate string): append to pending(), then call wrote().
-  std::string& pending() { return buffer_; }
-  void wrote();
-  // Overwrites bytes already written at `offset` (same length): fills in a header field that
-  // became known later, in place, so the file stays valid whenever it is cut.
-  void patch(size_t offset, const std::string& bytes);
-  bool flush(std::string* error);
-  bool close(std::string* error);
-
- private:
-  static constexpr size_t kBufferBytes = 1 << 20;
-  int fd_ = -1;
-  std::string path_;
-  std::string buffer_;
-  size_t flushed_ = 0;  // bytes already handed to the OS
-  int failed_errno_ = 0;
-};
-
-// The drain thread's per-event step (plugin/session.cpp), also what bench/exporter_bench measures:
-// resolves the event's interned names, makes its times relative to the trace's origin
-// (`mono_origin_ns`, TraceInfo::mono_origin_ns), numbers its fwdbwd flow (`*next_flow_id` counts
-// the session's flows) and hands the EventRecord to every exporter. `input_dims`/`input_types`:
-// the op's shapes as JSON arrays (FQNTRACE_SHAPES), or nullptr.
-void deliver_event(const RawEvent& e, uint32_t tid, uint64_t mono_origin_ns, uint64_t* next_flow_id,
-                   const std::vector<std::unique_ptr<Exporter>>& exporters,
-                   const std::string* input_dims = nullptr, const std::string* input_types = nullptr);
 
 std::unique_ptr<Exporter> make_chrome_trace_exporter();
 std::unique_ptr<Exporter> make_json_lines_exporter();

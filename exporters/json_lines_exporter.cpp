@@ -6,9 +6,6 @@ namespace fqntrace {
 namespace {
 
 class JsonLinesExporter final : public EventStreamExporter {
- public:
-  const char* format_name() const override { return "jsonl"; }
-
  protected:
   void append_header(std::string& head, const TraceInfo& info, size_t* backend_offset) override {
     head += "{\"ph\": \"header\", \"schemaVersion\": 1, ";

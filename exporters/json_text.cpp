@@ -27,11 +27,7 @@ inline bool is_plain(char ch) {
   return c >= 0x20 && c < 0x7F && c != '"' && c != '\\';
 }
 
-const char* phase_text(Phase p) { return phase_name(p); }
-
-const char* category(EventKind k) {
-  return (k == EventKind::kModule || k == EventKind::kUserScope) ? "user_annotation" : "cpu_op";
-}
+const char* category(const RawEvent& e) { return is_cpu_op(e) ? "cpu_op" : "user_annotation"; }
 
 void begin_line(std::string& out, const char* separator, bool* first) {
   if (!*first) out += separator;
@@ -104,9 +100,11 @@ void append_us(std::string& out, uint64_t ns) {
 
 void append_event(std::string& out, const EventRecord& e, long pid, const char* separator,
                   bool* first) {
+  const RawEvent& raw = e.raw;
+  const Range& r = raw.range;
   begin_line(out, separator, first);
   out += "{\"ph\":\"X\",\"cat\":\"";
-  out += category(e.raw.kind);
+  out += category(raw);
   out += "\",\"name\":";
   append_string(out, e.name);
   out += ",\"pid\":";
@@ -120,31 +118,38 @@ void append_event(std::string& out, const EventRecord& e, long pid, const char* 
   out += ",\"args\":{\"fqn\":";
   append_string(out, e.fqn);
   out += ",\"phase\":\"";
-  out += phase_text(e.raw.phase);
+  out += phase_name(raw.phase);
   out += "\"";
-  if (e.raw.kind == EventKind::kModule) {
+  if (raw.kind == EventKind::kModule) {
     out += ",\"module_type\":";
     append_string(out, e.module_type);
   }
-  if (e.raw.seq >= 0) {
+  if (r.seq >= 0) {
     out += ",\"Sequence number\":";
-    append_int(out, e.raw.seq);
+    append_int(out, r.seq);
   }
-  if (e.raw.kind == EventKind::kNode || e.raw.kind == EventKind::kEngineEval) {
-    out += ",\"Fwd thread id\":";
-    append_uint(out, e.raw.fwd_thread_id);
-  }
-  if (e.raw.flags & kCollective) {
-    out += ",\"collective\":";
-    append_string(out, e.module_type);  // the kind travels in type_id
-    out += ",\"bytes\":";
-    append_uint(out, e.raw.flops);
-    out += ",\"group_size\":";
-    append_uint(out, e.raw.fwd_thread_id);
-    if (e.raw.flags & kCollectiveWork) out += ",\"async_work\":true";
-  } else if (e.raw.flops != 0) {
-    out += ",\"flops\":";
-    append_uint(out, e.raw.flops);
+  switch (raw.kind) {
+    case EventKind::kNode:
+    case EventKind::kEngineEval:
+      out += ",\"Fwd thread id\":";
+      append_uint(out, r.node.fwd_thread_id);
+      break;
+    case EventKind::kCollective:
+      out += ",\"collective\":";
+      append_string(out, e.collective);
+      out += ",\"bytes\":";
+      append_uint(out, r.collective.bytes);
+      out += ",\"group_size\":";
+      append_uint(out, r.collective.group_size);
+      if (r.collective.work) out += ",\"async_work\":true";
+      break;
+    case EventKind::kOp:
+      if (r.op.flops != 0) {
+        out += ",\"flops\":";
+        append_uint(out, r.op.flops);
+      }
+      break;
+    default: break;
   }
   if (e.input_dims != nullptr) {
     out += ",\"Input Dims\":";
@@ -153,7 +158,7 @@ void append_event(std::string& out, const EventRecord& e, long pid, const char* 
     out += *e.input_types;
   }
   out += ",\"depth\":";
-  append_uint(out, e.raw.depth);
+  append_uint(out, raw.depth);
   out += "}}";
 
   if (e.flow_id != 0) {
@@ -163,7 +168,7 @@ void append_event(std::string& out, const EventRecord& e, long pid, const char* 
     out += ",\"pid\":";
     append_int(out, pid);
     out += ",\"tid\":";
-    append_uint(out, e.raw.flow_src_tid);
+    append_uint(out, r.node.flow_src_tid);
     out += ",\"ts\":";
     append_us(out, e.flow_src_ts_ns);
     out += "}";

@@ -11,7 +11,7 @@
 
 #include "exporters/exporter.h"
 #include "exporters/json_text.h"
-#include "plugin/intern.h"
+#include "exporters/output_file.h"
 
 namespace fqntrace {
 namespace {
@@ -20,6 +20,7 @@ constexpr int kPhases = 3;
 constexpr size_t kTopOps = 5;
 
 struct OpStats {
+  const std::string* name = nullptr;  // interned: valid until finish (EventRecord)
   uint64_t ns = 0;
   uint64_t count = 0;
 };
@@ -40,7 +41,8 @@ struct PendingTime {
 };
 
 struct ModuleStats {
-  uint32_t type_id = 0;
+  const std::string* fqn = nullptr;          // interned, as OpStats::name
+  const std::string* module_type = nullptr;  // its class, once a module event was seen
   uint64_t calls = 0;
   PhaseStats phase[kPhases];
 };
@@ -56,8 +58,6 @@ void append_ms(std::string& out, uint64_t ns) {
 
 class SummaryExporter final : public Exporter {
  public:
-  const char* format_name() const override { return "summary"; }
-
   bool open(const TraceInfo& info, std::string* error) override {
     info_ = info;
     // Open now so a bad path is reported at start, not at exit.
@@ -68,25 +68,30 @@ class SummaryExporter final : public Exporter {
 
   void event(const EventRecord& e) override {
     const RawEvent& r = e.raw;
-    ModuleStats& m = modules_[r.fqn_id];
+    ModuleStats& m = modules_[r.range.fqn_id];
+    if (m.fqn == nullptr) m.fqn = &e.fqn;
     if (r.kind == EventKind::kModule) {
-      m.type_id = r.type_id;
+      m.module_type = &e.module_type;
       if (r.phase == Phase::kForward) ++m.calls;
       return;
     }
     PhaseStats& p = m.phase[static_cast<int>(r.phase)];
-    if (r.flags & kCollectiveWork) {
-      p.comm_ns += e.dur_ns;  // not compute: it runs beside the training thread
-      return;
-    }
-    if (r.kind == EventKind::kUserScope) return;
-    if (r.flags & kCollective) {
-      p.comm_bytes += r.flops;
+    if (r.kind == EventKind::kCollective) {
+      const CollectivePayload& c = r.range.collective;
+      if (c.work) {
+        p.comm_ns += e.dur_ns;  // not compute: it runs beside the training thread
+        return;
+      }
+      if (c.user_scope) return;
+      p.comm_bytes += c.bytes;
       ++p.collectives;
-    } else {
-      p.flops += r.flops;
+      ++p.ops;  // an issuing c10d op is an op like any other
+    } else if (r.kind == EventKind::kUserScope) {
+      return;
+    } else if (r.kind == EventKind::kOp) {
+      p.flops += r.range.op.flops;
+      ++p.ops;
     }
-    if (r.kind == EventKind::kOp) ++p.ops;
     if (r.flags & (kTopOp | kPhaseTop)) {
       // Time of phase-boundary ops inside this one (recompute inside a backward node) is
       // theirs, not this op's. Events arrive in end order, so they were all seen already.
@@ -103,7 +108,8 @@ class SummaryExporter final : public Exporter {
         pending.high = r.depth + 1u;
       }
       p.self_ns += own;
-      OpStats& op = p.top_level_ops[r.name_id];
+      OpStats& op = p.top_level_ops[r.range.name_id];
+      if (op.name == nullptr) op.name = &e.name;
       op.ns += own;
       ++op.count;
     }
@@ -112,9 +118,8 @@ class SummaryExporter final : public Exporter {
   bool flush(std::string*) override { return true; }
 
   bool finish(const FinishInfo& fin, std::string* error) override {
-    const InternTable& names = InternTable::instance();
     std::map<std::string, const ModuleStats*> by_fqn;  // sorted: parents before children
-    for (const auto& [id, stats] : modules_) by_fqn[names.str(id)] = &stats;
+    for (const auto& [id, stats] : modules_) by_fqn[*stats.fqn] = &stats;
     // Containers that never run a forward of their own (a ModuleList) still get a row, so every
     // level of the tree has its total.
     static const ModuleStats kNoOwnWork;
@@ -147,7 +152,7 @@ class SummaryExporter final : public Exporter {
       out += "\n  ";
       json::append_string(out, fqn);
       out += ": {\"module_type\": ";
-      json::append_string(out, m.type_id != 0 ? names.str(m.type_id) : std::string());
+      json::append_string(out, m.module_type != nullptr ? *m.module_type : std::string());
       out += ", \"calls\": ";
       json::append_uint(out, m.calls);
       for (int ph = 0; ph < kPhases; ++ph) {
@@ -193,7 +198,7 @@ class SummaryExporter final : public Exporter {
         for (size_t i = 0; i < ops.size() && i < kTopOps; ++i) {
           if (i > 0) out += ", ";
           out += "{\"name\": ";
-          json::append_string(out, names.str(ops[i].first));
+          json::append_string(out, *ops[i].second.name);
           out += ", \"ms\": ";
           append_ms(out, ops[i].second.ns);
           out += ", \"count\": ";

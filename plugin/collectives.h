@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "plugin/event.h"
+#include "buffer/event.h"
 
 namespace fqntrace::collectives {
 

@@ -2,7 +2,7 @@
 
 #include <deque>
 
-#include "plugin/intern.h"
+#include "buffer/intern.h"
 
 namespace fqntrace {
 

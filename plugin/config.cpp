@@ -171,9 +171,8 @@ std::string check_path_writable(const std::string& path, std::string* fix) {
   return "";
 }
 
-ConfigResult config_from_environment() {
-  ConfigResult result = parse_config(
-      std::getenv("FQNTRACE"), [](const char* name) { return std::getenv(name); }, ::getpid());
+ConfigResult config_from_value(const char* value, const EnvLookup& env, long pid) {
+  ConfigResult result = parse_config(value, env, pid);
   if (result.config) {
     std::string fix;
     std::string problem = check_path_writable(result.config->path, &fix);
@@ -184,6 +183,11 @@ ConfigResult config_from_environment() {
     }
   }
   return result;
+}
+
+ConfigResult config_from_environment() {
+  return config_from_value(
+      std::getenv("FQNTRACE"), [](const char* name) { return std::getenv(name); }, ::getpid());
 }
 
 }  // namespace fqntrace

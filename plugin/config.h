@@ -1,5 +1,6 @@
 // Parsing and checking the FQNTRACE value. Pure functions over an explicit environment so the
-// rules are unit-testable; the session only calls config_from_environment().
+// rules are unit-testable. Both ways to start a session build their config with
+// config_from_value(): the environment at load time (autostart) and fqntrace.profile(path).
 #pragma once
 #include <functional>
 #include <optional>
@@ -44,7 +45,10 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid);
 // Returns the problem (empty when fine) and fills `fix`.
 std::string check_path_writable(const std::string& path, std::string* fix);
 
-// Reads FQNTRACE/RANK/WORLD_SIZE from the real environment and runs both checks.
+// parse_config, then check_path_writable on the expanded path: the config a session starts with.
+ConfigResult config_from_value(const char* value, const EnvLookup& env, long pid);
+
+// config_from_value with FQNTRACE, the real environment and this process.
 ConfigResult config_from_environment();
 
 }  // namespace fqntrace

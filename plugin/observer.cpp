@@ -9,15 +9,16 @@
 #include <atomic>
 #include <cstring>
 
-#include "plugin/clock.h"
+#include "buffer/buffer_registry.h"
+#include "buffer/intern.h"
+#include "buffer/ticks.h"
 #include "plugin/collectives.h"
 #include "plugin/compiled_graph.h"
 #include "plugin/flops.h"
-#include "plugin/intern.h"
+#include "plugin/name_cache.h"
 #include "plugin/seq_map.h"
 #include "plugin/session_state.h"
-#include "plugin/shapes.h"
-#include "plugin/thread_buffer.h"
+#include "plugin/shapes_encoder.h"
 
 namespace fqntrace::observer {
 namespace {
@@ -25,20 +26,15 @@ namespace {
 constexpr uint32_t kMaxDepth = 255;  // depth travels as a uint8_t
 constexpr uint32_t kEndSearch = 8;  // how far below the top an unmatched end may close a range
 
+// An open range: the event it becomes (header and payload, filled at start), and what ranges
+// opened inside it inherit.
 struct Frame {
   const at::RecordFunction* rf;  // identity of the open range (the object lives until it ends)
-  uint64_t start_ns;
-  uint64_t flow_src_ns;
-  int64_t seq;
-  uint32_t name_id;
-  uint32_t fqn_id;
-  uint32_t type_id;
-  uint32_t flow_src_tid;
-  uint32_t fwd_tid;
-  uint64_t flops;
-  EventKind kind;
+  Range range;                   // start_ns in ticks; end_ns is set when it ends
+  EventKind kind;   // the range's own kind (a collective is a kOp or kUserScope range here)
   Phase phase;
-  uint8_t flags;  // kCollective, kCollectiveWork
+  uint8_t flags;    // kPhaseTop
+  bool collective;  // range.collective is the payload: the event is a kCollective
   bool in_op;    // this range or an enclosing one is a cpu_op (op, node, engine wrapper)
   Phase op_phase;  // phase of the nearest cpu_op among this range and its enclosing ones
   uint32_t op_fqn;  // fqn of that cpu_op
@@ -142,16 +138,16 @@ Phase scope_phase(const ThreadState* ts, const Frame* parent) {
 
 // Backward ranges: the module whose forward created the node, via (forward thread, seq).
 void attribute_node(const at::RecordFunction& fn, Frame& f, const Frame* parent) {
-  f.fwd_tid = static_cast<uint32_t>(fn.forwardThreadId());
+  f.range.node.fwd_thread_id = static_cast<uint32_t>(fn.forwardThreadId());
   uint32_t fqn = 0;
   uint64_t ts = 0;
   uint32_t tid = 0;
-  if (SeqMap::instance().lookup(fn.forwardThreadId(), f.seq, &fqn, &ts, &tid)) {
-    f.fqn_id = fqn;
-    f.flow_src_ns = ts;
-    f.flow_src_tid = tid;
+  if (SeqMap::instance().lookup(fn.forwardThreadId(), f.range.seq, &fqn, &ts, &tid)) {
+    f.range.fqn_id = fqn;
+    f.range.node.flow_src_ns = ts;
+    f.range.node.flow_src_tid = tid;
   } else {
-    f.fqn_id = parent != nullptr ? parent->fqn_id : kGlobalFqnId;
+    f.range.fqn_id = parent != nullptr ? parent->range.fqn_id : kGlobalFqnId;
   }
   f.phase = Phase::kBackward;
 }
@@ -163,8 +159,8 @@ void name_graph_op(ThreadState* ts, Frame& f) {
   if (ts->depth != c.depth) return;
   size_t end = std::min<size_t>(c.graph->size(), c.next + kGraphLookahead);
   for (size_t j = c.next; j < end; ++j) {
-    if (c.graph->name_id(j) == f.name_id) {
-      f.fqn_id = c.fqns[j];
+    if (c.graph->name_id(j) == f.range.name_id) {
+      f.range.fqn_id = c.fqns[j];
       c.next = static_cast<uint32_t>(j + 1);
       return;
     }
@@ -177,20 +173,22 @@ void attribute_collective(const at::RecordFunction& fn, const NameInfo& info, Fr
   c.kind_name_id = info.collective_name_id;
   if (info.collective_work) {
     if (collectives::issuer_of_work(session_state::generation(), &c)) {
-      f.fqn_id = c.fqn_id;
+      f.range.fqn_id = c.fqn_id;
       f.phase = c.phase;
     }
-    f.flags = kCollective | kCollectiveWork;
   } else {
     if (fn.needsInputs()) collectives::describe(fn.inputs(), &c.bytes, &c.group_size);
-    c.fqn_id = f.fqn_id;
+    c.fqn_id = f.range.fqn_id;
     c.phase = f.phase;
     f.issue_mark = collectives::begin_issue(c, session_state::generation());
-    f.flags = kCollective;
   }
-  f.flops = c.bytes;
-  f.fwd_tid = c.group_size;
-  f.type_id = c.kind_name_id;
+  f.collective = true;
+  CollectivePayload& p = f.range.collective;
+  p.bytes = c.bytes;
+  p.group_size = c.group_size;
+  p.kind_name_id = c.kind_name_id;
+  p.work = info.collective_work != 0;
+  p.user_scope = f.kind == EventKind::kUserScope;
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
@@ -201,17 +199,14 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     Frame* parent = ts->depth > 0 ? &ts->frames[ts->depth - 1] : nullptr;
     Frame& f = ts->frames[ts->depth];
     f.rf = &fn;
-    f.seq = fn.seqNr();
-    f.flow_src_ns = 0;
-    f.flow_src_tid = 0;
-    f.type_id = 0;
-    f.fwd_tid = 0;
-    f.flops = 0;
+    f.range.seq = fn.seqNr();
+    f.range.collective = CollectivePayload{};  // the largest payload: clears them all
     f.flags = 0;
+    f.collective = false;
     f.issue_mark = 0;
     f.in_flop = parent != nullptr && parent->in_flop;
     const NameInfo& info = ts->names.lookup(fn.name());
-    f.name_id = info.id;
+    f.range.name_id = info.id;
     bool record_seq = false;
     switch (fn.scope()) {
       case at::RecordScope::FUNCTION:
@@ -222,18 +217,18 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
         } else {
           f.kind = EventKind::kOp;
           if (parent != nullptr) {
-            f.fqn_id = parent->fqn_id;
+            f.range.fqn_id = parent->range.fqn_id;
             f.phase = parent->kind == EventKind::kUserScope ? scope_phase(ts, parent) : parent->phase;
           } else {
-            f.fqn_id = kGlobalFqnId;
+            f.range.fqn_id = kGlobalFqnId;
             f.phase = in_graph_task(ts) ? Phase::kBackward : Phase::kForward;
           }
           // Backward ops too: with create_graph they create the nodes of a double backward.
-          record_seq = f.seq >= 0 && ts->seq_table != nullptr;
+          record_seq = f.range.seq >= 0 && ts->seq_table != nullptr;
           // Only the outermost FLOP-counted op of a nest counts (convolution, not the
           // _convolution it calls), as FlopCounterMode sees it.
           if (info.flop_kind != 0 && !f.in_flop && fn.needsInputs()) {
-            f.flops = count_flops(static_cast<FlopKind>(info.flop_kind), fn.inputs());
+            f.range.op.flops = count_flops(static_cast<FlopKind>(info.flop_kind), fn.inputs());
             f.in_flop = true;
           }
           if (__builtin_expect(ts->graphs_open != 0, 0)) name_graph_op(ts, f);
@@ -242,7 +237,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
             // has no frame of its own when its hooks were compiled away (`module.compile()`).
             observer::RegionRootResolver resolve = region_root_resolver.load(std::memory_order_acquire);
             uint32_t root = resolve != nullptr ? resolve() : 0;
-            if (root != 0) f.fqn_id = root;
+            if (root != 0) f.range.fqn_id = root;
           }
           if (info.collective != 0) attribute_collective(fn, info, f);
           if (session_state::shapes() && fn.needsInputs()) {
@@ -253,10 +248,10 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
       case at::RecordScope::BACKWARD_FUNCTION:
         f.kind = EventKind::kNode;
         ts->ran_backward = true;
-        if (f.seq < 0 && ts->pending_accumulate_fqn != 0) {
+        if (f.range.seq < 0 && ts->pending_accumulate_fqn != 0) {
           // AccumulateGrad has no sequence number: its parameter's owner was announced by a hook.
-          f.fwd_tid = static_cast<uint32_t>(fn.forwardThreadId());
-          f.fqn_id = ts->pending_accumulate_fqn;
+          f.range.node.fwd_thread_id = static_cast<uint32_t>(fn.forwardThreadId());
+          f.range.fqn_id = ts->pending_accumulate_fqn;
           f.phase = Phase::kBackward;
         } else {
           attribute_node(fn, f, parent);
@@ -265,29 +260,29 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
         // The engine's wrapper opens before the node and carries no sequence number: it takes
         // the node's attribution, so work it does after the node (summing gradients into the
         // next node's input) lands on the same module.
-        if (parent != nullptr && parent->kind == EventKind::kEngineEval && parent->seq < 0) {
-          parent->fqn_id = f.fqn_id;
-          parent->op_fqn = f.fqn_id;
-          parent->seq = f.seq;
-          parent->fwd_tid = f.fwd_tid;
+        if (parent != nullptr && parent->kind == EventKind::kEngineEval && parent->range.seq < 0) {
+          parent->range.fqn_id = f.range.fqn_id;
+          parent->op_fqn = f.range.fqn_id;
+          parent->range.seq = f.range.seq;
+          parent->range.node.fwd_thread_id = f.range.node.fwd_thread_id;
         }
         break;
       case at::RecordScope::USER_SCOPE:
         if (ts->pending_module_fqn != 0) {
           f.kind = EventKind::kModule;
-          f.fqn_id = ts->pending_module_fqn;
-          f.type_id = ts->pending_module_type;
+          f.range.fqn_id = ts->pending_module_fqn;
+          f.range.module.type_id = ts->pending_module_type;
           ts->pending_module_fqn = 0;
           // A module's forward that runs while backward does is a recomputation.
           f.phase = scope_phase(ts, parent) == Phase::kForward ? Phase::kForward : Phase::kRecompute;
         } else if (ts->pending_serve_fqn != 0) {
           f.kind = EventKind::kServe;
-          f.fqn_id = ts->pending_serve_fqn;
+          f.range.fqn_id = ts->pending_serve_fqn;
           ts->pending_serve_fqn = 0;
           f.phase = scope_phase(ts, parent);
         } else {
           f.kind = EventKind::kUserScope;
-          f.fqn_id = parent != nullptr ? parent->fqn_id : kGlobalFqnId;
+          f.range.fqn_id = parent != nullptr ? parent->range.fqn_id : kGlobalFqnId;
           f.phase = scope_phase(ts, parent);
           // gloo's work ranges ("gloo:all_reduce") are USER_SCOPE ranges on its own threads.
           if (info.collective != 0) attribute_collective(fn, info, f);
@@ -304,13 +299,14 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     bool parent_in_op = parent != nullptr && parent->in_op;
     f.in_op = parent_in_op || is_cpu_op;
     f.op_phase = is_cpu_op ? f.phase : (parent_in_op ? parent->op_phase : f.phase);
-    f.op_fqn = is_cpu_op ? f.fqn_id : (parent_in_op ? parent->op_fqn : f.fqn_id);
-    if (is_cpu_op && parent_in_op && (parent->op_phase != f.phase || parent->op_fqn != f.fqn_id)) {
+    f.op_fqn = is_cpu_op ? f.range.fqn_id : (parent_in_op ? parent->op_fqn : f.range.fqn_id);
+    if (is_cpu_op && parent_in_op &&
+        (parent->op_phase != f.phase || parent->op_fqn != f.range.fqn_id)) {
       f.flags |= kPhaseTop;
     }
     ++ts->depth;
-    f.start_ns = now_ticks();  // last: our own bookkeeping stays outside the range's time
-    if (record_seq) SeqMap::record(ts->seq_table, f.seq, f.fqn_id, f.start_ns);
+    f.range.start_ns = now_ticks();  // last: our own bookkeeping stays outside the range's time
+    if (record_seq) SeqMap::record(ts->seq_table, f.range.seq, f.range.fqn_id, f.range.start_ns);
   } catch (...) {
     session_state::fail_from_callback("an internal error in the start callback");
   }
@@ -332,17 +328,9 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
     if (f.issue_mark != 0) collectives::end_issue(f.issue_mark);
     if (f.kind == EventKind::kServe) return;
     RawEvent e;
-    e.start_ns = f.start_ns;
-    e.end_ns = end_ns;
-    e.flow_src_ns = f.flow_src_ns;
-    e.seq = f.seq;
-    e.name_id = f.name_id;
-    e.fqn_id = f.fqn_id;
-    e.type_id = f.type_id;
-    e.flow_src_tid = f.flow_src_tid;
-    e.fwd_thread_id = f.fwd_tid;
-    e.flops = f.flops;
-    e.kind = f.kind;
+    e.range = f.range;
+    e.range.end_ns = end_ns;
+    e.kind = f.collective ? EventKind::kCollective : f.kind;
     e.phase = f.phase;
     e.depth = static_cast<uint8_t>(i);
     e.flags = f.flags | ((f.in_op && (i == 0 || !ts->frames[i - 1].in_op)) ? kTopOp : 0);
@@ -393,7 +381,7 @@ void enter_compiled_graph(CompiledGraph* graph) {
   ThreadState* ts = session_state::running() ? current_state() : nullptr;
   if (ts == nullptr) return;
   if (ts->graphs_open < kMaxGraphNesting && graph != nullptr) {
-    uint32_t root = ts->depth > 0 ? ts->frames[ts->depth - 1].fqn_id : kGlobalFqnId;
+    uint32_t root = ts->depth > 0 ? ts->frames[ts->depth - 1].range.fqn_id : kGlobalFqnId;
     ts->graphs[ts->graphs_open] = GraphCursor{graph, graph->fqns_under(root), ts->depth, 0};
   }
   ++ts->graphs_open;
@@ -403,13 +391,4 @@ void exit_compiled_graph() {
   ThreadState* ts = tls_state;
   if (ts != nullptr && ts->graphs_open > 0) --ts->graphs_open;
 }
-
-uint32_t current_fqn() {
-  ThreadState* ts = tls_state;
-  if (ts == nullptr || ts->depth == 0 || ts->generation != session_state::generation()) {
-    return kGlobalFqnId;
-  }
-  return ts->frames[ts->depth - 1].fqn_id;
-}
-
 }  // namespace fqntrace::observer

@@ -37,8 +37,4 @@ void set_compiled_region_resolver(RegionRootResolver resolver);
 void enter_compiled_graph(CompiledGraph* graph);
 void exit_compiled_graph();
 
-// The fqn of the innermost open range on this thread (kGlobalFqnId when none): for tests and
-// for the Python ModTracker, so both agree with what the trace records.
-uint32_t current_fqn();
-
 }  // namespace fqntrace::observer

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -12,14 +11,13 @@
 #include <thread>
 #include <vector>
 
+#include "buffer/buffer_registry.h"
+#include "buffer/ticks.h"
+#include "drain/drainer.h"
 #include "exporters/exporter.h"
-#include "plugin/clock.h"
-#include "plugin/collectives.h"
-#include "plugin/intern.h"
 #include "plugin/log.h"
 #include "plugin/observer.h"
 #include "plugin/session_state.h"
-#include "plugin/shapes.h"
 
 #ifndef FQNTRACE_VERSION
 #define FQNTRACE_VERSION "dev"
@@ -27,23 +25,11 @@
 
 namespace fqntrace {
 
-namespace session_state {
-std::atomic<bool> g_running{false};
-std::atomic<uint64_t> g_generation{0};
-std::atomic<bool> g_shapes{false};
-}  // namespace session_state
-
 namespace {
 
 using namespace std::chrono_literals;
 constexpr auto kDrainPeriod = 20ms;
 constexpr auto kFlushPeriod = 500ms;  // "flushed at least once a second"
-constexpr uint32_t kRingCapacityLog2 = 16;  // 65536 events × 64 B = 4 MB per traced thread
-
-BufferRegistry& registry() {
-  static BufferRegistry* r = new BufferRegistry(kRingCapacityLog2);  // outlives every thread
-  return *r;
-}
 
 std::string read_process_name() {
   std::ifstream comm("/proc/self/comm");
@@ -52,94 +38,35 @@ std::string read_process_name() {
   return name.empty() ? "process" : name;
 }
 
-std::atomic<bool> g_drain_wanted{false};
-
-// The drain thread's wake-up. Process-wide and never destroyed: a producer may signal it while
-// a session is being stopped.
-struct DrainWake {
-  std::mutex mu;  // guards Session::stop_requested
-  std::condition_variable cv;
-};
-DrainWake& drain_wake() {
-  static DrainWake* w = new DrainWake();
-  return *w;
-}
-
 struct Session {
   Config config;
   TraceInfo info;
-  std::vector<std::unique_ptr<Exporter>> exporters;
+  std::unique_ptr<Drainer> drain;     // owns the exporters; guarded by drain_mu
   at::CallbackHandle callback = 0;
   bool callback_installed = false;
   bool callback_inputs = false;  // the callback asks the dispatcher for op inputs
 
   std::thread drain_thread;
-  bool stop_requested = false;        // guarded by drain_wake().mu
 
-  std::mutex drain_mu;                // one thread at a time touches the exporters
-  uint64_t next_flow_id = 0;
-  uint64_t events_written = 0;
-  bool write_failed = false;
+  std::mutex drain_mu;                // one thread at a time touches the drain
   std::chrono::steady_clock::time_point last_flush = std::chrono::steady_clock::now();
-
-  std::string dims_json, types_json;
-  TickConverter ticks;  // guarded by drain_mu, like the exporters
-
-  void process(const RawEvent& raw, uint32_t tid, shapes::Assembler* assembler) {
-    bool shaped = assembler != nullptr && raw.kind == EventKind::kOp &&
-                  assembler->take(raw.depth, &dims_json, &types_json);
-    // Callbacks stamp ticks; everything past this point sees monotonic ns.
-    RawEvent e = raw;
-    e.start_ns = ticks.to_ns(raw.start_ns);
-    e.end_ns = ticks.to_ns(raw.end_ns);
-    if (raw.flow_src_ns != 0) e.flow_src_ns = ticks.to_ns(raw.flow_src_ns);
-    deliver_event(e, tid, info.mono_origin_ns, &next_flow_id, exporters,
-                  shaped ? &dims_json : nullptr, shaped ? &types_json : nullptr);
-    ++events_written;
-  }
 
   // Caller holds drain_mu.
   void drain_all() {
-    ticks.recalibrate_if_due();  // before any event of this batch: see TickConverter
+    drain->begin_batch();  // before any event of this batch: see TickConverter
     uint64_t gen = session_state::generation();
-    registry().for_each_and_reap([&](ThreadBuffer& b) {
-      if (b.announced_generation != gen && !b.ring.empty()) {
-        std::string label = "thread " + std::to_string(b.os_tid) +
-                            (b.thread_name.empty() ? "" : " (" + b.thread_name + ")");
-        for (auto& ex : exporters) ex->thread_seen(b.os_tid, label);
-        b.announced_generation = gen;
-      }
-      shapes::Assembler* assembler = nullptr;
-      if (config.shapes) {
-        if (!b.drain_state) b.drain_state = std::make_shared<shapes::Assembler>();
-        assembler = static_cast<shapes::Assembler*>(b.drain_state.get());
-      }
-      b.ring.drain([&](const RawEvent& e) {
-        if (write_failed) return;
-        if (e.kind == EventKind::kShapes) {
-          if (assembler != nullptr) assembler->add_chunk(e);
-          return;
-        }
-        process(e, b.os_tid, assembler);
-      });
-    });
+    session_state::buffers().for_each_and_reap([&](ThreadBuffer& b) { drain->drain(b, gen); });
   }
 
   // Caller holds drain_mu.
   void flush_all() {
     last_flush = std::chrono::steady_clock::now();
-    if (write_failed) return;
-    for (auto& ex : exporters) {
-      std::string error;
-      if (!ex->flush(&error)) {
-        on_write_failure(error);
-        return;
-      }
-    }
+    std::string error;
+    if (!drain->flush(&error)) on_write_failure(error);
   }
 
   void on_write_failure(const std::string& error) {
-    write_failed = true;
+    drain->fail();
     session_state::g_running.store(false, std::memory_order_relaxed);
     log_bad_env(config.raw_value, error,
                 "Free disk space or set FQNTRACE to a path on another file system.");
@@ -147,16 +74,7 @@ struct Session {
 
   void drain_loop() {
     for (;;) {
-      bool stopping;
-      {
-        std::unique_lock<std::mutex> lock(drain_wake().mu);
-        drain_wake().cv.wait_for(lock, kDrainPeriod, [&] {
-          return stop_requested || g_drain_wanted.load(std::memory_order_relaxed);
-        });
-        g_drain_wanted.store(false, std::memory_order_relaxed);
-        stopping = stop_requested;
-      }
-      if (stopping) return;  // the final drain happens in stop_session()
+      if (session_state::wait_for_drain(kDrainPeriod)) return;  // stop_session() drains last
       std::lock_guard<std::mutex> lock(drain_mu);
       drain_all();
       if (std::chrono::steady_clock::now() - last_flush >= kFlushPeriod) flush_all();
@@ -179,33 +97,6 @@ void on_fork_child() {
 }
 
 }  // namespace
-
-namespace session_state {
-
-ThreadBuffer* register_buffer(uint32_t os_tid, const char* thread_name) {
-  return registry().add(os_tid, thread_name);
-}
-
-void retire_buffer(ThreadBuffer* buffer) { registry().retire(buffer); }
-
-void wake_drain() noexcept {
-  g_drain_wanted.store(true, std::memory_order_relaxed);
-  drain_wake().cv.notify_one();
-}
-
-void fail_from_callback(const char* what) noexcept {
-  static std::atomic<bool> logged{false};
-  g_running.store(false, std::memory_order_relaxed);
-  if (!logged.exchange(true)) {
-    try {
-      log_line(std::string(what) + "; tracing is off for the rest of this process. "
-               "Events recorded so far are kept. Please report this with the trace.");
-    } catch (...) {
-    }
-  }
-}
-
-}  // namespace session_state
 
 bool start_session(const Config& config, std::string* error) {
   std::lock_guard<std::mutex> lock(g_lifecycle_mu);
@@ -232,6 +123,7 @@ bool start_session(const Config& config, std::string* error) {
   info.base_time_ns = wall - wall % 1000000000ull;  // a whole second, as Kineto does
   info.mono_origin_ns = mono - (wall - info.base_time_ns);
 
+  std::vector<std::unique_ptr<Exporter>> exporters;
   for (const Output& output : config.outputs) {
     std::unique_ptr<Exporter> ex = output.kind == Output::Kind::kChrome ? make_chrome_trace_exporter()
                                    : output.kind == Output::Kind::kJsonLines ? make_json_lines_exporter()
@@ -239,11 +131,12 @@ bool start_session(const Config& config, std::string* error) {
     TraceInfo output_info = info;
     output_info.path = output.path;
     if (!ex->open(output_info, error)) return false;
-    session->exporters.push_back(std::move(ex));
+    exporters.push_back(std::move(ex));
   }
+  session->drain = std::make_unique<Drainer>(std::move(exporters), info.mono_origin_ns, config.shapes);
 
   // Events left in a thread's ring by an earlier session are not this session's.
-  registry().for_each_and_reap([](ThreadBuffer& b) { b.ring.drain([](const RawEvent&) {}); });
+  session_state::buffers().for_each_and_reap([](ThreadBuffer& b) { b.ring.drain([](const RawEvent&) {}); });
 
   std::call_once(g_process_hooks_once, [] {
     std::atexit(stop_at_exit);
@@ -251,7 +144,7 @@ bool start_session(const Config& config, std::string* error) {
   });
 
   choose_tick_source(config.monotonic_clock);
-  session->ticks.start();  // before the callback: the first event already has a map
+  session->drain->start_clock();  // before the callback: the first event already has a map
   session_state::g_generation.fetch_add(1, std::memory_order_relaxed);
   session_state::g_running.store(true, std::memory_order_relaxed);
   session_state::g_shapes.store(config.shapes, std::memory_order_relaxed);
@@ -261,6 +154,7 @@ bool start_session(const Config& config, std::string* error) {
   session->callback = observer::install(session->callback_inputs);
   session->callback_installed = true;
   Session* raw = session.release();
+  session_state::allow_drain();
   raw->drain_thread = std::thread([raw] {
     pthread_setname_np(pthread_self(), "fqntrace-drain");
     raw->drain_loop();
@@ -276,30 +170,19 @@ bool stop_session() {
   g_session = nullptr;
   session_state::g_running.store(false, std::memory_order_relaxed);
   if (session->callback_installed) observer::uninstall(session->callback);
-  {
-    std::lock_guard<std::mutex> wake_lock(drain_wake().mu);
-    session->stop_requested = true;
-  }
-  drain_wake().cv.notify_all();
+  session_state::stop_drain();
   if (session->drain_thread.joinable()) session->drain_thread.join();
 
   std::lock_guard<std::mutex> drain_lock(session->drain_mu);
   session->drain_all();
   session->flush_all();
-  if (session->write_failed) return false;
-  FinishInfo fin;
-  fin.dropped_events = registry().dropped_total();
-  fin.events_written = session->events_written;
-  bool ok = true;
-  for (auto& ex : session->exporters) {
-    std::string error;
-    if (!ex->finish(fin, &error)) {
-      session->on_write_failure(error);
-      ok = false;
-    }
-  }
-  if (fin.dropped_events > 0) {
-    log_line("dropped " + std::to_string(fin.dropped_events) +
+  if (session->drain->failed()) return false;
+  uint64_t dropped = session_state::buffers().dropped_total();
+  std::vector<std::string> errors = session->drain->finish(dropped);
+  for (const std::string& error : errors) session->on_write_failure(error);
+  bool ok = errors.empty();
+  if (dropped > 0) {
+    log_line("dropped " + std::to_string(dropped) +
              " events because the writer fell behind; the trace says so in fqntrace.dropped_events.");
   }
   return ok;
@@ -310,17 +193,12 @@ bool session_running() {
   return g_session != nullptr;
 }
 
-std::string session_path() {
-  std::lock_guard<std::mutex> lock(g_lifecycle_mu);
-  return g_session != nullptr ? g_session->config.path : std::string();
-}
-
 void set_session_backend(const std::string& backend) {
   std::lock_guard<std::mutex> lock(g_lifecycle_mu);
   if (g_session == nullptr) return;
   std::lock_guard<std::mutex> drain_lock(g_session->drain_mu);
   g_session->info.backend = backend;
-  for (auto& ex : g_session->exporters) ex->backend_known(backend);
+  g_session->drain->backend_known(backend);
   if (g_session->callback_installed && !g_session->callback_inputs) {
     // A process group without WORLD_SIZE in the environment (e.g. mp.spawn): from now on the
     // collectives need their inputs. Ranges already open keep the callback they started with.

@@ -14,8 +14,6 @@ bool start_session(const Config& config, std::string* error);
 // could not be written completely (the reason was logged).
 bool stop_session();
 bool session_running();
-// Path of the running session's main output ("" when none).
-std::string session_path();
 // Records the distributed backend ("gloo", "nccl") once init_process_group ran; the trace
 // header's distributedInfo.backend is filled in place.
 void set_session_backend(const std::string& backend);

@@ -1,11 +1,11 @@
-// What the hot path needs to know about the session, kept apart from session.h so the observer
-// sees only relaxed atomics and a few slow-path entry points.
+// The state the observer and the session share (plugin/session_state.cpp), kept apart from
+// session.h so the observer sees only relaxed atomics and a few slow-path entry points.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstdint>
-#include <string>
 
-#include "plugin/thread_buffer.h"
+#include "buffer/buffer_registry.h"
 
 namespace fqntrace::session_state {
 
@@ -27,5 +27,14 @@ void wake_drain() noexcept;
 
 // An exception reached a callback: log one line, turn tracing off, keep what was recorded.
 void fail_from_callback(const char* what) noexcept;
+
+// Session side (plugin/session.cpp), never called from a callback.
+// Every thread's buffer, across sessions (a buffer outlives the session that created it).
+BufferRegistry& buffers();
+// The drain thread's sleep: returns after `period`, on wake_drain(), or on stop_drain(); true
+// when the drain thread should end.
+bool wait_for_drain(std::chrono::milliseconds period);
+void stop_drain();   // ends the drain thread's waiting for good ...
+void allow_drain();  // ... until the next session's drain thread starts
 
 }  // namespace fqntrace::session_state

@@ -1,10 +1,11 @@
-#include "record_function/module_scope.h"
+#include "fqntrace/module_scope.h"
 
 #include <memory>
 #include <vector>
 
-#include "plugin/intern.h"
+#include "buffer/intern.h"
 #include "plugin/observer.h"
+#include "record_function/module_ranges.h"
 
 namespace fqntrace {
 namespace {

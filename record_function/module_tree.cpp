@@ -5,7 +5,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "record_function/module_scope.h"
+#include "fqntrace/module_scope.h"
+#include "record_function/module_ranges.h"
 
 namespace fqntrace {
 namespace {

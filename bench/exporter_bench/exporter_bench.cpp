@@ -1,7 +1,7 @@
-// P4: exporter throughput on one core (Google Benchmark). Realistic raw events (event_mix.h)
-// go through the drain thread's own code: a thread's EventRing (plugin/thread_buffer.h) is
-// drained into deliver_event() (exporters/exporter.h, the function plugin/session.cpp calls for
-// every event), which resolves names and times and hands the record to the real exporters
+// P4: exporter throughput on one core (Google Benchmark). Realistic raw events
+// (tests/support/event_mix.h) go through the drain thread's own code: each thread's ring
+// (buffer/event_ring.h) is drained by a Drainer (drain/drainer.h, what the session's drain thread
+// runs), which converts times, resolves names and hands the record to the real exporters
 // (make_chrome_trace_exporter() …), which write through OutputFile with write(2) into /dev/null.
 //
 //   fqntrace_exporter_bench [google benchmark flags]    BM_Export/<format>: events/s, bytes/event
@@ -23,11 +23,13 @@
 #include <string>
 #include <vector>
 
-#include "bench/exporter_bench/event_mix.h"
-#include "exporters/exporter.h"
+#include "tests/support/event_mix.h"
 
 namespace fqntrace::bench {
 namespace {
+
+using mix::MixCounts;
+using mix::MixPipeline;
 
 uint64_t file_size(const std::string& path) {
   struct stat st;

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "record_function/module_scope.h"
+#include "fqntrace/module_scope.h"
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "3";

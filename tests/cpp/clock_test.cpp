@@ -7,7 +7,8 @@
 #include <thread>
 #include <vector>
 
-#include "plugin/clock.h"
+#include "buffer/ticks.h"
+#include "drain/tick_converter.h"
 
 using namespace fqntrace;
 

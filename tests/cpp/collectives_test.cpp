@@ -10,7 +10,7 @@
 #include <map>
 #include <thread>
 
-#include "record_function/module_scope.h"
+#include "fqntrace/module_scope.h"
 #include "tests/cpp/test_util.h"
 
 using nlohmann::json;

@@ -1,6 +1,6 @@
-// The exporter benchmark's events (bench/exporter_bench/event_mix.h) through the benchmark's own
-// pipeline (ring → deliver_event → exporters) make traces that our reader and validator accept:
-// what P4 measures is the formatting of valid, realistic traces.
+// The exporter benchmark's events (tests/support/event_mix.h) through the benchmark's own
+// pipeline (ring → Drainer → exporters, the session's drain code) make traces that our reader and
+// validator accept: what P4 measures is the formatting of valid, realistic traces.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "bench/exporter_bench/event_mix.h"
+#include "tests/support/event_mix.h"
 #include "tests/cpp/test_util.h"
 
 using namespace fqntrace;
@@ -34,14 +34,14 @@ ChildResult validate(const std::string& path) {
 TEST(ExporterMixTest, BenchmarkEventsMakeValidTraces) {
   constexpr uint64_t kSteps = 3;
   std::string path = make_temp_dir() + "/mix.json";
-  bench::MixPipeline pipeline("all", path);
+  mix::MixPipeline pipeline("all", path);
   uint64_t events = 0;
   for (uint64_t k = 0; k < kSteps; ++k) {
     pipeline.push_step(k);
     events += pipeline.drain();
   }
   pipeline.finish();
-  const bench::MixCounts& c = pipeline.mix().counts();
+  const mix::MixCounts& c = pipeline.mix().counts();
   ASSERT_EQ(events, kSteps * c.total());
   // The mix has every kind of event the benchmark claims.
   EXPECT_GT(c.ops, 100u);

@@ -4,7 +4,7 @@
 #include <set>
 
 #include "exporters/json_text.h"
-#include "record_function/module_scope.h"
+#include "fqntrace/module_scope.h"
 #include "tests/cpp/test_util.h"
 
 using nlohmann::json;

@@ -3,7 +3,7 @@
 #pragma once
 #include <torch/torch.h>
 
-#include "record_function/module_scope.h"
+#include "fqntrace/module_scope.h"
 
 namespace fqntrace::testing {
 

@@ -1,7 +1,4 @@
-#include "plugin/intern.h"
-
-#include "plugin/collectives.h"
-#include "plugin/flops.h"
+#include "buffer/intern.h"
 
 namespace fqntrace {
 
@@ -41,27 +38,6 @@ const std::string& InternTable::str(uint32_t id) const {
   if (id >= size_.load(std::memory_order_acquire)) return kUnknown;
   const std::string* block = chunks_[id >> kChunkBits].load(std::memory_order_acquire);
   return block[id & (kChunkSize - 1)];
-}
-
-}  // namespace fqntrace
-
-namespace fqntrace {
-
-NameInfo describe_name(const char* name) {
-  static constexpr char kEngineEvalPrefix[] = "autograd::engine::evaluate_function: ";
-  static constexpr char kCompiledRegionPrefix[] = "Torch-Compiled Region";
-  NameInfo info;
-  info.id = InternTable::instance().intern(name);
-  info.flop_kind = static_cast<uint8_t>(flop_kind_of(name));
-  info.engine_eval = std::strncmp(name, kEngineEvalPrefix, sizeof(kEngineEvalPrefix) - 1) == 0;
-  info.compiled_region =
-      std::strncmp(name, kCompiledRegionPrefix, sizeof(kCompiledRegionPrefix) - 1) == 0;
-  bool is_work = false;
-  info.collective = collectives::kind_of(name, &is_work);
-  info.collective_work = is_work;
-  info.collective_name_id =
-      info.collective != 0 ? InternTable::instance().intern(collectives::kind_name(info.collective)) : 0;
-  return info;
 }
 
 }  // namespace fqntrace

@@ -1,15 +1,12 @@
-// Per-thread event buffers. Each traced thread owns one ring (single producer); the drain thread
-// is the only consumer. A full ring drops the newest event and counts it: memory stays bounded
-// and the job is never blocked by tracing.
+// A single-producer/single-consumer ring of RawEvents: the owner thread pushes, the drain thread
+// drains. A full ring drops the newest event and counts it: memory stays bounded and the job is
+// never blocked by tracing.
 #pragma once
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <string>
-#include <vector>
 
-#include "plugin/event.h"
+#include "buffer/event.h"
 
 namespace fqntrace {
 
@@ -64,50 +61,6 @@ class EventRing {
   uint64_t tail_cache_ = 0;  // producer's last view of tail_: avoids touching the consumer's line
   std::atomic<uint64_t> dropped_{0};
   alignas(64) std::atomic<uint64_t> tail_{0};
-};
-
-struct ThreadBuffer {
-  ThreadBuffer(uint32_t os_tid, std::string name, uint32_t capacity_log2)
-      : ring(capacity_log2), os_tid(os_tid), thread_name(std::move(name)) {}
-  EventRing ring;
-  const uint32_t os_tid;
-  const std::string thread_name;
-  std::atomic<bool> retired{false};  // the owner thread exited: free once drained
-  uint64_t announced_generation = 0;  // drain thread only: session that named this thread
-  std::shared_ptr<void> drain_state;  // drain thread only: per-thread reassembly (shapes)
-};
-
-// The session's list of buffers. Registration (once per thread) and the drain take the mutex.
-class BufferRegistry {
- public:
-  explicit BufferRegistry(uint32_t capacity_log2) : capacity_log2_(capacity_log2) {}
-  ThreadBuffer* add(uint32_t os_tid, std::string name);
-
-  // Drain thread: visit every buffer; afterwards free the retired ones that are empty.
-  template <typename F>
-  void for_each_and_reap(F&& f) {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& b : buffers_) f(*b);
-    for (size_t i = 0; i < buffers_.size();) {
-      if (buffers_[i]->retired.load(std::memory_order_acquire) && buffers_[i]->ring.empty()) {
-        retired_dropped_ += buffers_[i]->ring.dropped();
-        buffers_[i] = std::move(buffers_.back());
-        buffers_.pop_back();
-      } else {
-        ++i;
-      }
-    }
-  }
-  // The owner thread exited: free now if empty, else let the drain free it once drained.
-  void retire(ThreadBuffer* buffer);
-  uint64_t dropped_total();
-  size_t size();
-
- private:
-  const uint32_t capacity_log2_;
-  std::mutex mu_;
-  std::vector<std::unique_ptr<ThreadBuffer>> buffers_;
-  uint64_t retired_dropped_ = 0;
 };
 
 }  // namespace fqntrace

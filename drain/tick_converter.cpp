@@ -1,16 +1,10 @@
-#include "plugin/clock.h"
+#include "drain/tick_converter.h"
 
 #include <algorithm>
-#include <fstream>
-#include <mutex>
-#include <string>
+
+#include "buffer/ticks.h"
 
 namespace fqntrace {
-
-namespace clock_state {
-std::atomic<bool> g_ticks_are_tsc{false};
-}  // namespace clock_state
-
 namespace {
 
 constexpr uint64_t kFirstSpinNs = 1000000;        // 1 ms: first rate, good to ~20 ppm
@@ -19,29 +13,7 @@ constexpr uint64_t kMaxIntervalNs = 10000000000;  // doubling up to every 10 s
 constexpr double kMaxCorrection = 0.01;           // a piece's rate differs from the measured
                                                   // rate by at most 1 %
 
-// The kernel uses the TSC for CLOCK_MONOTONIC only when it found it constant-rate and
-// synchronized across cores: exactly what cross-thread timestamps need.
-bool kernel_trusts_tsc() {
-  std::ifstream f("/sys/devices/system/clocksource/clocksource0/current_clocksource");
-  std::string source;
-  std::getline(f, source);
-  return source == "tsc";
-}
-
 }  // namespace
-
-bool choose_tick_source(bool force_monotonic) {
-  static std::once_flag once;
-  std::call_once(once, [force_monotonic] {
-#if defined(__x86_64__)
-    bool tsc = !force_monotonic && kernel_trusts_tsc();
-    clock_state::g_ticks_are_tsc.store(tsc, std::memory_order_relaxed);
-#else
-    (void)force_monotonic;
-#endif
-  });
-  return clock_state::g_ticks_are_tsc.load(std::memory_order_relaxed);
-}
 
 TickConverter::Pair TickConverter::measure() {
   // The tick read just before and just after the clock read bracket it; the tightest of a few
@@ -62,7 +34,7 @@ TickConverter::Pair TickConverter::measure() {
 
 void TickConverter::start() {
   pieces_.clear();
-  tsc_ = clock_state::g_ticks_are_tsc.load(std::memory_order_relaxed);
+  tsc_ = ticks_are_tsc();
   if (!tsc_) return;
   first_ = measure();
   Pair second = first_;
@@ -92,8 +64,8 @@ void TickConverter::recalibrate_if_due() {
   next_due_ns_ = p.ns + interval_ns_;
 }
 
-uint64_t TickConverter::to_ns(uint64_t ticks) const {
-  if (!tsc_ || pieces_.empty()) return ticks;
+uint64_t TickConverter::convert(uint64_t ticks) const {
+  if (pieces_.empty()) return ticks;
   // The piece that holds the tick: nearly always the last one.
   auto it = std::upper_bound(pieces_.begin(), pieces_.end(), ticks,
                              [](uint64_t t, const Piece& piece) { return t < piece.tick; });

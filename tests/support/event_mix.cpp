@@ -1,19 +1,21 @@
-#include "bench/exporter_bench/event_mix.h"
+#include "tests/support/event_mix.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <utility>
 
-#include "plugin/intern.h"
+#include "buffer/intern.h"
 
-namespace fqntrace::bench {
+namespace fqntrace::mix {
 namespace {
 
 uint32_t id(const std::string& s) { return InternTable::instance().intern(s); }
 
-bool is_cpu_op(EventKind k) {
-  return k == EventKind::kOp || k == EventKind::kNode || k == EventKind::kEngineEval;
+// The mix's collectives are all ops (no USER_SCOPE work ranges).
+bool is_cpu_op_kind(EventKind k) {
+  return k == EventKind::kOp || k == EventKind::kNode || k == EventKind::kEngineEval ||
+         k == EventKind::kCollective;
 }
 
 // A forward op that created an autograd node, remembered for the backward pass.
@@ -44,17 +46,17 @@ class Builder {
   RawEvent& open(EventKind kind, uint32_t name, uint32_t fqn, Phase phase, int thread = 0) {
     pass(300, 2000);
     RawEvent e{};
-    e.start_ns = now_;
-    e.seq = -1;
-    e.name_id = name;
-    e.fqn_id = fqn;
+    e.range.start_ns = now_;
+    e.range.seq = -1;
+    e.range.name_id = name;
+    e.range.fqn_id = fqn;
     e.kind = kind;
     e.phase = phase;
     auto& stack = stacks_[thread];
     e.depth = static_cast<uint8_t>(stack.size());
     bool inside_op = false;
-    for (const auto& s : stack) inside_op = inside_op || is_cpu_op(s.kind);
-    if (is_cpu_op(kind) && !inside_op) e.flags |= kTopOp;
+    for (const auto& s : stack) inside_op = inside_op || is_cpu_op_kind(s.kind);
+    if (is_cpu_op_kind(kind) && !inside_op) e.flags |= kTopOp;
     stack.push_back(e);
     return stack.back();
   }
@@ -64,20 +66,23 @@ class Builder {
     auto& stack = stacks_[thread];
     RawEvent e = stack.back();
     stack.pop_back();
-    e.end_ns = now_;
+    e.range.end_ns = now_;
     switch (e.kind) {
       case EventKind::kOp: ++counts_->ops; break;
+      case EventKind::kCollective:
+        ++counts_->ops;
+        ++counts_->collectives;
+        break;
       case EventKind::kModule: ++counts_->modules; break;
       case EventKind::kNode:
         ++counts_->nodes;
-        if (e.flow_src_ns != 0) ++counts_->flows;
+        if (e.range.node.flow_src_ns != 0) ++counts_->flows;
         break;
       case EventKind::kEngineEval: ++counts_->engine; break;
       case EventKind::kUserScope: ++counts_->user_scopes; break;
       case EventKind::kShapes:
       case EventKind::kServe: break;  // neither is ever a written range
     }
-    if (e.flags & kCollective) ++counts_->collectives;
     out_->push_back({thread, e});
   }
 
@@ -87,7 +92,7 @@ class Builder {
   }
   void leaf(const std::string& name, uint32_t fqn, Phase phase, uint64_t flops = 0) {
     RawEvent& e = leaf_open(name, fqn, phase);
-    e.flops = flops;
+    e.range.op.flops = flops;
     pass(2000, 60000);
     close();
   }
@@ -142,7 +147,7 @@ class StepWriter {
   uint32_t module_open(const std::string& fqn, const std::string& type, uint32_t) {
     uint32_t fqn_id = id(fqn);
     RawEvent& e = b_.open(EventKind::kModule, id("nn.Module: " + fqn), fqn_id, Phase::kForward);
-    e.type_id = id(type);
+    e.range.module.type_id = id(type);
     return fqn_id;
   }
 
@@ -150,9 +155,9 @@ class StepWriter {
   void created_op(const std::string& name, uint32_t fqn, const std::string& node,
                   std::vector<std::string> bwd_ops, uint64_t flops = 0, uint64_t bwd_flops = 0) {
     RawEvent& e = b_.leaf_open(name, fqn, Phase::kForward);
-    e.seq = next_seq_++;
-    e.flops = flops;
-    created_.push_back({e.seq, e.start_ns, fqn, node, std::move(bwd_ops), bwd_flops});
+    e.range.seq = next_seq_++;
+    e.range.op.flops = flops;
+    created_.push_back({e.range.seq, e.range.start_ns, fqn, node, std::move(bwd_ops), bwd_flops});
     b_.pass(2000, 60000);
     b_.close();
   }
@@ -164,7 +169,7 @@ class StepWriter {
   void linear(const std::string& fqn, uint64_t m, uint64_t n, uint64_t k) {
     uint32_t f = module_open(fqn, "Linear", 0);
     b_.open(EventKind::kOp, id("aten::linear"), f, Phase::kForward);
-    b_.open(EventKind::kOp, id("aten::t"), f, Phase::kForward).seq = next_seq_;
+    b_.open(EventKind::kOp, id("aten::t"), f, Phase::kForward).range.seq = next_seq_;
     created_.push_back({next_seq_++, b_.now(), f, "TBackward0", {"aten::t"}});
     b_.leaf("aten::transpose", f, Phase::kForward);
     b_.close();
@@ -188,7 +193,7 @@ class StepWriter {
 
   void embedding(uint32_t, const std::string& fqn) {
     uint32_t f = module_open(fqn, "Embedding", 0);
-    b_.open(EventKind::kOp, id("aten::embedding"), f, Phase::kForward).seq = next_seq_;
+    b_.open(EventKind::kOp, id("aten::embedding"), f, Phase::kForward).range.seq = next_seq_;
     created_.push_back({next_seq_++, b_.now(), f, "EmbeddingBackward0",
                         {"aten::embedding_backward", "aten::embedding_dense_backward", "aten::index_add_"}});
     b_.leaf("aten::index_select", f, Phase::kForward);
@@ -244,15 +249,11 @@ class StepWriter {
     for (auto it = created_.rbegin(); it != created_.rend(); ++it, ++done) {
       uint32_t wrapper = id("autograd::engine::evaluate_function: " + it->node);
       RawEvent& w = b_.open(EventKind::kEngineEval, wrapper, it->fqn_id, Phase::kBackward);
-      w.seq = it->seq;
-      w.fwd_thread_id = kFwdThread;
-      w.flow_src_ns = it->fwd_start_ns;
-      w.flow_src_tid = EventMix::tid(0);
+      w.range.seq = it->seq;
+      w.range.node = {it->fwd_start_ns, EventMix::tid(0), kFwdThread};
       RawEvent& n = b_.open(EventKind::kNode, id(it->node), it->fqn_id, Phase::kBackward);
-      n.seq = it->seq;
-      n.fwd_thread_id = kFwdThread;
-      n.flow_src_ns = it->fwd_start_ns;
-      n.flow_src_tid = EventMix::tid(0);
+      n.range.seq = it->seq;
+      n.range.node = {it->fwd_start_ns, EventMix::tid(0), kFwdThread};
       bool first = true;
       for (const auto& op : it->bwd_ops) {
         b_.leaf(op, it->fqn_id, Phase::kBackward, first ? it->flops : 0);
@@ -265,9 +266,9 @@ class StepWriter {
     // AccumulateGrad: one per parameter, no sequence number, attributed to the owning module.
     for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
       b_.open(EventKind::kEngineEval, id("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"),
-              *it, Phase::kBackward).fwd_thread_id = kFwdThread;
-      b_.open(EventKind::kNode, id("torch::autograd::AccumulateGrad"), *it, Phase::kBackward).fwd_thread_id =
-          kFwdThread;
+              *it, Phase::kBackward).range.node.fwd_thread_id = kFwdThread;
+      b_.open(EventKind::kNode, id("torch::autograd::AccumulateGrad"), *it, Phase::kBackward)
+          .range.node.fwd_thread_id = kFwdThread;
       b_.leaf("aten::detach", *it, Phase::kBackward);
       b_.close();
       b_.close();
@@ -278,18 +279,12 @@ class StepWriter {
   // the communication thread, overlapping the rest of the backward.
   void allreduce(uint32_t fqn) {
     uint64_t bytes = 25ull << 20;
-    RawEvent& c = b_.open(EventKind::kOp, id("c10d::allreduce_"), fqn, Phase::kBackward);
-    c.flags |= kCollective;
-    c.type_id = id("allreduce");
-    c.flops = bytes;
-    c.fwd_thread_id = 2;
+    RawEvent& c = b_.open(EventKind::kCollective, id("c10d::allreduce_"), fqn, Phase::kBackward);
+    c.range.collective = {bytes, 2, id("allreduce"), /*work=*/false, /*user_scope=*/false};
     b_.pass(5000, 20000);
     b_.close();
-    RawEvent& w = b_.open(EventKind::kOp, id("gloo:all_reduce"), fqn, Phase::kBackward, 1);
-    w.flags |= kCollective | kCollectiveWork;
-    w.type_id = id("allreduce");
-    w.flops = bytes;
-    w.fwd_thread_id = 2;
+    RawEvent& w = b_.open(EventKind::kCollective, id("gloo:all_reduce"), fqn, Phase::kBackward, 1);
+    w.range.collective = {bytes, 2, id("allreduce"), /*work=*/true, /*user_scope=*/false};
     b_.pass(200000, 900000);
     b_.close(1);
   }
@@ -338,6 +333,7 @@ void die(const std::string& error) {
 }  // namespace
 
 MixPipeline::MixPipeline(const std::string& format, const std::string& path) {
+  std::vector<std::unique_ptr<Exporter>> exporters;
   auto add = [&](std::unique_ptr<Exporter> ex, const std::string& p) {
     TraceInfo info;
     info.path = p;
@@ -350,7 +346,7 @@ MixPipeline::MixPipeline(const std::string& format, const std::string& path) {
     std::string error;
     if (!ex->open(info, &error)) die(error);
     paths_.push_back(p);
-    exporters_.push_back(std::move(ex));
+    exporters.push_back(std::move(ex));
   };
   bool dev_null = path == "/dev/null";
   if (format == "chrome" || format == "all") add(make_chrome_trace_exporter(), path);
@@ -358,45 +354,34 @@ MixPipeline::MixPipeline(const std::string& format, const std::string& path) {
   if (format == "summary" || format == "all") {
     add(make_summary_exporter(), dev_null ? path : path + ".summary.json");
   }
-  if (exporters_.empty()) die("unknown format '" + format + "' (chrome, jsonl, summary, all)");
-  for (int t = 0; t < kMixThreads; ++t) rings_.push_back(std::make_unique<EventRing>(16));
+  if (exporters.empty()) die("unknown format '" + format + "' (chrome, jsonl, summary, all)");
+  drainer_ = std::make_unique<Drainer>(std::move(exporters), EventMix::origin_ns(), /*shapes=*/false);
+  drainer_->start_clock();  // the mix's times are ns already: no tick source chosen, identity
+  for (int t = 0; t < kMixThreads; ++t) {
+    buffers_.push_back(std::make_unique<ThreadBuffer>(EventMix::tid(t), "", /*capacity_log2=*/16));
+  }
 }
 
 void MixPipeline::push_step(uint64_t k) {
-  for (const MixEvent& m : mix_.step()) rings_[m.thread]->push(mix_.at_step(m.raw, k));
+  for (const MixEvent& m : mix_.step()) buffers_[m.thread]->ring.push(mix_.at_step(m.raw, k));
 }
 
 uint64_t MixPipeline::drain() {
+  constexpr uint64_t kGeneration = 1;  // one session for the pipeline's whole life
+  drainer_->begin_batch();
   uint64_t n = 0;
-  for (int t = 0; t < kMixThreads; ++t) {
-    uint32_t tid = EventMix::tid(t);
-    if (!announced_[t] && !rings_[t]->empty()) {
-      std::string label = "thread " + std::to_string(tid);
-      for (auto& ex : exporters_) ex->thread_seen(tid, label);
-      announced_[t] = true;
-    }
-    n += rings_[t]->drain([&](const RawEvent& e) {
-      deliver_event(e, tid, EventMix::origin_ns(), &next_flow_id_, exporters_);
-    });
-  }
-  events_ += n;
+  for (auto& b : buffers_) n += drainer_->drain(*b, kGeneration);
   return n;
 }
 
 void MixPipeline::flush() {
   std::string error;
-  for (auto& ex : exporters_) {
-    if (!ex->flush(&error)) die(error);
-  }
+  if (!drainer_->flush(&error)) die(error);
 }
 
 void MixPipeline::finish() {
-  FinishInfo fin;
-  fin.events_written = events_;
-  std::string error;
-  for (auto& ex : exporters_) {
-    if (!ex->finish(fin, &error)) die(error);
-  }
+  std::vector<std::string> errors = drainer_->finish(/*dropped_events=*/0);
+  if (!errors.empty()) die(errors.front());
 }
 
-}  // namespace fqntrace::bench
+}  // namespace fqntrace::mix

@@ -1,4 +1,5 @@
-// Realistic raw events for the exporter benchmark (P4) and its test: one training step of a small
+// Realistic raw events for the exporter benchmark (P4) and its test (a small library both link:
+// tests/support/CMakeLists.txt): one training step of a small
 // transformer as the observer would record it — forward ops with fqn, phase, sequence numbers and
 // FLOPs, nested under nn.Module spans; backward engine wrappers and autograd nodes (with the
 // forward op's flow) and the backward ops under them; AccumulateGrad; the loss and an optimizer
@@ -12,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "exporters/exporter.h"
-#include "plugin/event.h"
-#include "plugin/thread_buffer.h"
+#include "buffer/buffer_registry.h"
+#include "buffer/event.h"
+#include "drain/drainer.h"
 
-namespace fqntrace::bench {
+namespace fqntrace::mix {
 
 // Thread 0 is the training thread, thread 1 the communication thread (backend work ranges).
 constexpr int kMixThreads = 2;
@@ -27,12 +28,12 @@ struct MixEvent {
 };
 
 struct MixCounts {
-  uint64_t ops = 0;          // kOp, collectives included
+  uint64_t ops = 0;          // kOp and kCollective (all of the mix's collectives are ops)
   uint64_t modules = 0;      // kModule spans
   uint64_t nodes = 0;        // kNode (each with a fwdbwd flow: two more JSON objects)
   uint64_t engine = 0;       // kEngineEval wrappers
   uint64_t user_scopes = 0;  // kUserScope
-  uint64_t collectives = 0;  // kCollective (issuing ops and work ranges)
+  uint64_t collectives = 0;  // kCollective: issuing ops and work ranges
   uint64_t flows = 0;        // nodes with a flow
   uint64_t total() const { return ops + modules + nodes + engine + user_scopes; }
 };
@@ -55,10 +56,11 @@ class EventMix {
   RawEvent at_step(const RawEvent& e, uint64_t k) const {
     RawEvent out = e;
     uint64_t shift = k * step_ns_;
-    out.start_ns += shift;
-    out.end_ns += shift;
-    if (out.flow_src_ns != 0) out.flow_src_ns += shift;
-    if (out.seq >= 0) out.seq += static_cast<int64_t>(k) * seqs_per_step_;
+    out.range.start_ns += shift;
+    out.range.end_ns += shift;
+    bool node = out.kind == EventKind::kNode || out.kind == EventKind::kEngineEval;
+    if (node && out.range.node.flow_src_ns != 0) out.range.node.flow_src_ns += shift;
+    if (out.range.seq >= 0) out.range.seq += static_cast<int64_t>(k) * seqs_per_step_;
     return out;
   }
 
@@ -69,8 +71,8 @@ class EventMix {
   int64_t seqs_per_step_ = 0;
 };
 
-// The drain side of a session, minus the registry: one EventRing per traced thread, drained in
-// turn through deliver_event() (the drain thread's own per-event function) into real exporters.
+// The drain side of a session, minus the registry: one ThreadBuffer per traced thread, drained in
+// turn by a Drainer (the session's own drain code) into real exporters.
 // `format`: chrome, jsonl, summary, or all (the three at once; the JSON Lines and summary files
 // get `.jsonl` and `.summary.json` appended to `path`, unless it is /dev/null).
 class MixPipeline {
@@ -82,19 +84,16 @@ class MixPipeline {
   // Producer side: step k's events into the threads' rings (~1,000 events: far below a ring's
   // 65,536, so drain at least every 60 steps).
   void push_step(uint64_t k);
-  // Consumer side, what Session::drain_all() does for each buffer; returns the events drained.
+  // Consumer side, what the session's drain thread does each period; returns the events drained.
   uint64_t drain();
   void flush();    // exits the program on a write error
   void finish();
 
  private:
   EventMix mix_;
-  std::vector<std::unique_ptr<Exporter>> exporters_;
   std::vector<std::string> paths_;
-  std::vector<std::unique_ptr<EventRing>> rings_;
-  bool announced_[kMixThreads] = {};
-  uint64_t next_flow_id_ = 0;
-  uint64_t events_ = 0;
+  std::unique_ptr<Drainer> drainer_;
+  std::vector<std::unique_ptr<ThreadBuffer>> buffers_;
 };
 
-}  // namespace fqntrace::bench
+}  // namespace fqntrace::mix

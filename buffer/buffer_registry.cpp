@@ -1,20 +1,6 @@
-#include "plugin/thread_buffer.h"
+#include "buffer/buffer_registry.h"
 
 namespace fqntrace {
-
-const char* phase_name(Phase p) {
-  switch (p) {
-    case Phase::kForward: return "forward";
-    case Phase::kBackward: return "backward";
-    case Phase::kRecompute: return "recompute";
-  }
-  return "forward";
-}
-
-EventRing::EventRing(uint32_t capacity_log2)
-    : capacity_(1ull << capacity_log2),
-      mask_((1ull << capacity_log2) - 1),
-      slots_(new Slot[1ull << capacity_log2]) {}
 
 ThreadBuffer* BufferRegistry::add(uint32_t os_tid, std::string name) {
   auto buffer = std::make_unique<ThreadBuffer>(os_tid, std::move(name), capacity_log2_);
@@ -45,11 +31,6 @@ uint64_t BufferRegistry::dropped_total() {
   uint64_t total = retired_dropped_;
   for (auto& b : buffers_) total += b->ring.dropped();
   return total;
-}
-
-size_t BufferRegistry::size() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return buffers_.size();
 }
 
 }  // namespace fqntrace

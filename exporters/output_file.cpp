@@ -1,12 +1,10 @@
-#include "exporters/exporter.h"
+#include "exporters/output_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-
-#include "plugin/intern.h"
 
 namespace fqntrace {
 
@@ -84,30 +82,6 @@ bool OutputFile::close(std::string* error) {
   }
   fd_ = -1;
   return ok;
-}
-
-void deliver_event(const RawEvent& e, uint32_t tid, uint64_t origin, uint64_t* next_flow_id,
-                   const std::vector<std::unique_ptr<Exporter>>& exporters,
-                   const std::string* input_dims, const std::string* input_types) {
-  const InternTable& names = InternTable::instance();
-  uint64_t flow_id = 0;
-  uint64_t flow_src_ts = 0;
-  if (e.kind == EventKind::kNode && e.flow_src_ns >= origin && e.flow_src_ns != 0) {
-    flow_id = ++*next_flow_id;
-    flow_src_ts = e.flow_src_ns - origin;
-  }
-  EventRecord record{e,
-                     tid,
-                     names.str(e.name_id),
-                     names.str(e.fqn_id),
-                     names.str(e.type_id),
-                     e.start_ns > origin ? e.start_ns - origin : 0,
-                     e.end_ns > e.start_ns ? e.end_ns - e.start_ns : 0,
-                     flow_id,
-                     flow_src_ts,
-                     input_dims,
-                     input_types};
-  for (const auto& ex : exporters) ex->event(record);
 }
 
 }  // namespace fqntrace

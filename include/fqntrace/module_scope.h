@@ -9,6 +9,9 @@
 //   }
 // Run with FQNTRACE=trace.json. Each scope is a USER_SCOPE RecordFunction named
 // "nn.Module: <fqn>", so torch.profiler shows the same module ranges.
+//
+// This folder (include/fqntrace/) is fqntrace's whole C++ API: link libfqntrace and add
+// include/ to the include path. Everything else in the source tree is internal.
 #pragma once
 #include <ATen/record_function.h>
 #include <torch/nn/module.h>
@@ -44,17 +47,5 @@ std::string module_fqn(const torch::nn::Module& module);
 
 // Class name of a C++ module without namespace and "Impl" suffix ("torch::nn::LinearImpl" → "Linear").
 std::string module_type_name(const torch::nn::Module& module);
-
-// Low level, used by the Python binding: ids come from intern().
-uint32_t intern(std::string_view s);
-void module_enter(uint32_t fqn_id, uint32_t type_id);  // opens a scope kept on a per-thread stack
-void module_enter_unnamed();  // opens nothing, so that the matching module_exit() stays balanced
-void module_exit();                                     // closes the innermost one
-void announce_accumulate_owner(uint32_t fqn_id);        // called by a parameter's gradient hook
-// A scope (not written to the trace) whose contents are attributed to module `fqn_id` with the
-// phase they run in: work done for a module outside its own forward (FSDP's all-gathers and
-// reduce-scatters, issued from other modules' hooks or the engine's final callback).
-void serve_enter(uint32_t fqn_id);
-void serve_exit();
 
 }  // namespace fqntrace

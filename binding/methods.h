@@ -1,0 +1,25 @@
+// fqntrace._C, the CPython extension the Python package calls directly (no torch.ops dispatch,
+// no record_function object). Its functions come in two groups, one file each; module.cpp puts
+// them into one method table.
+#pragma once
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <vector>
+
+namespace fqntrace::binding {
+
+// intern, module_pre_hook/module_enter/module_exit, set_module_names, accumulate_owner, serve_enter/serve_exit: the hooks' calls.
+void add_module_scope_methods(std::vector<PyMethodDef>& methods);
+// set_region_codes, register_graph, graph_enter/graph_exit: torch.compile support.
+void add_compiled_code_methods(std::vector<PyMethodDef>& methods);
+// start, stop, flush, running, set_backend: fqntrace.profile() and the package's session control.
+void add_session_methods(std::vector<PyMethodDef>& methods);
+
+// The fqn id the module hooks registered for `module`, or 0; runs no Python code.
+uint32_t known_fqn_id(PyObject* module);
+
+// A Python int as a uint32 id; false with the Python error set.
+bool arg_u32(PyObject* o, uint32_t* out);
+
+}  // namespace fqntrace::binding

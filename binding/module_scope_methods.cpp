@@ -1,0 +1,164 @@
+// The module-scope half of fqntrace._C: what the forward hooks, the parameter hooks and the FSDP
+// serve scopes call on every module call (record_function/module_ranges.h).
+#include <cstdio>
+
+#include "binding/methods.h"
+#include "record_function/module_ranges.h"
+
+namespace fqntrace::binding {
+namespace {
+
+PyObject* py_intern(PyObject*, PyObject* arg) {
+  Py_ssize_t size = 0;
+  const char* text = PyUnicode_AsUTF8AndSize(arg, &size);
+  if (text == nullptr) return nullptr;
+  return PyLong_FromUnsignedLong(intern(std::string_view(text, size)));
+}
+
+PyObject* py_module_enter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  uint32_t fqn = 0, type = 0;
+  if (nargs != 2 || !arg_u32(args[0], &fqn) || !arg_u32(args[1], &type)) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "module_enter(fqn_id, type_id)");
+    return nullptr;
+  }
+  module_enter(fqn, type);
+  Py_RETURN_NONE;
+}
+
+// Ignores its arguments, so it also serves directly as an nn.Module forward hook
+// (module, args, output): no Python frame per module call.
+PyObject* py_module_exit(PyObject*, PyObject* const*, Py_ssize_t) {
+  module_exit();
+  Py_RETURN_NONE;
+}
+
+PyObject* py_accumulate_owner(PyObject*, PyObject* arg) {
+  uint32_t fqn = 0;
+  if (!arg_u32(arg, &fqn)) return nullptr;
+  announce_accumulate_owner(fqn);
+  Py_RETURN_NONE;
+}
+
+PyObject* py_serve_enter(PyObject*, PyObject* arg) {
+  uint32_t fqn = 0;
+  if (!arg_u32(arg, &fqn)) return nullptr;
+  serve_enter(fqn);
+  Py_RETURN_NONE;
+}
+
+PyObject* py_serve_exit(PyObject*, PyObject*) {
+  serve_exit();
+  Py_RETURN_NONE;
+}
+
+// --- Module names, kept by python/fqntrace/_hooks.py: the dict and set behind its weak tables
+// (keys are weak references to modules; values (fqn, fqn_id, type_id)) and its naming function.
+PyObject* g_names = nullptr;   // dict: weakref(module) -> (fqn, fqn_id, type_id)
+PyObject* g_walked = nullptr;  // set of weakref(module): modules whose children are named
+PyObject* g_name_of = nullptr;  // name_of(module) -> (fqn, fqn_id, type_id)
+bool g_hook_failed = false;
+
+PyObject* py_set_module_names(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 3 || !PyDict_Check(args[0]) || !PySet_Check(args[1]) || !PyCallable_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError, "set_module_names(dict, set, name_of)");
+    return nullptr;
+  }
+  for (int i = 0; i < 3; ++i) Py_INCREF(args[i]);
+  Py_XSETREF(g_names, args[0]);
+  Py_XSETREF(g_walked, args[1]);
+  Py_XSETREF(g_name_of, args[2]);
+  Py_RETURN_NONE;
+}
+
+// fqn id and type id from an entry of g_names; false if it is not one.
+bool ids_of(PyObject* info, uint32_t* fqn, uint32_t* type) {
+  if (info == nullptr || !PyTuple_Check(info) || PyTuple_GET_SIZE(info) < 3) return false;
+  return arg_u32(PyTuple_GET_ITEM(info, 1), fqn) && arg_u32(PyTuple_GET_ITEM(info, 2), type);
+}
+
+// The global forward pre-hook (module, args), registered directly: no Python frame per module
+// call, and Dynamo traces it as a no-op (a polyfill in _compile.py) instead of breaking the graph.
+// Whatever fails here is reported once and never reaches the user's forward.
+PyObject* py_module_pre_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs < 1 || g_names == nullptr) {
+    module_enter_unnamed();
+    Py_RETURN_NONE;
+  }
+  PyObject* module = args[0];
+  PyObject* key = PyWeakref_NewRef(module, nullptr);
+  PyObject* owned = nullptr;
+  PyObject* info = nullptr;
+  if (key != nullptr) {
+    info = PyDict_GetItemWithError(g_names, key);  // borrowed
+    if (info == nullptr || PySet_Contains(g_walked, key) != 1) {
+      owned = PyObject_CallOneArg(g_name_of, module);
+      info = owned;
+    }
+    Py_DECREF(key);
+  }
+  uint32_t fqn = 0, type = 0;
+  if (!PyErr_Occurred() && ids_of(info, &fqn, &type)) {
+    module_enter(fqn, type);
+  } else {
+    module_enter_unnamed();
+    if (!g_hook_failed) {
+      g_hook_failed = true;
+      PyObject *type_obj, *value, *tb;
+      PyErr_Fetch(&type_obj, &value, &tb);
+      PyObject* text = value != nullptr ? PyObject_Str(value) : nullptr;
+      const char* what = text != nullptr ? PyUnicode_AsUTF8(text) : nullptr;
+      std::fprintf(stderr,
+                   "fqntrace: could not name a module (%s); its ops take the enclosing module's "
+                   "name. Please report this with the model's code.\n",
+                   what != nullptr ? what : "unexpected entry");
+      Py_XDECREF(text);
+      Py_XDECREF(type_obj);
+      Py_XDECREF(value);
+      Py_XDECREF(tb);
+    }
+  }
+  Py_XDECREF(owned);
+  PyErr_Clear();
+  Py_RETURN_NONE;
+}
+
+template <typename F>
+PyCFunction as_cfunction(F f) {
+  return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f));
+}
+
+}  // namespace
+
+// The registered fqn id of `module` without running any Python code; 0 if it has none.
+uint32_t known_fqn_id(PyObject* module) {
+  if (g_names == nullptr) return 0;
+  PyObject* key = PyWeakref_NewRef(module, nullptr);
+  if (key == nullptr) {
+    PyErr_Clear();
+    return 0;
+  }
+  uint32_t fqn = 0, type = 0;
+  if (!ids_of(PyDict_GetItemWithError(g_names, key), &fqn, &type)) fqn = 0;
+  Py_DECREF(key);
+  PyErr_Clear();
+  return fqn;
+}
+
+void add_module_scope_methods(std::vector<PyMethodDef>& methods) {
+  methods.push_back({"intern", py_intern, METH_O, "intern(str) -> id"});
+  methods.push_back({"module_enter", as_cfunction(py_module_enter), METH_FASTCALL,
+                     "module_enter(fqn_id, type_id): open a module scope"});
+  methods.push_back({"module_exit", as_cfunction(py_module_exit), METH_FASTCALL,
+                     "module_exit(*ignored): close the innermost module scope (also a forward hook)"});
+  methods.push_back({"module_pre_hook", as_cfunction(py_module_pre_hook), METH_FASTCALL,
+                     "module_pre_hook(module, args): forward pre-hook opening the module's scope"});
+  methods.push_back({"set_module_names", as_cfunction(py_set_module_names), METH_FASTCALL,
+                     "set_module_names(dict, set, name_of): the tables module_pre_hook reads"});
+  methods.push_back({"accumulate_owner", py_accumulate_owner, METH_O,
+                     "the next AccumulateGrad on this thread belongs to module fqn_id"});
+  methods.push_back({"serve_enter", py_serve_enter, METH_O,
+                     "serve_enter(fqn_id): what runs until serve_exit is done for module fqn_id"});
+  methods.push_back({"serve_exit", py_serve_exit, METH_NOARGS, "close the innermost serve scope"});
+}
+
+}  // namespace fqntrace::binding

@@ -1,0 +1,108 @@
+// The raw event: a fixed-size tagged record written by callbacks into per-thread rings and turned
+// into text only on the drain thread. `kind` is the tag: it says which payload of the union is
+// meaningful (as Tracy's QueueType does). Names are interned ids, never pointers; times are
+// ticks (buffer/ticks.h) until the drain converts them.
+#pragma once
+#include <cstdint>
+
+namespace fqntrace {
+
+enum class EventKind : uint8_t {
+  kOp,          // an operator the dispatcher ran (FUNCTION scope)                  payload: op
+  kNode,        // an autograd node's own range (BACKWARD_FUNCTION scope)           payload: node
+  kEngineEval,  // "autograd::engine::evaluate_function: <Node>", the engine's
+                // wrapper around a node                                            payload: node
+  kModule,      // a module-boundary scope (nn.Module forward / ModuleScope)        payload: module
+  kUserScope,   // any other USER_SCOPE range (record_function("..."))              payload: none
+  kCollective,  // a c10d op issuing a collective, or the backend's work range
+                // that runs it ("gloo:all_reduce")                                 payload: collective
+  kShapes,      // not a range: a chunk of the next op's encoded input shapes       shapes (no range)
+  kServe,       // never written: a scope that only lends its fqn to what runs inside it
+};
+
+enum class Phase : uint8_t { kForward, kBackward, kRecompute };
+
+const char* phase_name(Phase p);
+
+struct OpPayload {
+  uint64_t flops;  // outermost op of a FLOP-counted nest only, else 0
+};
+
+struct NodePayload {
+  uint64_t flow_src_ns;     // start (ticks) of the forward op that created the node; 0: none
+  uint32_t flow_src_tid;    // OS thread id of that forward op
+  uint32_t fwd_thread_id;   // RecordFunction's logical id of the forward thread
+};
+
+struct ModulePayload {
+  uint32_t type_id;  // interned class name ("Linear")
+};
+
+struct CollectivePayload {
+  uint64_t bytes;          // what the collective moves (its first argument's tensors)
+  uint32_t group_size;     // process group size, 0 when unknown
+  uint32_t kind_name_id;   // interned kind ("allreduce"), the issuer's for a work range
+  bool work;               // the backend's work range rather than the issuing c10d op
+  bool user_scope;         // opened as a USER_SCOPE range (gloo's work) rather than as an op
+};
+
+// Everything a traced range carries: a common header and its kind's payload.
+struct Range {
+  uint64_t start_ns;
+  uint64_t end_ns;
+  int64_t seq;         // sequence number, -1 if none
+  uint32_t name_id;
+  uint32_t fqn_id;
+  union {
+    OpPayload op;
+    NodePayload node;
+    ModulePayload module;
+    CollectivePayload collective;
+  };
+};
+
+// kShapes: a piece of the encoded input shapes of the op that follows at the same depth
+// (drain/shapes_assembler.h reassembles them; buffer/shapes_encoding.h is the format).
+struct ShapesChunk {
+  static constexpr uint32_t kCapacity = 54;
+  uint8_t length;  // bytes used in `bytes`
+  bool first;      // first chunk of an op: starts a new encoding
+  uint8_t bytes[kCapacity];
+};
+
+struct RawEvent {
+  union {
+    Range range;         // every kind but kShapes
+    ShapesChunk shapes;  // kShapes
+  };
+  EventKind kind;
+  Phase phase;    // ranges only
+  uint8_t depth;  // nesting depth among traced ranges on this thread (0 = outermost)
+  uint8_t flags;  // ranges only: kTopOp, kPhaseTop
+};
+static_assert(sizeof(Range) == 56, "a range fills the union: header 32 B + payload 24 B");
+static_assert(sizeof(ShapesChunk) <= sizeof(Range), "a shapes chunk must not grow the event");
+static_assert(sizeof(RawEvent) == 64, "RawEvent is the unit of every buffer: one cache line");
+
+// The outermost cpu_op (op, node, engine wrapper or issuing collective) on its thread: its time
+// is not inside any other op's time, so summing these never counts a nanosecond twice.
+constexpr uint8_t kTopOp = 1;
+// A cpu_op whose phase or fqn differs from the nearest cpu_op around it (an op re-run by
+// activation checkpointing inside a backward node; a kernel of a compiled graph, inside the
+// graph's CompiledFunction, generated from a submodule): its time is counted for its own fqn and
+// phase and taken out of the enclosing op's, so recompute time shows up as recompute and a
+// compiled module's time under its submodules.
+constexpr uint8_t kPhaseTop = 2;
+
+// Is this range a cpu_op in the trace (category "cpu_op"), rather than a user annotation?
+inline bool is_cpu_op(const RawEvent& e) {
+  switch (e.kind) {
+    case EventKind::kOp:
+    case EventKind::kNode:
+    case EventKind::kEngineEval: return true;
+    case EventKind::kCollective: return !e.range.collective.user_scope;
+    default: return false;
+  }
+}
+
+}  // namespace fqntrace

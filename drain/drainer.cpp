@@ -1,0 +1,99 @@
+#include "drain/drainer.h"
+
+#include "buffer/intern.h"
+#include "drain/shapes_assembler.h"
+
+namespace fqntrace {
+
+Drainer::Drainer(std::vector<std::unique_ptr<Exporter>> exporters, uint64_t mono_origin_ns,
+                 bool shapes)
+    : exporters_(std::move(exporters)), origin_ns_(mono_origin_ns), shapes_(shapes) {}
+
+uint64_t Drainer::drain(ThreadBuffer& b, uint64_t generation) {
+  if (b.announced_generation != generation && !b.ring.empty()) {
+    std::string label = "thread " + std::to_string(b.os_tid) +
+                        (b.thread_name.empty() ? "" : " (" + b.thread_name + ")");
+    for (auto& ex : exporters_) ex->thread_seen(b.os_tid, label);
+    b.announced_generation = generation;
+  }
+  shapes::Assembler* assembler = nullptr;
+  if (shapes_) {
+    if (!b.drain_state) b.drain_state = std::make_shared<shapes::Assembler>();
+    assembler = static_cast<shapes::Assembler*>(b.drain_state.get());
+  }
+  uint64_t delivered = 0;
+  b.ring.drain([&](const RawEvent& e) {
+    if (failed_) return;
+    if (e.kind == EventKind::kShapes) {
+      if (assembler != nullptr) assembler->add_chunk(e);
+      return;
+    }
+    bool shaped = assembler != nullptr && e.kind == EventKind::kOp &&
+                  assembler->take(e.depth, &dims_json_, &types_json_);
+    deliver(e, b.os_tid, shaped);
+    ++delivered;
+  });
+  events_written_ += delivered;
+  return delivered;
+}
+
+void Drainer::deliver(const RawEvent& raw, uint32_t tid, bool shaped) {
+  static const std::string kNone;
+  const InternTable& names = InternTable::instance();
+  const Range& r = raw.range;
+  // Callbacks stamp ticks; everything past this point sees monotonic ns.
+  uint64_t start_ns = ticks_.to_ns(r.start_ns);
+  uint64_t end_ns = ticks_.to_ns(r.end_ns);
+  uint64_t flow_id = 0;
+  uint64_t flow_src_ts = 0;
+  if (raw.kind == EventKind::kNode && r.node.flow_src_ns != 0) {
+    uint64_t flow_src_ns = ticks_.to_ns(r.node.flow_src_ns);
+    if (flow_src_ns >= origin_ns_ && flow_src_ns != 0) {
+      flow_id = ++next_flow_id_;
+      flow_src_ts = flow_src_ns - origin_ns_;
+    }
+  }
+  EventRecord record{raw,
+                     tid,
+                     names.str(r.name_id),
+                     names.str(r.fqn_id),
+                     raw.kind == EventKind::kModule ? names.str(r.module.type_id) : kNone,
+                     raw.kind == EventKind::kCollective ? names.str(r.collective.kind_name_id) : kNone,
+                     start_ns > origin_ns_ ? start_ns - origin_ns_ : 0,
+                     end_ns > start_ns ? end_ns - start_ns : 0,
+                     flow_id,
+                     flow_src_ts,
+                     shaped ? &dims_json_ : nullptr,
+                     shaped ? &types_json_ : nullptr};
+  for (const auto& ex : exporters_) ex->event(record);
+}
+
+bool Drainer::flush(std::string* error) {
+  if (failed_) return true;  // already reported
+  for (auto& ex : exporters_) {
+    if (!ex->flush(error)) {
+      failed_ = true;
+      return false;
+    }
+  }
+  return true;
+}
+
+std::vector<std::string> Drainer::finish(uint64_t dropped_events) {
+  FinishInfo fin;
+  fin.dropped_events = dropped_events;
+  fin.events_written = events_written_;
+  std::vector<std::string> errors;
+  for (auto& ex : exporters_) {
+    std::string error;
+    if (!ex->finish(fin, &error)) errors.push_back(error);
+  }
+  if (!errors.empty()) failed_ = true;
+  return errors;
+}
+
+void Drainer::backend_known(const std::string& backend) {
+  for (auto& ex : exporters_) ex->backend_known(backend);
+}
+
+}  // namespace fqntrace

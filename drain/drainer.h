@@ -1,0 +1,54 @@
+// The drain: moves events from the per-thread rings to the exporters, on one thread at a time.
+// Per event it converts ticks to monotonic ns (tick_converter.h), joins the op's shapes chunks
+// (shapes_assembler.h), resolves interned ids to strings, makes times relative to the trace's
+// origin, numbers fwdbwd flows, and hands the EventRecord to every exporter. The session owns one
+// and calls it from its drain thread; bench/exporter_bench and its test drive the same code.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "buffer/buffer_registry.h"
+#include "drain/tick_converter.h"
+#include "exporters/exporter.h"
+
+namespace fqntrace {
+
+class Drainer {
+ public:
+  // `exporters` are open; `mono_origin_ns` is TraceInfo::mono_origin_ns; `shapes`: kShapes
+  // chunks are reassembled into the ops' input shapes (else they are skipped).
+  Drainer(std::vector<std::unique_ptr<Exporter>> exporters, uint64_t mono_origin_ns, bool shapes);
+
+  // Session start, before the first event is recorded: the tick map's first measurement.
+  void start_clock() { ticks_.start(); }
+  // Before each round over the buffers: re-measures the tick map when due.
+  void begin_batch() { ticks_.recalibrate_if_due(); }
+  // Every event published in `buffer` so far; names the thread first if this session
+  // (`generation`) has not. Returns the events handed to the exporters.
+  uint64_t drain(ThreadBuffer& buffer, uint64_t generation);
+
+  // false (with *error) when an exporter could not write: from then on events are discarded.
+  bool flush(std::string* error);
+  // Completes every output; the errors of those that failed (empty when all succeeded).
+  std::vector<std::string> finish(uint64_t dropped_events);
+  void backend_known(const std::string& backend);
+  void fail() { failed_ = true; }
+  bool failed() const { return failed_; }
+  uint64_t events_written() const { return events_written_; }
+
+ private:
+  void deliver(const RawEvent& raw, uint32_t tid, bool shaped);
+
+  std::vector<std::unique_ptr<Exporter>> exporters_;
+  const uint64_t origin_ns_;
+  const bool shapes_;
+  TickConverter ticks_;
+  uint64_t next_flow_id_ = 0;
+  uint64_t events_written_ = 0;
+  bool failed_ = false;
+  std::string dims_json_, types_json_;  // scratch for the current op's shapes
+};
+
+}  // namespace fqntrace

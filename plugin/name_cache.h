@@ -1,0 +1,116 @@
+// What the observer knows about an op name, and the per-thread cache that finds it without a
+// lock. A thread meets a name for the first time on the slow path (describe_name: intern it,
+// classify it for FLOPs and collectives); every later lookup hashes the name, probes a small
+// open-addressing table and confirms a hit by comparing the bytes with the interned string, so
+// two names whose hashes collide each keep their own id. fn.name()'s pointer is never kept.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+namespace fqntrace {
+
+// What the observer wants to know about a name, computed once when a thread first meets it.
+struct NameInfo {
+  uint32_t id;
+  uint32_t collective_name_id;  // interned collective kind ("allreduce") when collective != 0
+  uint8_t flop_kind;            // FlopKind
+  uint8_t collective;           // collectives::kind_of, 0 for ordinary ops
+  // One bit each, so that a cache slot stays half a cache line.
+  uint8_t engine_eval : 1;      // "autograd::engine::evaluate_function: ..."
+  uint8_t collective_work : 1;  // the backend's work range ("gloo:..."), not the issuing c10d op
+  uint8_t compiled_region : 1;  // "Torch-Compiled Region: ...": Dynamo runs compiled code inside
+};
+
+// Slow path (may lock): interns and classifies a name this thread has not met.
+NameInfo describe_name(const char* name);
+
+// Word-at-a-time hash of the n bytes at s; never 0 (0 marks an empty cache slot).
+inline uint64_t hash_name(const char* s, size_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0x100000001B3ull);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s + i, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+  }
+  // The last 0..7 bytes without a variable-length memcpy (a library call): two overlapping
+  // 4-byte loads, or three single bytes; either covers every byte of the tail.
+  const char* p = s + i;
+  size_t r = n - i;
+  uint64_t w = 0;
+  if (r >= 4) {
+    uint32_t a, b;
+    std::memcpy(&a, p, 4);
+    std::memcpy(&b, p + r - 4, 4);
+    w = a | (static_cast<uint64_t>(b) << 32);
+  } else if (r > 0) {
+    w = static_cast<uint8_t>(p[0]) | (static_cast<uint64_t>(static_cast<uint8_t>(p[r / 2])) << 8) |
+        (static_cast<uint64_t>(static_cast<uint8_t>(p[r - 1])) << 16);
+  }
+  h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 29;
+  return h | 1;
+}
+
+// Do the n bytes at a and b match? Word-at-a-time like hash_name and inlined: a library memcmp
+// call costs more than the compare itself for names this short.
+inline bool same_bytes(const char* a, const char* b, size_t n) {
+  auto load8 = [](const char* p) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    return w;
+  };
+  auto load4 = [](const char* p) {
+    uint32_t w;
+    std::memcpy(&w, p, 4);
+    return w;
+  };
+  if (n >= 8) {
+    for (size_t i = 0; i + 8 < n; i += 8) {
+      if (load8(a + i) != load8(b + i)) return false;
+    }
+    return load8(a + n - 8) == load8(b + n - 8);  // the last word, overlapping the one before
+  }
+  if (n >= 4) return load4(a) == load4(b) && load4(a + n - 4) == load4(b + n - 4);
+  // 0..3 bytes: the first, middle and last byte cover them all.
+  return n == 0 || (a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1]);
+}
+
+// Per-thread cache in front of describe_name (lives inside the thread's state, no TLS of its own).
+class NameCache {
+ public:
+  static constexpr uint32_t kSlots = 2048;
+  static constexpr uint32_t kProbes = 8;
+
+  __attribute__((always_inline)) const NameInfo& lookup(const char* name) {
+    size_t n = std::strlen(name);
+    return lookup(name, n, hash_name(name, n));
+  }
+
+  // The same with the hash given: lets the tests make hashes collide.
+  __attribute__((always_inline)) const NameInfo& lookup(const char* name, size_t n, uint64_t h) {
+    uint32_t base = static_cast<uint32_t>(h >> 20);
+    for (uint32_t p = 0; p < kProbes; ++p) {
+      Slot& s = slots_[(base + p) & (kSlots - 1)];
+      if (s.hash == h && s.length == n && same_bytes(s.text, name, n)) return s.info;
+      if (s.hash == 0) return fill(s, h, name, n);
+    }
+    return fill(slots_[base & (kSlots - 1)], h, name, n);  // crowded: overwrite the home slot
+  }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;
+    const char* text = nullptr;  // the interned copy: lives as long as the process
+    uint32_t length = 0;
+    NameInfo info{};
+  };
+  static_assert(sizeof(Slot) == 32, "two slots per cache line");
+
+  const NameInfo& fill(Slot& s, uint64_t h, const char* name, size_t n);
+
+  Slot slots_[kSlots];
+};
+
+}  // namespace fqntrace

@@ -1,0 +1,98 @@
+// The ring's drop accounting and its wake-up signal (buffer/event_ring.h), and the registry's
+// count of drops across buffers that are freed (buffer/buffer_registry.h).
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "buffer/buffer_registry.h"
+#include "buffer/event_ring.h"
+
+namespace fqntrace {
+namespace {
+
+RawEvent op_event(uint64_t start) {
+  RawEvent e{};
+  e.kind = EventKind::kOp;
+  e.range.start_ns = start;
+  e.range.end_ns = start + 1;
+  return e;
+}
+
+std::vector<uint64_t> drain_starts(EventRing& ring) {
+  std::vector<uint64_t> starts;
+  ring.drain([&](const RawEvent& e) { starts.push_back(e.range.start_ns); });
+  return starts;
+}
+
+// Never block, never grow: once full, the newest events are the ones lost, and each is counted.
+TEST(EventRingTest, FullRingDropsNewestAndCounts) {
+  EventRing ring(4);  // 16 slots
+  for (uint64_t i = 0; i < 16; ++i) EXPECT_NE(ring.push(op_event(i)), EventRing::Push::kDropped);
+  EXPECT_EQ(ring.push(op_event(16)), EventRing::Push::kDropped);
+  EXPECT_EQ(ring.push(op_event(17)), EventRing::Push::kDropped);
+  EXPECT_EQ(ring.dropped(), 2u);
+  std::vector<uint64_t> starts = drain_starts(ring);
+  ASSERT_EQ(starts.size(), 16u);
+  for (uint64_t i = 0; i < 16; ++i) EXPECT_EQ(starts[i], i);  // the oldest sixteen, in order
+  // Drained, it takes events again; the count of what was lost stays.
+  EXPECT_EQ(ring.push(op_event(18)), EventRing::Push::kOk);
+  EXPECT_EQ(ring.dropped(), 2u);
+}
+
+// The drain thread is woken once when a ring reaches half full, not on every push after that.
+TEST(EventRingTest, HalfFullSignalsOncePerHalfRing) {
+  EventRing ring(4);
+  std::vector<int> half_full_at;
+  for (int i = 0; i < 16; ++i) {
+    if (ring.push(op_event(i)) == EventRing::Push::kHalfFull) half_full_at.push_back(i);
+  }
+  EXPECT_EQ(half_full_at, std::vector<int>({7}));  // the eighth event fills half of 16
+  drain_starts(ring);
+  half_full_at.clear();
+  for (int i = 0; i < 8; ++i) {
+    if (ring.push(op_event(i)) == EventRing::Push::kHalfFull) half_full_at.push_back(i);
+  }
+  EXPECT_EQ(half_full_at, std::vector<int>({7}));  // and again once drained and refilled
+}
+
+TEST(EventRingTest, DrainReturnsOnlyPublishedEventsOnce) {
+  EventRing ring(4);
+  ring.push(op_event(1));
+  ring.push(op_event(2));
+  EXPECT_EQ(drain_starts(ring), std::vector<uint64_t>({1, 2}));
+  EXPECT_TRUE(ring.empty());
+  EXPECT_TRUE(drain_starts(ring).empty());
+}
+
+// A thread that exits with a full ring: its buffer is freed after the drain, and the events it
+// dropped are still in the total the trace's tail reports.
+TEST(BufferRegistryTest, RetiredBuffersDropsSurviveReaping) {
+  BufferRegistry registry(2);  // 4 slots per ring
+  ThreadBuffer* a = registry.add(101, "a");
+  ThreadBuffer* b = registry.add(102, "b");
+  for (int i = 0; i < 7; ++i) a->ring.push(op_event(i));  // 3 dropped
+  for (int i = 0; i < 5; ++i) b->ring.push(op_event(i));  // 1 dropped
+  EXPECT_EQ(registry.dropped_total(), 4u);
+
+  registry.retire(a);  // not empty: kept until drained
+  int visited = 0;
+  registry.for_each_and_reap([&](ThreadBuffer& buffer) {
+    ++visited;
+    buffer.ring.drain([](const RawEvent&) {});
+  });
+  EXPECT_EQ(visited, 2);
+  EXPECT_EQ(registry.dropped_total(), 4u);
+
+  visited = 0;
+  registry.for_each_and_reap([&](ThreadBuffer&) { ++visited; });
+  EXPECT_EQ(visited, 1);  // a was freed by the previous reap
+
+  registry.retire(b);  // empty: freed at once
+  visited = 0;
+  registry.for_each_and_reap([&](ThreadBuffer&) { ++visited; });
+  EXPECT_EQ(visited, 0);
+  EXPECT_EQ(registry.dropped_total(), 4u);
+}
+
+}  // namespace
+}  // namespace fqntrace
