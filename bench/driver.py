@@ -286,13 +286,14 @@ def run_p2(runner, s):
                         "target": "<= 3%", "met": slow <= 3.0}}
 
 
-def run_p2_ab(runner, s):
-    """P2 again, traced and untraced blocks alternating inside each process (fqntrace.profile)."""
+def run_p2_ab(runner, s, compiled=False):
+    """P2 again, traced and untraced blocks alternating inside each process (fqntrace.profile);
+    `compiled`: the model under torch.compile (inductor)."""
     per_process = []
     quads = []
     pooled = {"baseline": [], "fqntrace": []}
     args = ["--blocks", s["p2ab_blocks"], "--steps", s["p2ab_steps"], "--warmup", s["p2_warmup"],
-            "--threads", P2_THREADS, "--batch", 8]
+            "--threads", P2_THREADS, "--batch", 8] + (["--compile"] if compiled else [])
     for i in range(s["p2ab_processes"]):
         out = runner.run("baseline", "transformer_ab", args)["transformer_ab"]
         b, f = median(out["samples"]["baseline"]), median(out["samples"]["fqntrace"])
@@ -308,7 +309,8 @@ def run_p2_ab(runner, s):
                             "blocks": blocks, "traced_event_lines": out["traced_event_lines"]})
         for k in pooled:
             pooled[k] += out["samples"][k]
-        log(f"P2 A/B process {i + 1}/{s['p2ab_processes']}: untraced {b:.1f} ms/step, traced {f:.1f} "
+        log(f"P2 A/B{' compiled' if compiled else ''} process {i + 1}/{s['p2ab_processes']}: "
+            f"untraced {b:.1f} ms/step, traced {f:.1f} "
             f"({100 * (f / b - 1):+.1f}%)")
     b, f = median(pooled["baseline"]), median(pooled["fqntrace"])
     steps_traced = len(pooled["fqntrace"]) + s["p2ab_blocks"] // 2 * s["p2ab_processes"]
@@ -605,6 +607,8 @@ def main():
             results["p2"] = run_p2(runner, s)
             log(f"P2 A/B: {s['p2ab_processes']} process(es) x {s['p2ab_blocks']} alternating blocks")
             results["p2"]["ab"] = run_p2_ab(runner, s)
+            log(f"P2 compiled A/B: {s['p2ab_processes']} process(es) x {s['p2ab_blocks']} blocks")
+            results["p2"]["compiled_ab"] = run_p2_ab(runner, s, compiled=True)
         if "p3" in only:
             log(f"P3: {s['p3_processes']} process(es) x {s['p3_rounds']} rounds x {len(TRACKER_NAMES)} "
                 f"tracker variants, {s['p3_modules']} modules")

@@ -253,8 +253,8 @@ def p2_section(results):
     ])
 
 
-def p2_ab_section(results):
-    ab = results.get("p2", {}).get("ab")
+def p2_ab_section(results, key="ab"):
+    ab = results.get("p2", {}).get(key)
     if not ab:
         return None
     a = ab["summary"]
@@ -599,6 +599,7 @@ SECTIONS = {
     "run": run_section,
     "p1-settings": p1_settings, "p1": p1_section, "p1-ratios": p1_ratios,
     "p2-settings": p2_settings, "p2": p2_section, "p2-ab": p2_ab_section,
+    "p2-compiled-ab": lambda results: p2_ab_section(results, "compiled_ab"),
     "p3-settings": p3_settings, "p3": p3_section,
     "p4-settings": p4_settings, "p4": p4_section,
     "p5-rss": p5_rss, "p5-trace": p5_trace,

@@ -224,6 +224,10 @@ def bench_transformer_ab(mode, args):
     vocab, seq = 512, 128
     model = TinyTransformer(vocab=vocab, dim=256, heads=4, layers=4, seq=seq)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    if args.compile:
+        # Compiled with inductor. The warm-up below compiles both arms: untraced (no module
+        # hooks) and traced (fqntrace's hooks, which Dynamo guards on), so no block recompiles.
+        model = torch.compile(model)
     tokens = torch.randint(vocab, (args.batch, seq))
     targets = torch.randint(vocab, (args.batch, seq))
 
@@ -372,6 +376,7 @@ def main():
     parser.add_argument("--steps", type=int, default=50, help="steps per sample (mlp); steps (transformer)")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--blocks", type=int, default=16, help="transformer_ab: alternating blocks")
+    parser.add_argument("--compile", action="store_true", help="transformer_ab: torch.compile the model")
     parser.add_argument("--modules", type=int, default=200, help="trackers: Linear modules")
     parser.add_argument("--rounds", type=int, default=20, help="trackers: in-process rounds")
     parser.add_argument("--budget", type=float, default=120.0, help="rss: seconds at most")
