@@ -493,7 +493,7 @@ def chrome_bytes(exe, events=7150):
 
 
 def callgrind_exporter(exe, fmt, events):
-    """Instructions per event inside the drain (MixPipeline::drain, which deliver_event and the
+    """Instructions per event inside the drain (MixPipeline::drain, which the Drainer and the
     exporters run under), for exactly `events` events (whole steps, so slightly more)."""
     with tempfile.TemporaryDirectory(prefix="fqntrace-p4cg-") as tmp:
         out_file = os.path.join(tmp, "cg.out")

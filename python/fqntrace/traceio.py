@@ -570,6 +570,10 @@ class CompiledCode:
             self._starts[key] = [m[0] for m in merged]
             self._ends[key] = [m[1] for m in merged]
 
+    def __bool__(self):
+        """Did compiled code run at all?"""
+        return bool(self._starts)
+
     def contains(self, event):
         starts = self._starts.get(thread_key(event))
         if not starts:

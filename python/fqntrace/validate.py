@@ -204,8 +204,8 @@ def _check_events(trace):
 
     spans = {f for f in (traceio.module_span_fqn(e) for e in slices) if f is not None}
     # Compiled code names submodules whose forward never ran as a module of its own (their
-    # hooks were compiled away): names the kernels of compiled graphs carry are known, and so is
-    # any module below a module that ran (docs/compile.md).
+    # hooks were compiled away): names the kernels of compiled graphs carry are known, and in a
+    # trace with compiled code so is any module below a module that ran (docs/compile.md).
     in_compiled = traceio.CompiledCode(slices)
     spans |= {e["args"]["fqn"] for e in slices
               if e.get("cat") == "cpu_op" and in_compiled.contains(e)}
@@ -214,7 +214,9 @@ def _check_events(trace):
         if e.get("cat") != "cpu_op":
             continue
         fqn = e["args"]["fqn"]
-        if fqn == "Global" or fqn in spans or traceio.has_ancestor_in(fqn, spans):
+        if fqn == "Global" or fqn in spans:
+            continue
+        if in_compiled and traceio.has_ancestor_in(fqn, spans):
             continue
         if incomplete:
             missing.add(fqn)
