@@ -1,0 +1,65 @@
+"""Training steps of a trace: its `ProfilerStep#N` ranges (user_annotation, one per optimizer
+step, as torch.profiler names them) and the per-module op time inside each.
+
+An op belongs to the step whose range holds its start, whatever its thread (backward ops of a GPU
+run start on the autograd thread, inside the training thread's step). Each step is summarized
+with fqntrace.summarize's rules, so a step's numbers add up as the whole trace's do. A trace
+without step ranges has no steps (an empty list).
+"""
+import bisect
+import re
+
+from fqntrace import summarize, traceio
+from fqntrace.traceio import PHASES
+
+STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
+
+
+def has_step_ranges(text):
+    """Cheap check on the raw text, before parsing a big trace for steps."""
+    return "ProfilerStep#" in text
+
+
+def step_ranges(trace):
+    """[(number, start_ns, end_ns)] of the trace's ProfilerStep#N ranges, in time order."""
+    ranges = []
+    for e in trace.slices():
+        name = e.get("name")
+        if not isinstance(name, str) or e.get("cat") != "user_annotation":
+            continue
+        match = STEP_NAME.match(name)
+        if match and traceio.is_number(e.get("ts")) and traceio.is_number(e.get("dur")):
+            start = traceio.to_ns(e["ts"])
+            ranges.append((int(match.group(1)), start, start + traceio.to_ns(e["dur"])))
+    ranges.sort(key=lambda r: r[1])
+    return ranges
+
+
+def per_step(trace):
+    """One dict per step: {"step": N, "ms": the range's duration, "op_ms": {phase: ms},
+    "modules": {fqn: [forward, backward, recompute total ms]}}; [] without step ranges."""
+    ranges = step_ranges(trace)
+    if not ranges:
+        return []
+    timed = []
+    for e in trace.slices():
+        if traceio.is_number(e.get("ts")) and not STEP_NAME.match(str(e.get("name"))):
+            timed.append((traceio.to_ns(e["ts"]), e))
+    timed.sort(key=lambda pair: pair[0])
+    starts = [ts for ts, _ in timed]
+    out = []
+    for number, start, end in ranges:
+        lo = bisect.bisect_left(starts, start)
+        hi = bisect.bisect_left(starts, end)
+        part = traceio.Trace(trace.path, trace.format, trace.header,
+                             [e for _, e in timed[lo:hi]], trace.tail)
+        summary = summarize.summarize(part)
+        modules = {}
+        op_ms = {p: 0.0 for p in PHASES}
+        for fqn, entry in summary["modules"].items():
+            modules[fqn] = [entry[p]["total_ms"] for p in PHASES]
+            for p in PHASES:
+                op_ms[p] += entry[p]["self_ms"]
+        out.append({"step": number, "ms": round((end - start) / 1e6, 6),
+                    "op_ms": {p: round(v, 6) for p, v in op_ms.items()}, "modules": modules})
+    return out
