@@ -154,7 +154,9 @@ def _signed(value, suffix=""):
         return "new" if suffix == "%" else "-"
     if value == 0:
         return "0"
-    return (f"{value:+.3f}" if suffix == "" else f"{value:+.1f}") + suffix
+    if suffix == "%":
+        return (f"{value:+.1f}" if abs(value) < 1000 else f"{value:+.0f}") + suffix
+    return f"{value:+.3f}"
 
 
 def render(result, limit=None):
@@ -171,12 +173,12 @@ def render(result, limit=None):
                  f"({_signed(result['op_change_ms'])} ms"
                  + (f", {pct:+.1f}%" if pct is not None else "") + ")")
     lines.append("")
-    num_w = 10
+    num_w, pct_w = 10, 9
     header = []
     for p in phases:
         header += [f"{PHASE_SHORT[p]} base".rjust(num_w), f"{PHASE_SHORT[p]} new".rjust(num_w)]
-    header += ["self Δms".rjust(num_w), "self Δ%".rjust(8), "total Δms".rjust(num_w),
-               "total Δ%".rjust(8), " module"]
+    header += ["self Δms".rjust(num_w), "self Δ%".rjust(pct_w), "total Δms".rjust(num_w),
+               "total Δ%".rjust(pct_w), " module"]
     lines.append(" ".join(header))
     lines.append("-" * len(" ".join(header)))
     shown = rows if limit is None else rows[:limit]
@@ -187,8 +189,8 @@ def render(result, limit=None):
             cells.append(_ms(r["new"][p]["total_ms"] if r["new"] else 0).rjust(num_w))
         self_pct = _signed(r["self_change_pct"], "%") if r["status"] == "both" else ""
         total_pct = _signed(r["total_change_pct"], "%") if r["status"] == "both" else ""
-        cells += [_signed(r["self_change_ms"]).rjust(num_w), self_pct.rjust(8),
-                  _signed(r["total_change_ms"]).rjust(num_w), total_pct.rjust(8)]
+        cells += [_signed(r["self_change_ms"]).rjust(num_w), self_pct.rjust(pct_w),
+                  _signed(r["total_change_ms"]).rjust(num_w), total_pct.rjust(pct_w)]
         mark = {"both": "", "base_only": "  (only in base)", "new_only": "  (only in new)"}
         flag = "  << over threshold" if r["regressed"] else ""
         cells.append(" " + r["fqn"] + mark[r["status"]] + flag)

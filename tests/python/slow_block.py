@@ -50,13 +50,12 @@ class Other(nn.Module):
         return self.proj(x)
 
 
-def train(model, path, steps=3, dim=None, step_ranges=False):
+def train(model, path, steps=3, inputs=None, step_ranges=False):
     """A few training steps, the first one untraced (warm-up); returns the trace path.
     step_ranges: wrap each step in a ProfilerStep#N range, as torch.profiler names steps."""
     torch.manual_seed(0)
-    dim = dim or model_dim(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    x = torch.randn(32, dim)
+    x = inputs if inputs is not None else torch.randn(32, model_dim(model))
 
     def step():
         loss = model(x).pow(2).mean()
