@@ -51,15 +51,18 @@ def _sibling_summary(path):
 
 
 def load_run(path, note=lambda message: None):
-    """(summary, steps) of one input: a .summary.json (no steps) or a trace."""
+    """(summary, steps) of one input: a .summary.json (no steps) or a trace. A trace's module
+    numbers come from its <stem>.summary.json when the session wrote one; its events are parsed
+    only when there is no such summary or the trace has step ranges."""
     if summarize.is_summary_path(path):
         return summarize.load_summary(path), []
+    sibling = _sibling_summary(path)
+    with_steps = steps.file_has_step_ranges(path)
+    if sibling is not None and with_steps is False:
+        return sibling, []
     text = traceio.read_text(path)
-    with_steps = steps.has_step_ranges(text)
-    if not with_steps:
-        sibling = _sibling_summary(path)
-        if sibling is not None:
-            return sibling, []
+    if with_steps is None:
+        with_steps = steps.has_step_ranges(text)
     try:
         trace = traceio.parse(path, text)
     except TraceError:
@@ -72,7 +75,8 @@ def load_run(path, note=lambda message: None):
     if trace.cut:
         note(f"{path} is cut off; reporting its {len(trace.events)} complete events; "
              f"{traceio.repair_hint(path)} to close the file")
-    return summarize.summarize(trace), (steps.per_step(trace) if with_steps else [])
+    summary = sibling if sibling is not None else summarize.summarize(trace)
+    return summary, (steps.per_step(trace) if with_steps else [])
 
 
 def _label(path, summary):

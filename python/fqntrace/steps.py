@@ -7,6 +7,7 @@ with fqntrace.summarize's rules, so a step's numbers add up as the whole trace's
 without step ranges has no steps (an empty list).
 """
 import bisect
+import mmap
 import re
 
 from fqntrace import summarize, traceio
@@ -15,9 +16,24 @@ from fqntrace.traceio import PHASES
 STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
 
 
+STEP_MARK = "ProfilerStep#"
+
+
 def has_step_ranges(text):
     """Cheap check on the raw text, before parsing a big trace for steps."""
-    return "ProfilerStep#" in text
+    return STEP_MARK in text
+
+
+def file_has_step_ranges(path):
+    """The same check on a plain file without reading it into memory: True / False, or None
+    when the file cannot be searched as it is (compressed, unreadable: read the text instead)."""
+    if path.lower().endswith(".gz"):
+        return None
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return data.find(STEP_MARK.encode()) >= 0
+    except (OSError, ValueError):  # ValueError: an empty file cannot be mapped
+        return None
 
 
 def step_ranges(trace):
