@@ -193,3 +193,39 @@ def test_ReportWithoutPlotlySaysHowToInstall(demo_trace, folder, tmp_path):
     line = proc.stderr.strip()
     assert "\n" not in line and "pip install 'fqntrace[report]'" in line
     assert not (tmp_path / "r.html").exists()
+
+
+def test_ReportReadsTheSummaryBesideTheTrace(demo_trace, folder):
+    # As FQNTRACE_FORMATS=summary writes it: <stem>.summary.json. Marked, to see which was read.
+    from fqntrace import report
+
+    summary = summarize.load_for_summary(demo_trace)
+    summary["modules"]["TinyTransformer"]["calls"] = 999
+    summary["trace"] = os.path.basename(demo_trace)
+    sibling = folder / "demo.summary.json"
+    sibling.write_text(json.dumps(summary))
+    try:
+        data = report.build_data([str(demo_trace)])
+        run = data["runs"][0]
+        assert run["modules"]["TinyTransformer"]["calls"] == 999
+        assert len(run["steps"]) == STEPS  # steps still come from the events
+        # A summary of another trace is not taken for this one's.
+        summary["trace"] = "another.json"
+        sibling.write_text(json.dumps(summary))
+        data = report.build_data([str(demo_trace)])
+        assert data["runs"][0]["modules"]["TinyTransformer"]["calls"] == STEPS
+    finally:
+        sibling.unlink()
+
+
+def test_ReportBadInputsGiveOneLine(demo_trace, folder, tmp_path):
+    not_a_trace = tmp_path / "notes.json"
+    not_a_trace.write_text('{"hello": 1}\n')
+    for args in ([not_a_trace, "-o", tmp_path / "a.html"], [demo_trace, "-o", tmp_path / "a.txt"],
+                 [tmp_path / "missing.json", "-o", tmp_path / "a.html"]):
+        proc = fqntrace_cli("report", *args)
+        assert proc.returncode == 1, proc.stdout
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("fqntrace: "), proc.stderr
+    assert not list(tmp_path.glob("*.html"))
+    assert fqntrace_cli("report", demo_trace).returncode == 2  # no -o
