@@ -7,7 +7,6 @@ with fqntrace.summarize's rules, so a step's numbers add up as the whole trace's
 without step ranges has no steps (an empty list).
 """
 import bisect
-import mmap
 import re
 
 from fqntrace import summarize, traceio
@@ -17,6 +16,7 @@ STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
 
 
 STEP_MARK = "ProfilerStep#"
+CHUNK_BYTES = 1 << 24
 
 
 def has_step_ranges(text):
@@ -25,14 +25,22 @@ def has_step_ranges(text):
 
 
 def file_has_step_ranges(path):
-    """The same check on a plain file without reading it into memory: True / False, or None
-    when the file cannot be searched as it is (compressed, unreadable: read the text instead)."""
+    """The same check on a plain file, read in chunks (never whole into memory): True / False,
+    or None when the file cannot be searched as it is (compressed, unreadable: read the text)."""
     if path.lower().endswith(".gz"):
         return None
+    mark = STEP_MARK.encode()
     try:
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return data.find(STEP_MARK.encode()) >= 0
-    except (OSError, ValueError):  # ValueError: an empty file cannot be mapped
+        with open(path, "rb") as f:
+            tail = b""
+            while True:
+                chunk = f.read(CHUNK_BYTES)
+                if not chunk:
+                    return False
+                if mark in tail + chunk[:len(mark)] or mark in chunk:
+                    return True
+                tail = chunk[-(len(mark) - 1):]  # a mark split across two chunks
+    except OSError:
         return None
 
 

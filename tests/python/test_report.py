@@ -229,3 +229,15 @@ def test_ReportBadInputsGiveOneLine(demo_trace, folder, tmp_path):
         assert len(lines) == 1 and lines[0].startswith("fqntrace: "), proc.stderr
     assert not list(tmp_path.glob("*.html"))
     assert fqntrace_cli("report", demo_trace).returncode == 2  # no -o
+
+
+def test_StepMarkIsFoundAcrossChunkBoundaries(tmp_path, monkeypatch):
+    monkeypatch.setattr(steps, "CHUNK_BYTES", 16)
+    for offset in range(0, 40):
+        path = tmp_path / f"t{offset}.json"
+        path.write_bytes(b"x" * offset + b'{"name": "ProfilerStep#3"}' + b"y" * 20)
+        assert steps.file_has_step_ranges(str(path)) is True, offset
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(b"x" * 100 + b"ProfilerStep" + b"x" * 100)
+    assert steps.file_has_step_ranges(str(plain)) is False
+    assert steps.file_has_step_ranges(str(tmp_path / "missing.json")) is None
