@@ -119,8 +119,9 @@ def build_data(paths, mode="auto", note=lambda message: None):
 def render_html(data, title):
     with open(PAGE, encoding="utf-8") as f:
         page = f.read()
-    # "</" inside a <script> would end it early; JSON allows "<\/" for the same text.
-    blob = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    # "</script" or "<!--" inside a <script> changes how the page parses; JSON spells "<" as
+    # \u003c just as well, so no "<" is left in the data.
+    blob = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
     js = _plotly_js().replace("</script", "<\\/script")
     return (page.replace("{{TITLE}}", html.escape(title))
                 .replace("/*{{PLOTLY_JS}}*/", js)

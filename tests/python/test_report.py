@@ -241,3 +241,19 @@ def test_StepMarkIsFoundAcrossChunkBoundaries(tmp_path, monkeypatch):
     plain.write_bytes(b"x" * 100 + b"ProfilerStep" + b"x" * 100)
     assert steps.file_has_step_ranges(str(plain)) is False
     assert steps.file_has_step_ranges(str(tmp_path / "missing.json")) is None
+
+
+def test_ModuleNamesThatLookLikeMarkupStayText(demo_trace, folder, page):
+    summary = summarize.load_for_summary(demo_trace)
+    odd = "TinyTransformer.</script><!--<b>x"
+    summary["modules"][odd] = summary["modules"]["TinyTransformer.head"]
+    path = folder / "odd.summary.json"
+    path.write_text(json.dumps(summary))
+    out = folder / "odd.html"
+    make_report(path, "-o", out)
+    page.open(out)
+    page.wait_for("document.querySelectorAll('#icicle g.slice').length > 5")
+    assert page.errors == []
+    cells = page.evaluate("Array.from(document.querySelectorAll('#modules td.fqn'))"
+                          ".map((td) => td.textContent.trim())")
+    assert odd in cells
