@@ -8,18 +8,20 @@
     report TRACE... -o F self-contained HTML report (needs the `fqntrace[report]` extra)
 
 This module only parses arguments and dispatches. The work is in fqntrace.summarize and
-fqntrace.table (summary), fqntrace.validate, fqntrace.repair and fqntrace.merge, which all read
-traces through fqntrace.traceio.
+fqntrace.table (summary), fqntrace.validate, fqntrace.repair, fqntrace.merge, fqntrace.diff and
+fqntrace.report (which alone imports plotly, when it writes), which all read traces through
+fqntrace.traceio.
 
 Every failure is one line on stderr, `fqntrace: <what is wrong and what to do>`, and a non-zero
-exit code (1: the file or the operation failed, 2: bad arguments).
+exit code (1: the file or the operation failed, 2: bad arguments; 3: `diff --threshold` found a
+module slower by more than the threshold).
 """
 import argparse
 import json
 import os
 import sys
 
-from fqntrace import diff, merge, repair, summarize, table, validate
+from fqntrace import diff, merge, repair, report, summarize, table, validate
 from fqntrace.traceio import PHASES, TraceError
 
 PROG = "python -m fqntrace"
@@ -112,8 +114,6 @@ def cmd_diff(args):
 
 
 def cmd_report(args):
-    from fqntrace import report  # imports plotly: only this verb needs it
-
     path, info = report.write_report(args.traces, args.output, mode=args.mode, note=_note)
     print(f"report: {path}  ({info})")
     return 0
@@ -124,7 +124,8 @@ def cmd_report(args):
 
 def build_parser():
     parser = _Parser(prog=PROG, description="Read fqntrace traces: per-module summary, format "
-                     "check, repair of a cut-off trace, merge of per-rank traces. No torch needed.")
+                     "check, repair of a cut-off trace, merge of per-rank traces, per-module "
+                     "diff of two runs, HTML report. No torch needed.")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True,
                                   parser_class=_Parser)
 
