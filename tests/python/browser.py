@@ -119,6 +119,9 @@ class Page:
                 raise TimeoutError(f"never true: {expression}")
             self.evaluate("new Promise((done) => requestAnimationFrame(() => done(1)))")
 
+    def move(self, x, y):
+        self.send("Input.dispatchMouseEvent", type="mouseMoved", x=x, y=y)
+
     def click(self, x, y):
         for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
             self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left",

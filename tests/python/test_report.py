@@ -45,6 +45,15 @@ def page():
         yield p
 
 
+def box_centre(page, node_id):
+    """Where the icicle draws the box of node_id (plotly keeps each box's node as its datum)."""
+    return page.evaluate(
+        "(() => { const s = Array.from(document.querySelectorAll('#icicle g.slice'))"
+        f".find((e) => e.__data__.data.data.id === {json.dumps(node_id)});"
+        " const r = s.getBoundingClientRect(); return [r.left + r.width / 2,"
+        " r.top + r.height / 2]; })()")
+
+
 def make_report(*args):
     proc = fqntrace_cli("report", *args)
     assert proc.returncode == 0, proc.stderr
@@ -101,14 +110,18 @@ def test_ReportOpensInChromiumAndZoomsOnClick(demo_trace, folder, page):
     assert page.evaluate("!document.getElementById('steps-section').classList.contains('hidden')")
     assert page.evaluate("document.querySelectorAll('#steps .bars .point').length") >= STEPS
 
+    # Hovering a box shows the module's fqn, type, calls, times per phase and top ops.
+    attn = f"{ZOOM_INTO}.attn"
+    page.move(*box_centre(page, f"forward|{attn}"))
+    hover = page.wait_for("(document.querySelector('#icicle .hoverlayer .hovertext') || {})"
+                          ".textContent")
+    for part in (attn, "Attention", f"calls {STEPS}", "forward: total", "backward: total",
+                 "top forward ops: aten::"):
+        assert part in hover, (part, hover)
+
     # Click the forward box of layers.0: the view zooms into it and shows its children only.
     target = f"forward|{ZOOM_INTO}"
-    centre = page.evaluate(
-        "(() => { const s = Array.from(document.querySelectorAll('#icicle g.slice'))"
-        f".find((e) => e.__data__.data.data.id === {json.dumps(target)});"
-        " const r = s.getBoundingClientRect(); return [r.left + r.width / 2,"
-        " r.top + r.height / 2]; })()")
-    page.click(*centre)
+    page.click(*box_centre(page, target))
     page.wait_for("document.getElementById('icicle').data[0].level === "
                   + json.dumps(target))
     visible_ids = ("Array.from(document.querySelectorAll('#icicle g.slice'))"
