@@ -59,24 +59,28 @@ def step_ranges(trace):
     return ranges
 
 
+def _start_us(event):
+    return event["ts"]
+
+
 def per_step(trace):
     """One dict per step: {"step": N, "ms": the range's duration, "op_ms": {phase: ms},
     "modules": {fqn: [forward, backward, recompute total ms]}}; [] without step ranges."""
     ranges = step_ranges(trace)
     if not ranges:
         return []
-    timed = []
-    for e in trace.slices():
-        if traceio.is_number(e.get("ts")) and not STEP_NAME.match(str(e.get("name"))):
-            timed.append((traceio.to_ns(e["ts"]), e))
-    timed.sort(key=lambda pair: pair[0])
-    starts = [ts for ts, _ in timed]
+    # Sorted by start in the file's own microseconds: cheaper than converting every event to ns,
+    # and a step range holds the same events either way. The ranges themselves carry no time.
+    timed = [e for e in trace.slices() if traceio.is_number(e.get("ts"))]
+    timed.sort(key=_start_us)
+    starts = [e["ts"] for e in timed]
     out = []
     for number, start, end in ranges:
-        lo = bisect.bisect_left(starts, start)
-        hi = bisect.bisect_left(starts, end)
-        part = traceio.Trace(trace.path, trace.format, trace.header,
-                             [e for _, e in timed[lo:hi]], trace.tail)
+        # Half a nanosecond early: times are whole ns, so a start equal to the range's is in
+        # and one equal to its end is out, whatever the float rounding of ns / 1000.
+        lo = bisect.bisect_left(starts, (start - 0.5) / 1000.0)
+        hi = bisect.bisect_left(starts, (end - 0.5) / 1000.0)
+        part = traceio.Trace(trace.path, trace.format, trace.header, timed[lo:hi], trace.tail)
         summary = summarize.summarize(part)
         modules = {}
         op_ms = {p: 0.0 for p in PHASES}
