@@ -1,5 +1,7 @@
 """Real runs for the diff and report tests: a small stack of blocks, traced with
 fqntrace.profile, where one block can be made slower on purpose by an extra matmul."""
+import os
+
 import torch
 from torch import nn
 
@@ -50,9 +52,10 @@ class Other(nn.Module):
         return self.proj(x)
 
 
-def train(model, path, steps=3, inputs=None, step_ranges=False):
+def train(model, path, steps=3, inputs=None, step_ranges=False, formats=None):
     """A few training steps, the first one untraced (warm-up); returns the trace path.
-    step_ranges: wrap each step in a ProfilerStep#N range, as torch.profiler names steps."""
+    step_ranges: wrap each step in a ProfilerStep#N range, as torch.profiler names steps.
+    formats: FQNTRACE_FORMATS for this session (e.g. "summary": <stem>.summary.json too)."""
     torch.manual_seed(0)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     x = inputs if inputs is not None else torch.randn(32, model_dim(model))
@@ -67,6 +70,9 @@ def train(model, path, steps=3, inputs=None, step_ranges=False):
     # (preempted) thread, which puts noise of hundreds of ms on tiny ops.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    saved_formats = os.environ.pop("FQNTRACE_FORMATS", None)
+    if formats:
+        os.environ["FQNTRACE_FORMATS"] = formats
     try:
         step()
         with fqntrace.profile(str(path)) as written:
@@ -78,6 +84,9 @@ def train(model, path, steps=3, inputs=None, step_ranges=False):
                     step()
     finally:
         torch.set_num_threads(threads)
+        os.environ.pop("FQNTRACE_FORMATS", None)
+        if saved_formats is not None:
+            os.environ["FQNTRACE_FORMATS"] = saved_formats
     return written
 
 

@@ -17,8 +17,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def runs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("diff")
     return {
-        "base": train(Net(), folder / "base.json"),
-        "slow": train(Net(slow_block=2), folder / "slow.json"),
+        "base": train(Net(), folder / "base.json", formats="summary"),
+        "slow": train(Net(slow_block=2), folder / "slow.json", formats="summary"),
         "other": train(Other(), folder / "other.json"),
         "folder": folder,
     }
@@ -62,6 +62,23 @@ def test_DiffRanksTheBlockWithTheExtraMatmulFirst(runs):
     assert body[rule + 1].split()[-1] == SLOW_BLOCK
 
 
+def test_DiffReadsTheSummariesTheCoreWrites(runs):
+    # <stem>.summary.json, written by the C++ summary exporter during the runs.
+    folder = runs["folder"]
+    proc = fqntrace_cli("diff", folder / "base.summary.json", folder / "slow.summary.json",
+                        "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)["rows"]
+    assert rows[0]["fqn"] == SLOW_BLOCK
+    # Containers the exporter does not write (the ModuleList) still get a row, and a trace on
+    # one side with a summary on the other compares the same modules.
+    assert "Net.blocks" in {r["fqn"] for r in rows}
+    mixed = fqntrace_cli("diff", runs["base"], folder / "slow.summary.json", "--json")
+    assert mixed.returncode == 0, mixed.stderr
+    assert ({r["fqn"] for r in json.loads(mixed.stdout)["rows"]} == {r["fqn"] for r in rows})
+    assert all(r["status"] == "both" for r in rows)
+
+
 def test_ThresholdExitCodes(runs):
     over = fqntrace_cli("diff", runs["base"], runs["slow"], "--threshold", "50")
     assert over.returncode == diff.EXIT_REGRESSION
@@ -84,7 +101,8 @@ def test_ModulesOnOneSideAreListedAndSummariesWork(runs):
     new = summarize.load_for_summary(runs["slow"])
     del base["modules"]["Net.head"]          # as if the head were added in NEW
     new["modules"].pop("Net.blocks.3.fc2")   # and fc2 of the last block removed
-    base_path, new_path = folder / "base.summary.json", folder / "new.summary.json"
+    base_path = folder / "edited-base.summary.json"
+    new_path = folder / "edited-new.summary.json"
     base_path.write_text(json.dumps(base))
     new_path.write_text(json.dumps(new))
     proc = fqntrace_cli("diff", base_path, new_path, "--json")
