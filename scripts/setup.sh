@@ -7,7 +7,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 TORCH_VERSION="2.13.0"
 # libbenchmark-dev: only for scripts/bench.sh's exporter benchmark (P4); the tests never need it.
-APT_PACKAGES=(nlohmann-json3-dev libgtest-dev jq libbenchmark-dev)
+# chromium: the HTML report's browser tests (headless, driven over the DevTools protocol).
+APT_PACKAGES=(nlohmann-json3-dev libgtest-dev jq libbenchmark-dev chromium)
 log() { echo "[setup] $*" >&2; }
 
 # --- Debian packages -------------------------------------------------------------------------
@@ -35,8 +36,11 @@ fi
 # Everything else only after torch, with torch pinned, so pip never swaps it out.
 PIN="$ROOT/build/torch-pin.txt"; mkdir -p "$ROOT/build"; echo "torch==$TORCH_VERSION" > "$PIN"
 need_py=()
-# module:package pairs; transformers (tiny random-weight models) and HTA are used by the tests.
-for spec in pytest:pytest numpy:numpy transformers:transformers hta:HolisticTraceAnalysis; do
+# module:package pairs; transformers (tiny random-weight models) and HTA are used by the tests;
+# plotly is the `report` extra (python/pyproject.toml), websocket-client and pillow drive and read
+# the report's browser tests (the `test` extra).
+for spec in pytest:pytest numpy:numpy transformers:transformers hta:HolisticTraceAnalysis \
+            plotly:plotly websocket:websocket-client PIL:pillow; do
   mod="${spec%%:*}"; pkg="${spec##*:}"
   "$PY" -c "import $mod" 2>/dev/null || need_py+=("$pkg")
 done
@@ -53,7 +57,7 @@ cp -f "$ROOT"/build/libfqntrace.so "$ROOT"/python/fqntrace/
 cp -f "$ROOT"/build/_C*.so "$ROOT"/python/fqntrace/
 # Reinstall only when anything under python/ (sources or the copied libraries) changed.
 stamp_file="$ROOT/.venv/.fqntrace-installed"
-stamp=$(cd "$ROOT/python" && find . -type f \( -name '*.py' -o -name '*.so' -o -name '*.pth' -o -name '*.toml' \) \
+stamp=$(cd "$ROOT/python" && find . -type f \( -name '*.py' -o -name '*.so' -o -name '*.pth' -o -name '*.toml' -o -name '*.html' \) \
         -not -path './build/*' | sort | xargs md5sum | md5sum | cut -d' ' -f1)
 if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp" ] || ! "$PY" -c "import fqntrace" 2>/dev/null; then
   log "installing the fqntrace package into .venv"

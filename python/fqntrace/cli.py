@@ -4,20 +4,24 @@
     validate TRACE       check the format; print the first problem
     repair TRACE         close a trace cut off by a crash
     merge TRACE... -o F  one trace from several ranks' traces
+    diff BASE NEW        per-module change of time between two runs (--threshold for CI)
+    report TRACE... -o F self-contained HTML report (needs the `fqntrace[report]` extra)
 
 This module only parses arguments and dispatches. The work is in fqntrace.summarize and
-fqntrace.table (summary), fqntrace.validate, fqntrace.repair and fqntrace.merge, which all read
-traces through fqntrace.traceio.
+fqntrace.table (summary), fqntrace.validate, fqntrace.repair, fqntrace.merge, fqntrace.diff and
+fqntrace.report (which alone imports plotly, when it writes), which all read traces through
+fqntrace.traceio.
 
 Every failure is one line on stderr, `fqntrace: <what is wrong and what to do>`, and a non-zero
-exit code (1: the file or the operation failed, 2: bad arguments).
+exit code (1: the file or the operation failed, 2: bad arguments; 3: `diff --threshold` found a
+module slower by more than the threshold).
 """
 import argparse
 import json
 import os
 import sys
 
-from fqntrace import merge, repair, summarize, table, validate
+from fqntrace import diff, merge, repair, report, summarize, table, validate
 from fqntrace.traceio import PHASES, TraceError
 
 PROG = "python -m fqntrace"
@@ -81,12 +85,47 @@ def cmd_merge(args):
     return 0
 
 
+def _percent(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage (a number >= 0), got {text!r}"
+                                         ) from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a percentage (a number >= 0), got {text}")
+    return value
+
+
+def cmd_diff(args):
+    base = summarize.load_for_summary(args.base, note=_note)
+    new = summarize.load_for_summary(args.new, note=_note)
+    result = diff.compare(base, new, threshold=args.threshold, min_share=args.min_share,
+                          base_name=args.base, new_name=args.new)
+    if args.json:
+        sys.stdout.write(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    else:
+        lines = diff.render(result, limit=None if args.all else 40)
+        sys.stdout.write("\n".join(lines) + "\n")
+    if result["regressions"]:
+        _err(f"{len(result['regressions'])} module(s) slower by more than {args.threshold:g}%: "
+             + ", ".join(result["regressions"][:5]))
+        return diff.EXIT_REGRESSION
+    return 0
+
+
+def cmd_report(args):
+    path, info = report.write_report(args.traces, args.output, mode=args.mode, note=_note)
+    print(f"report: {path}  ({info})")
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------
 
 
 def build_parser():
     parser = _Parser(prog=PROG, description="Read fqntrace traces: per-module summary, format "
-                     "check, repair of a cut-off trace, merge of per-rank traces. No torch needed.")
+                     "check, repair of a cut-off trace, merge of per-rank traces, per-module "
+                     "diff of two runs, HTML report. No torch needed.")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True,
                                   parser_class=_Parser)
 
@@ -129,6 +168,39 @@ def build_parser():
     p.add_argument("traces", nargs="+", metavar="TRACE")
     p.add_argument("-o", "--output", metavar="OUT", required=True, help="the merged trace (.json)")
     p.set_defaults(func=cmd_merge)
+
+    p = verbs.add_parser("diff", help="per-module change of time between two runs",
+                         description="One row per module (full fqn): time per phase in BASE and "
+                         "NEW, change of self time (its own ops) and of total time in ms and %%; "
+                         "rows ordered by the largest change of self time. Modules on one side "
+                         "only are listed. Reads traces and .summary.json files.")
+    p.add_argument("base", metavar="BASE", help="the reference run (trace or .summary.json)")
+    p.add_argument("new", metavar="NEW", help="the run to check")
+    p.add_argument("--threshold", type=_percent, metavar="PCT",
+                   help=f"exit {diff.EXIT_REGRESSION} when a module's self time grew by more than "
+                   "PCT percent (only modules with at least --min-share of the op time count)")
+    p.add_argument("--min-share", type=_percent, default=diff.DEFAULT_MIN_SHARE_PCT,
+                   metavar="PCT", help="smallest module --threshold checks: its self time in "
+                   "percent of all op time, on the side where it is larger (default "
+                   f"{diff.DEFAULT_MIN_SHARE_PCT:g})")
+    p.add_argument("--json", action="store_true", help="print the diff as JSON")
+    p.add_argument("--all", action="store_true", help="print every module (default: 40 rows)")
+    p.set_defaults(func=cmd_diff)
+
+    p = verbs.add_parser("report", help="self-contained HTML report (icicle, table, steps, ranks)",
+                         description="One HTML file that opens offline: the module tree as an "
+                         "icicle chart (width = time, colour = phase), a sortable module table, "
+                         "step times when the trace has ProfilerStep ranges, and with several "
+                         "ranks a rank selector and the spread across ranks. Two traces of the "
+                         "same rank (BASE NEW) colour the tree by change. Needs plotly: "
+                         "pip install 'fqntrace[report]'.")
+    p.add_argument("traces", nargs="+", metavar="TRACE",
+                   help="traces (.json, .jsonl) or .summary.json files")
+    p.add_argument("-o", "--output", metavar="FILE.html", required=True)
+    p.add_argument("--mode", choices=["auto", "ranks", "diff"], default="auto",
+                   help="how to read several traces: ranks of one run, or BASE NEW to compare "
+                   "(auto: two traces of the same rank are compared, else ranks)")
+    p.set_defaults(func=cmd_report)
     return parser
 
 

@@ -1,0 +1,146 @@
+"""`python -m fqntrace report TRACE... -o FILE.html`: one self-contained HTML file of the module
+tree (icicle chart), a sortable module table, step times and, for several ranks, the spread
+across ranks; for BASE NEW, the tree coloured by change.
+
+The page (report_page.html beside this file) draws with plotly.js, which the `plotly` Python
+package ships; it is inlined, so the file opens offline from disk. plotly is an optional extra
+(`pip install 'fqntrace[report]'`), imported only here.
+
+What goes into the page is the summary (fqntrace.summarize, per module and phase), never the
+events: a trace with a `<stem>.summary.json` beside it and no step ranges is not even parsed.
+Steps (fqntrace.steps) need the events and are only computed when the raw text holds
+`ProfilerStep#` ranges.
+"""
+import html
+import json
+import os
+import time
+
+from fqntrace import diff, steps, summarize, traceio
+from fqntrace.traceio import TraceError
+
+PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_page.html")
+INSTALL_HINT = ("the report needs plotly: pip install 'fqntrace[report]' (or: pip install plotly "
+                "into this environment)")
+
+
+def _plotly_js():
+    try:
+        from plotly.offline import get_plotlyjs
+    except ImportError:
+        raise TraceError(INSTALL_HINT) from None
+    return get_plotlyjs()
+
+
+def _sibling_summary(path):
+    """<stem>.summary.json written by the same session (FQNTRACE_FORMATS=summary), or None."""
+    for ext in (".json.gz", ".jsonl.gz", ".jsonl", ".json"):
+        if path.lower().endswith(ext):
+            candidate = path[:-len(ext)] + ".summary.json"
+            break
+    else:
+        return None
+    if not os.path.isfile(candidate):
+        return None
+    try:
+        summary = summarize.load_summary(candidate)
+    except TraceError:
+        return None
+    named = os.path.basename(str(summary.get("trace") or ""))
+    return summary if named in ("", os.path.basename(path)) else None
+
+
+def load_run(path, note=lambda message: None):
+    """(summary, steps) of one input: a .summary.json (no steps) or a trace. A trace's module
+    numbers come from its <stem>.summary.json when the session wrote one; its events are parsed
+    only when there is no such summary or the trace has step ranges."""
+    if summarize.is_summary_path(path):
+        return summarize.load_summary(path), []
+    sibling = _sibling_summary(path)
+    with_steps = steps.file_has_step_ranges(path)
+    if sibling is not None and with_steps is False:
+        return sibling, []
+    text = traceio.read_text(path)
+    if with_steps is None:
+        with_steps = steps.has_step_ranges(text)
+    try:
+        trace = traceio.parse(path, text)
+    except TraceError:
+        try:  # a summary under another name (`summary --json > out.json`)
+            return summarize.load_summary(path, text), []
+        except TraceError:
+            pass
+        raise
+    del text
+    if trace.cut:
+        note(f"{path} is cut off; reporting its {len(trace.events)} complete events; "
+             f"{traceio.repair_hint(path)} to close the file")
+    summary = sibling if sibling is not None else summarize.summarize(trace)
+    return summary, (steps.per_step(trace) if with_steps else [])
+
+
+def _label(path, summary):
+    rank = summary.get("rank")
+    name = os.path.basename(path)
+    return f"rank {rank}: {name}" if rank is not None else name
+
+
+def build_data(paths, mode="auto", note=lambda message: None):
+    """The page's data: {"mode", "runs": [...], "diff": ...}."""
+    loaded = [(p,) + load_run(p, note) for p in paths]
+    if mode == "auto":
+        ranks = [s.get("rank") for _, s, _ in loaded]
+        mode = "diff" if len(loaded) == 2 and ranks[0] == ranks[1] else (
+            "ranks" if len(loaded) > 1 else "single")
+    if mode == "diff" and len(loaded) != 2:
+        raise TraceError(f"report --mode diff compares two traces (BASE NEW), got {len(loaded)}")
+    if mode == "ranks" and len(loaded) == 1:
+        mode = "single"
+    runs = []
+    for path, summary, step_list in loaded:
+        modules = diff.module_times(summary)
+        if not modules:
+            raise TraceError(f"{path}: no modules in this trace (no events with an fqn); "
+                             "nothing to report")
+        runs.append({"label": _label(path, summary), "path": path,
+                     "rank": summary.get("rank"), "op_ms": round(diff.total_op_ms(modules), 6),
+                     "complete": summary.get("complete", True) is not False
+                     and not summary.get("dropped_events"),
+                     "modules": modules, "steps": step_list})
+    data = {"mode": mode, "runs": runs, "diff": None}
+    if mode == "diff":
+        data["diff"] = diff.compare(loaded[0][1], loaded[1][1], base_name=paths[0],
+                                    new_name=paths[1])
+        runs[0]["label"] = "BASE " + os.path.basename(paths[0])
+        runs[1]["label"] = "NEW " + os.path.basename(paths[1])
+    return data
+
+
+def render_html(data, title):
+    with open(PAGE, encoding="utf-8") as f:
+        page = f.read()
+    # "</script" or "<!--" inside a <script> changes how the page parses; JSON spells "<" as
+    # \u003c just as well, so no "<" is left in the data.
+    blob = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+    js = _plotly_js().replace("</script", "<\\/script")
+    return (page.replace("{{TITLE}}", html.escape(title))
+                .replace("/*{{PLOTLY_JS}}*/", js)
+                .replace("/*{{REPORT_DATA}}*/null", blob))
+
+
+def write_report(paths, output, mode="auto", note=lambda message: None):
+    """Writes the report; returns (output path, a short line of what was written)."""
+    _plotly_js()  # fail with the install hint before reading any trace
+    if not output.lower().endswith((".html", ".htm")):
+        raise TraceError(f"{output}: the report is an HTML file; give -o a name ending in .html")
+    started = time.perf_counter()
+    data = build_data(paths, mode=mode, note=note)
+    title = "fqntrace report: " + ", ".join(os.path.basename(p) for p in paths)
+    text = render_html(data, title)
+    traceio.write_atomic(output, text)
+    seconds = time.perf_counter() - started
+    n_modules = max(len(r["modules"]) for r in data["runs"])
+    n_steps = max(len(r["steps"]) for r in data["runs"])
+    return output, (f"{data['mode']}, {len(data['runs'])} run(s), {n_modules} modules, "
+                    f"{n_steps} steps, {len(text.encode('utf-8')) / 1e6:.1f} MB, "
+                    f"{seconds:.2f} s")

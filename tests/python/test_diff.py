@@ -1,0 +1,135 @@
+"""`python -m fqntrace diff BASE NEW` on real runs: the same model twice, the second with an extra
+matmul in one block; a different model; summaries; bad inputs."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fqntrace import diff, summarize
+from slow_block import SLOW_BLOCK, Net, Other, train
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("diff")
+    return {
+        "base": train(Net(), folder / "base.json", formats="summary"),
+        "slow": train(Net(slow_block=2), folder / "slow.json", formats="summary"),
+        "other": train(Other(), folder / "other.json"),
+        "folder": folder,
+    }
+
+
+def fqntrace_cli(*args):
+    env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
+    return subprocess.run([sys.executable, "-m", "fqntrace", *map(str, args)], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def one_line(stderr):
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("fqntrace: ")
+    return lines[0]
+
+
+def test_DiffRanksTheBlockWithTheExtraMatmulFirst(runs):
+    proc = fqntrace_cli("diff", runs["base"], runs["slow"], "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    first = result["rows"][0]
+    assert first["fqn"] == SLOW_BLOCK
+    assert first["status"] == "both"
+    assert first["self_change_ms"] > 0 and first["self_change_pct"] > 0
+    # Its parent's total grew by the same matmul but its own ops did not: it is not first.
+    parent = next(r for r in result["rows"] if r["fqn"] == "Net.blocks")
+    assert parent["self_change_ms"] == 0 and parent["total_change_ms"] > 0
+    assert result["rows"].index(parent) > 0
+    # Rows are ordered by |change of self time| and name every module of both runs by full fqn.
+    changes = [abs(r["self_change_ms"]) for r in result["rows"]]
+    assert changes == sorted(changes, reverse=True)
+    traced = set(summarize.load_for_summary(runs["base"])["modules"])
+    assert traced <= {r["fqn"] for r in result["rows"]}
+    # The text table says the same: the slow block is the first row.
+    text = fqntrace_cli("diff", runs["base"], runs["slow"])
+    assert text.returncode == 0, text.stderr
+    body = text.stdout.splitlines()
+    rule = next(i for i, line in enumerate(body) if line.startswith("---"))
+    assert body[rule + 1].split()[-1] == SLOW_BLOCK
+
+
+def test_DiffReadsTheSummariesTheCoreWrites(runs):
+    # <stem>.summary.json, written by the C++ summary exporter during the runs.
+    folder = runs["folder"]
+    proc = fqntrace_cli("diff", folder / "base.summary.json", folder / "slow.summary.json",
+                        "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)["rows"]
+    assert rows[0]["fqn"] == SLOW_BLOCK
+    # Containers the exporter does not write (the ModuleList) still get a row, and a trace on
+    # one side with a summary on the other compares the same modules.
+    assert "Net.blocks" in {r["fqn"] for r in rows}
+    mixed = fqntrace_cli("diff", runs["base"], folder / "slow.summary.json", "--json")
+    assert mixed.returncode == 0, mixed.stderr
+    assert ({r["fqn"] for r in json.loads(mixed.stdout)["rows"]} == {r["fqn"] for r in rows})
+    assert all(r["status"] == "both" for r in rows)
+
+
+def test_ThresholdExitCodes(runs):
+    over = fqntrace_cli("diff", runs["base"], runs["slow"], "--threshold", "50")
+    assert over.returncode == diff.EXIT_REGRESSION
+    assert SLOW_BLOCK in one_line(over.stderr)
+    assert "over threshold" in over.stdout
+    # The same run against itself never regresses, even at threshold 0.
+    same = fqntrace_cli("diff", runs["base"], runs["base"], "--threshold", "0")
+    assert same.returncode == 0, same.stderr
+    # A threshold the change stays under, and a minimum size no module reaches: exit 0.
+    assert fqntrace_cli("diff", runs["base"], runs["slow"], "--threshold", "1e9").returncode == 0
+    small = fqntrace_cli("diff", runs["base"], runs["slow"], "--threshold", "50",
+                         "--min-share", "100")
+    assert small.returncode == 0, small.stderr
+    assert fqntrace_cli("diff", runs["base"], runs["slow"], "--threshold", "-3").returncode == 2
+
+
+def test_ModulesOnOneSideAreListedAndSummariesWork(runs):
+    folder = runs["folder"]
+    base = summarize.load_for_summary(runs["base"])
+    new = summarize.load_for_summary(runs["slow"])
+    del base["modules"]["Net.head"]          # as if the head were added in NEW
+    new["modules"].pop("Net.blocks.3.fc2")   # and fc2 of the last block removed
+    base_path = folder / "edited-base.summary.json"
+    new_path = folder / "edited-new.summary.json"
+    base_path.write_text(json.dumps(base))
+    new_path.write_text(json.dumps(new))
+    proc = fqntrace_cli("diff", base_path, new_path, "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["fqn"]: r for r in json.loads(proc.stdout)["rows"]}
+    assert rows["Net.head"]["status"] == "new_only" and rows["Net.head"]["base"] is None
+    assert rows["Net.blocks.3.fc2"]["status"] == "base_only"
+    assert rows["Net.blocks.3.fc2"]["new"] is None
+    assert rows[SLOW_BLOCK]["status"] == "both"
+    text = fqntrace_cli("diff", base_path, new_path, "--all")
+    assert "Net.head  (only in new)" in text.stdout
+    assert "Net.blocks.3.fc2  (only in base)" in text.stdout
+
+
+def test_BadInputsGiveOneLineAndNonZeroExit(runs, tmp_path):
+    not_json = tmp_path / "notes.json"
+    not_json.write_text("hello, this is not a trace\n")
+    a_list = tmp_path / "list.json"
+    a_list.write_text("[1, 2, 3]\n")
+    for bad in (not_json, a_list, tmp_path / "missing.json"):
+        proc = fqntrace_cli("diff", runs["base"], bad)
+        assert proc.returncode == 1, proc.stdout
+        assert str(bad) in one_line(proc.stderr)
+        assert proc.stdout == ""
+    different = fqntrace_cli("diff", runs["base"], runs["other"])
+    assert different.returncode == 1
+    assert "different models" in one_line(different.stderr)
+    usage = fqntrace_cli("diff", runs["base"])
+    assert usage.returncode == 2
+    one_line(usage.stderr)

@@ -1,0 +1,273 @@
+"""`python -m fqntrace report` on real traces, opened in headless Chromium: no console errors, the
+icicle chart drawn, every module's fqn in the page, a click zooms into a module's children; step
+times from ProfilerStep#N ranges; ranks; BASE NEW coloured by change."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from browser import Page, chromium_binary
+from fqntrace import demo, steps, summarize, traceio
+from slow_block import SLOW_BLOCK, Net, train
+
+pytestmark = pytest.mark.skipif(chromium_binary() is None,
+                                reason="chromium is not installed (scripts/setup.sh installs it)")
+ZOOM_INTO = "TinyTransformer.layers.0"
+STEPS = 3
+
+
+def fqntrace_cli(*args):
+    env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
+    return subprocess.run([sys.executable, "-m", "fqntrace", *map(str, args)], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("report")
+
+
+@pytest.fixture(scope="module")
+def demo_trace(folder):
+    model = demo.TinyTransformer(vocab=128, dim=32, heads=2, layers=2, seq=16)
+    tokens = torch.randint(0, 128, (4, 16))
+    return train(model, folder / "demo.json", steps=STEPS, inputs=tokens, step_ranges=True)
+
+
+@pytest.fixture(scope="module")
+def page():
+    with Page(width=1400, height=1000) as p:
+        yield p
+
+
+def box_centre(page, node_id):
+    """Where the icicle draws the box of node_id (plotly keeps each box's node as its datum)."""
+    return page.evaluate(
+        "(() => { const s = Array.from(document.querySelectorAll('#icicle g.slice'))"
+        f".find((e) => e.__data__.data.data.id === {json.dumps(node_id)});"
+        " const r = s.getBoundingClientRect(); return [r.left + r.width / 2,"
+        " r.top + r.height / 2]; })()")
+
+
+def make_report(*args):
+    proc = fqntrace_cli("report", *args)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("report: ")
+    return proc
+
+
+def test_StepsComeFromProfilerStepRanges(demo_trace):
+    trace = traceio.load(demo_trace)
+    per_step = steps.per_step(trace)
+    assert [s["step"] for s in per_step] == list(range(STEPS))
+    whole = summarize.summarize(trace)
+    for s in per_step:
+        root = s["modules"]["TinyTransformer"]
+        assert root[0] > 0 and root[1] > 0  # forward and backward inside every step
+        assert 0 < sum(s["op_ms"].values()) <= s["ms"] + 1e-3
+    # The steps hold the traced work but for the few ops that open and close each range.
+    in_steps = sum(sum(s["op_ms"].values()) for s in per_step)
+    assert 0.5 * whole["step_ms"] < in_steps <= whole["step_ms"] + 1e-3
+
+
+def test_ReportOpensInChromiumAndZoomsOnClick(demo_trace, folder, page, capsys):
+    out = folder / "demo.html"
+    make_report(demo_trace, "-o", out)
+    html = out.read_text()
+    # Self-contained: no script, style or image is fetched from anywhere.
+    assert "<script src" not in html and "<link" not in html
+    page.open(out)
+    page.wait_for("document.querySelectorAll('#icicle g.slice').length > 10")
+    shot = page.screenshot(str(folder / "demo-report.png"))
+    with capsys.disabled():  # in the CI log even when the test passes
+        print(f"\nreport screenshot: {shot}")
+    assert page.errors == []
+
+    # The chart drew: its area is mostly coloured, in the forward and backward colours.
+    box = page.evaluate("(() => { const r = document.getElementById('icicle')"
+                        ".getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })()")
+    ratio = page.evaluate("window.devicePixelRatio")
+    image = np.asarray(Image.open(shot).convert("RGB")).astype(int)
+    area = image[int(box[1] * ratio):int(box[3] * ratio), int(box[0] * ratio):int(box[2] * ratio)]
+    assert area.size > 0
+    coloured = (np.abs(area - 255).sum(axis=2) > 30).mean()
+    assert coloured > 0.3, f"icicle area is {coloured:.0%} non-white; see {shot}"
+    for hex_colour in ("#4c78a8", "#f58518"):  # forward, backward
+        rgb = np.array([int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)])
+        assert (np.abs(area - rgb).sum(axis=2) < 12).sum() > 500, hex_colour
+
+    # Every module of the trace is in the page (the table names them by full fqn).
+    text = page.evaluate("document.body.innerText")
+    modules = summarize.load_for_summary(demo_trace)["modules"]
+    assert len(modules) > 10
+    for fqn in modules:
+        assert fqn in text, fqn
+    # Steps from the ProfilerStep ranges.
+    assert page.evaluate("!document.getElementById('steps-section').classList.contains('hidden')")
+    assert page.evaluate("document.querySelectorAll('#steps .bars .point').length") >= STEPS
+
+    # Hovering a box shows the module's fqn, type, calls, times per phase and top ops.
+    attn = f"{ZOOM_INTO}.attn"
+    page.move(*box_centre(page, f"forward|{attn}"))
+    hover = page.wait_for("(document.querySelector('#icicle .hoverlayer .hovertext') || {})"
+                          ".textContent")
+    for part in (attn, "Attention", f"calls {STEPS}", "forward: total", "backward: total",
+                 "top forward ops: aten::"):
+        assert part in hover, (part, hover)
+
+    # Click the forward box of layers.0: the view zooms into it and shows its children only.
+    target = f"forward|{ZOOM_INTO}"
+    page.click(*box_centre(page, target))
+    page.wait_for("document.getElementById('icicle').data[0].level === "
+                  + json.dumps(target))
+    visible_ids = ("Array.from(document.querySelectorAll('#icicle g.slice'))"
+                   ".map((e) => e.__data__.data.data.id)")
+    page.wait_for(f"{visible_ids}.every((id) => id.startsWith({json.dumps(target)}))")
+    shown = set(page.evaluate(visible_ids))
+    children = {f"{target}.{name}" for name in ("ln1", "attn", "ln2", "mlp")}
+    assert children <= shown
+    assert f"forward|TinyTransformer.layers.1" not in shown
+    labels = page.evaluate("Array.from(document.querySelectorAll('#icicle g.slice'))"
+                           ".map((e) => e.textContent)")
+    assert "attn" in labels and "mlp" in labels
+    page.screenshot(str(folder / "demo-report-zoomed.png"))
+    assert page.errors == []
+
+
+def test_ReportOfBaseAndNewColoursByChange(folder, page):
+    base = train(Net(), folder / "base.json")
+    new = train(Net(slow_block=2), folder / "slow.json")
+    out = folder / "diff.html"
+    assert "diff" in make_report(base, new, "-o", out).stdout
+    page.open(out)
+    page.wait_for("document.querySelectorAll('#icicle g.slice').length > 5")
+    assert page.errors == []
+    trace = page.evaluate("(() => { const t = document.getElementById('icicle').data[0];"
+                          " return {ids: t.ids, colors: t.marker.colors,"
+                          " scale: !!t.marker.colorscale}; })()")
+    assert trace["scale"]
+    change = dict(zip(trace["ids"], trace["colors"]))
+    assert change[f"forward|{SLOW_BLOCK}"] > 40  # much slower: red end of the scale
+    # The table starts with the module whose own time changed most.
+    first = page.evaluate("document.querySelector('#modules tbody tr td').textContent")
+    assert first.strip() == SLOW_BLOCK
+    page.screenshot(str(folder / "diff-report.png"))
+
+
+def test_ReportOfSeveralRanksHasARankSelectorAndSpread(demo_trace, folder, page):
+    summary = summarize.load_for_summary(demo_trace)
+    paths = []
+    for rank in range(2):
+        s = json.loads(json.dumps(summary))
+        s["rank"] = rank
+        if rank == 1:  # rank 1 spends twice as long in the first block's forward
+            for phase in ("self_ms", "total_ms"):
+                s["modules"][ZOOM_INTO]["forward"][phase] *= 2
+        path = folder / f"rank{rank}.summary.json"
+        path.write_text(json.dumps(s))
+        paths.append(path)
+    out = folder / "ranks.html"
+    assert "ranks" in make_report(*paths, "-o", out).stdout
+    page.open(out)
+    page.wait_for("document.querySelectorAll('#spread .boxlayer path').length > 0")
+    assert page.errors == []
+    assert page.evaluate("document.getElementById('run').options.length") == 2
+    row = page.evaluate(
+        "Array.from(document.querySelectorAll('#modules tbody tr')).map((tr) =>"
+        " Array.from(tr.children).map((td) => td.textContent))"
+        f".find((cells) => cells[0].trim() === {json.dumps(ZOOM_INTO)})")
+    assert row[-1] == "1"  # slowest rank
+    # Switching rank redraws the tree with that rank's numbers.
+    page.evaluate("(() => { const s = document.getElementById('run'); s.value = '1';"
+                  " s.dispatchEvent(new Event('change')); })()")
+    value = page.evaluate("(() => { const t = document.getElementById('icicle').data[0];"
+                          f" return t.values[t.ids.indexOf('forward|{ZOOM_INTO}')]; }})()")
+    assert value == pytest.approx(2 * summary["modules"][ZOOM_INTO]["forward"]["self_ms"]
+                                  + sum(summary["modules"][f"{ZOOM_INTO}.{c}"]["forward"]
+                                        ["total_ms"] for c in ("ln1", "attn", "ln2", "mlp")),
+                                  rel=1e-3)
+
+
+def test_ReportWithoutPlotlySaysHowToInstall(demo_trace, folder, tmp_path):
+    # A plotly that cannot be imported, first on the path.
+    (tmp_path / "plotly").mkdir()
+    (tmp_path / "plotly" / "__init__.py").write_text("raise ImportError('no plotly here')\n")
+    env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path)] + [p for p in env.get(
+        "PYTHONPATH", "").split(os.pathsep) if p])
+    proc = subprocess.run([sys.executable, "-m", "fqntrace", "report", str(demo_trace), "-o",
+                           str(tmp_path / "r.html")], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1
+    line = proc.stderr.strip()
+    assert "\n" not in line and "pip install 'fqntrace[report]'" in line
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_ReportReadsTheSummaryBesideTheTrace(demo_trace, folder):
+    # As FQNTRACE_FORMATS=summary writes it: <stem>.summary.json. Marked, to see which was read.
+    from fqntrace import report
+
+    summary = summarize.load_for_summary(demo_trace)
+    summary["modules"]["TinyTransformer"]["calls"] = 999
+    summary["trace"] = os.path.basename(demo_trace)
+    sibling = folder / "demo.summary.json"
+    sibling.write_text(json.dumps(summary))
+    try:
+        data = report.build_data([str(demo_trace)])
+        run = data["runs"][0]
+        assert run["modules"]["TinyTransformer"]["calls"] == 999
+        assert len(run["steps"]) == STEPS  # steps still come from the events
+        # A summary of another trace is not taken for this one's.
+        summary["trace"] = "another.json"
+        sibling.write_text(json.dumps(summary))
+        data = report.build_data([str(demo_trace)])
+        assert data["runs"][0]["modules"]["TinyTransformer"]["calls"] == STEPS
+    finally:
+        sibling.unlink()
+
+
+def test_ReportBadInputsGiveOneLine(demo_trace, folder, tmp_path):
+    not_a_trace = tmp_path / "notes.json"
+    not_a_trace.write_text('{"hello": 1}\n')
+    for args in ([not_a_trace, "-o", tmp_path / "a.html"], [demo_trace, "-o", tmp_path / "a.txt"],
+                 [tmp_path / "missing.json", "-o", tmp_path / "a.html"]):
+        proc = fqntrace_cli("report", *args)
+        assert proc.returncode == 1, proc.stdout
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("fqntrace: "), proc.stderr
+    assert not list(tmp_path.glob("*.html"))
+    assert fqntrace_cli("report", demo_trace).returncode == 2  # no -o
+
+
+def test_StepMarkIsFoundAcrossChunkBoundaries(tmp_path, monkeypatch):
+    monkeypatch.setattr(steps, "CHUNK_BYTES", 16)
+    for offset in range(0, 40):
+        path = tmp_path / f"t{offset}.json"
+        path.write_bytes(b"x" * offset + b'{"name": "ProfilerStep#3"}' + b"y" * 20)
+        assert steps.file_has_step_ranges(str(path)) is True, offset
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(b"x" * 100 + b"ProfilerStep" + b"x" * 100)
+    assert steps.file_has_step_ranges(str(plain)) is False
+    assert steps.file_has_step_ranges(str(tmp_path / "missing.json")) is None
+
+
+def test_ModuleNamesThatLookLikeMarkupStayText(demo_trace, folder, page):
+    summary = summarize.load_for_summary(demo_trace)
+    odd = "TinyTransformer.</script><!--<b>x"
+    summary["modules"][odd] = summary["modules"]["TinyTransformer.head"]
+    path = folder / "odd.summary.json"
+    path.write_text(json.dumps(summary))
+    out = folder / "odd.html"
+    make_report(path, "-o", out)
+    page.open(out)
+    page.wait_for("document.querySelectorAll('#icicle g.slice').length > 5")
+    assert page.errors == []
+    cells = page.evaluate("Array.from(document.querySelectorAll('#modules td.fqn'))"
+                          ".map((td) => td.textContent.trim())")
+    assert odd in cells
