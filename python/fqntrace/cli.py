@@ -1,9 +1,11 @@
 """`python -m fqntrace <verb>`: read fqntrace's trace files (no torch, standard library only).
 
-    summary TRACE        per-module table (forward / backward / recompute time, %, ops, calls)
+    summary TRACE...     per-module table (forward / backward / recompute time, %, ops, calls);
+                         several traces (ranks): median / max per module, the slowest rank
     validate TRACE       check the format; print the first problem
     repair TRACE         close a trace cut off by a crash
     merge TRACE... -o F  one trace from several ranks' traces
+    top TRACE...         live per-module view of a running job's trace(s)
 
 This module only parses arguments and dispatches. The work is in fqntrace.summarize and
 fqntrace.table (summary), fqntrace.validate, fqntrace.repair and fqntrace.merge, which all read
@@ -17,7 +19,7 @@ import json
 import os
 import sys
 
-from fqntrace import merge, repair, summarize, table, validate
+from fqntrace import crossrank, merge, repair, summarize, table, validate
 from fqntrace.traceio import PHASES, TraceError
 
 PROG = "python -m fqntrace"
@@ -40,6 +42,26 @@ def _note(message):
     _err("note: " + message)
 
 
+def _positive(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
+def _seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text}")
+    return value
+
+
 def _depth(text):
     try:
         value = int(text)
@@ -55,7 +77,10 @@ def _depth(text):
 
 
 def cmd_summary(args):
-    summary = summarize.load_for_summary(args.trace, note=_note)
+    paths = crossrank.expand_paths(args.traces)
+    if len(paths) > 1:
+        return _summary_of_ranks(args, paths)
+    summary = summarize.load_for_summary(paths[0], note=_note)
     if args.json:
         sys.stdout.write(json.dumps(summarize.filter_depth(summary, args.depth), indent=2,
                                     ensure_ascii=False) + "\n")
@@ -63,6 +88,26 @@ def cmd_summary(args):
     lines = table.render_table(summary, depth=args.depth, sort=args.sort, phase=args.phase)
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
+
+
+def _summary_of_ranks(args, paths):
+    if args.sort or args.phase:
+        raise UsageError("--sort and --phase apply to one trace; over several traces the table "
+                         "shows every phase in tree order")
+    summaries = crossrank.summarize_files(paths, jobs=args.jobs, note=_note)
+    result = crossrank.cross_rank(paths, summaries, note=_note)
+    if args.json:
+        sys.stdout.write(json.dumps(crossrank.filter_depth(result, args.depth), indent=2,
+                                    ensure_ascii=False) + "\n")
+        return 0
+    sys.stdout.write("\n".join(table.render_cross_rank(result, depth=args.depth)) + "\n")
+    return 0
+
+
+def cmd_top(args):
+    from fqntrace import top  # the live view; needs the optional `rich`
+
+    return top.main(args)
 
 
 def cmd_validate(args):
@@ -95,7 +140,12 @@ def build_parser():
                          "per phase, its share of all op time, op count and forward calls. Reads "
                          ".json and .jsonl traces (a cut-off one is repaired in memory) and "
                          ".summary.json files.")
-    p.add_argument("trace", metavar="TRACE", help="a trace (.json, .jsonl) or a .summary.json")
+    p.add_argument("traces", nargs="+", metavar="TRACE",
+                   help="a trace (.json, .jsonl, .gz) or a .summary.json; several traces (or a "
+                   "quoted pattern such as 'run.*.json') compare ranks: per module the median "
+                   "and max over the ranks, the slowest rank, comm time per rank")
+    p.add_argument("--jobs", type=_positive, metavar="N",
+                   help="read at most N traces at once (default: one per CPU)")
     p.add_argument("--depth", type=_depth, metavar="N",
                    help="only modules at most N levels below the root (root = 0)")
     p.add_argument("--sort", choices=["tree", "fwd", "bwd", "total"], default=None,
@@ -129,6 +179,29 @@ def build_parser():
     p.add_argument("traces", nargs="+", metavar="TRACE")
     p.add_argument("-o", "--output", metavar="OUT", required=True, help="the merged trace (.json)")
     p.set_defaults(func=cmd_merge)
+
+    p = verbs.add_parser("top", help="live per-module view of a running job",
+                         description="Follows the growing trace file(s) of a running job (.json, "
+                         ".jsonl, .gz; a file not created yet is waited for) and shows, refreshed "
+                         "about once a second, per module the forward / backward / recompute time "
+                         "over the last seconds and since the start, its share, steps/s and "
+                         "dropped events, per rank when several files are followed. Keys: s "
+                         "sort, Enter/+/- expand or collapse, up/down move, q quit. Needs the "
+                         "optional extra: pip install 'fqntrace[top]'.")
+    p.add_argument("traces", nargs="+", metavar="TRACE",
+                   help="trace file(s); a pattern (quoted 'run.*.json' or with {rank}) follows "
+                   "every file that matches, also ones created later")
+    p.add_argument("--window", type=_seconds, default=10.0, metavar="S",
+                   help="the recent window in seconds (default 10)")
+    p.add_argument("--interval", type=_seconds, default=1.0, metavar="S",
+                   help="seconds between refreshes (default 1)")
+    p.add_argument("--depth", type=_depth, default=None, metavar="N",
+                   help="expand the tree N levels below the root at start (default: all)")
+    p.add_argument("--once", action="store_true",
+                   help="read what is there, print one screen and exit (no live view)")
+    p.add_argument("--from-start", dest="from_end", action="store_false",
+                   help="(default) read each file from its beginning")
+    p.set_defaults(func=cmd_top, from_end=False)
     return parser
 
 
