@@ -209,14 +209,6 @@ def _merge_groups(into, groups):
                 t[1] += count
 
 
-def _commit(groups):
-    for g in groups.values():
-        p = g[3]
-        if p is not None:
-            for name, (ns, count) in g[2].items():
-                _Totals.add_time(p, name, ns, count)
-
-
 class StreamSummary:
     """Feed it every event of one trace in file order (add()), then result()."""
 
@@ -269,7 +261,7 @@ class StreamSummary:
                 for g_owner, g in c.groups.items():
                     if g_owner != owner:
                         excluded += g[0]
-                        _commit({g_owner: g})
+                        self.commit(g_owner, g, end)
                     else:
                         excluded += g[1]
             contrib = {} if p is None else {_name(e): [max(end - start - excluded, 0), 1]}
@@ -285,11 +277,28 @@ class StreamSummary:
         else:
             stack.append(_Pending(start, end, depth, groups))
 
-    def result(self, header, tail, incomplete, path):
+    def commit(self, owner, group, when_ns):
+        """A frontier group's ops count: their self time is added (they ended by when_ns)."""
+        p = group[3]
+        if p is not None:
+            for name, (ns, count) in group[2].items():
+                _Totals.add_time(p, name, ns, count)
+
+    def commit_pending(self, outermost_only=False):
+        """Counts what is still pending (at the end of the file). outermost_only: only subtrees
+        at depth 0, which nothing can enclose any more (for a live view of a running job)."""
         for stack, _ in self.threads.values():
+            keep = []
             for pending in stack:
-                _commit(pending.groups)
-            stack.clear()
+                if outermost_only and pending.depth != 0:
+                    keep.append(pending)
+                    continue
+                for owner, g in pending.groups.items():
+                    self.commit(owner, g, pending.end)
+            stack[:] = keep
+
+    def result(self, header, tail, incomplete, path):
+        self.commit_pending()
         merged = header.get("ranks")
         return _result(self.totals, header, tail, incomplete, path,
                        merged if isinstance(merged, list) else None)
