@@ -7,7 +7,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 TORCH_VERSION="2.13.0"
 # libbenchmark-dev: only for scripts/bench.sh's exporter benchmark (P4); the tests never need it.
-APT_PACKAGES=(nlohmann-json3-dev libgtest-dev jq libbenchmark-dev)
+# tmux: the tests drive `python -m fqntrace top` in a tmux pane.
+APT_PACKAGES=(nlohmann-json3-dev libgtest-dev jq libbenchmark-dev tmux)
 log() { echo "[setup] $*" >&2; }
 
 # --- Debian packages -------------------------------------------------------------------------
@@ -35,8 +36,9 @@ fi
 # Everything else only after torch, with torch pinned, so pip never swaps it out.
 PIN="$ROOT/build/torch-pin.txt"; mkdir -p "$ROOT/build"; echo "torch==$TORCH_VERSION" > "$PIN"
 need_py=()
-# module:package pairs; transformers (tiny random-weight models) and HTA are used by the tests.
-for spec in pytest:pytest numpy:numpy transformers:transformers hta:HolisticTraceAnalysis; do
+# module:package pairs; transformers (tiny random-weight models) and HTA are used by the tests;
+# rich is the optional extra fqntrace[top] (the live view `python -m fqntrace top`).
+for spec in pytest:pytest numpy:numpy transformers:transformers hta:HolisticTraceAnalysis rich:rich; do
   mod="${spec%%:*}"; pkg="${spec##*:}"
   "$PY" -c "import $mod" 2>/dev/null || need_py+=("$pkg")
 done

@@ -26,6 +26,7 @@ from fqntrace.traceio import CHROME, JSONL, DamagedTrace, TraceError
 
 CHUNK_BYTES = 1 << 22  # 4 MiB per read
 CHUNK_CHARS = CHUNK_BYTES
+MAX_EVENT_CHARS = 1 << 24  # far more than any event (shapes included) takes
 _DECODER = json.JSONDecoder()
 _SEPARATORS = re.compile(r"[\s,]*")
 _TAIL_PREFIX = re.compile(r"\]\s*")
@@ -185,7 +186,7 @@ class TraceStream:
     def _read_chrome_header(self):
         while True:  # the header is short: look no further than the first chunks
             match = traceio.TRACE_EVENTS_KEY.search(self._buf)
-            if match is not None or len(self._buf) > 2 * CHUNK_CHARS or not self._fill():
+            if match is not None or len(self._buf) > MAX_EVENT_CHARS or not self._fill():
                 break
         if not self._buf.strip():
             raise self._empty()
@@ -227,9 +228,9 @@ class TraceStream:
             try:
                 event, end = decode(self._buf, self._pos)
             except ValueError as error:
-                # Refill only while less than a chunk lies ahead: an event is never that long,
-                # so damage in the middle of a file never pulls the rest of it into memory.
-                if len(self._buf) - self._pos < CHUNK_CHARS and self._fill():
+                # Refill only while less than MAX_EVENT_CHARS lies ahead: no event is that
+                # long, so damage in the middle of a file never pulls the rest into memory.
+                if len(self._buf) - self._pos < MAX_EVENT_CHARS and self._fill():
                     continue  # the event goes on in the next chunk
                 self._cut_or_damaged(error)
                 return
