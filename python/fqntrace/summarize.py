@@ -82,12 +82,14 @@ class _Totals:
             if phase == "forward":
                 m["calls"] += 1
             return None
+        if phase in PHASES and args.get("async_work"):
+            # a collective's backend work range (written as a user_annotation, as Kineto
+            # does; older traces had cpu_op): communication time, as the C++ exporter counts it
+            m["phases"][phase]["comm_ns"] += round(e["dur"] * 1000)
+            return None
         if phase not in PHASES or not is_op:
             return None  # record_function ranges carry no time of their own
         p = m["phases"][phase]
-        if args.get("async_work"):
-            p["comm_ns"] += round(e["dur"] * 1000)
-            return None
         if "collective" in args:
             p["collectives"] += 1
             if isinstance(args.get("bytes"), int):

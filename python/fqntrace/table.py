@@ -235,11 +235,9 @@ def render_cross_rank(result, depth=None, width=TABLE_WIDTH):
                   width, ell)]
     s = result.get("straggler")
     if s:
-        pct = (f", +{100.0 * s['over_median_ms'] / s['median_self_ms']:.0f}%"
-               if s.get("median_self_ms") else "")
-        lines.append(_fit(f"straggler: {s['module']} {s['phase']} on rank {s['rank']}: "
-                          f"{s['self_ms']:.3f} ms own op time, +{s['over_median_ms']:.3f} ms over "
-                          f"the median of the ranks{pct}", width, ell))
+        lines.append(_fit(f"straggler: rank {s['rank']} in {s['module']} ({s['phase']}): "
+                          f"+{s['over_median_ms']:.3f} ms own op time over the ranks' median",
+                          width, ell))
     if result.get("complete") is False or any(_number(v) for v in
                                               result.get("dropped_events", {}).values()):
         lines.append(_fit("note: some traces are incomplete (cut off, repaired or events "

@@ -102,10 +102,11 @@ class LiveSummary(summarize.StreamSummary):
         return out
 
     def steps_per_s(self):
-        if self.latest_ns is None or self.first_ns is None or not self.step_ends:
+        """Steps per second of trace time over the window: intervals between step ends."""
+        if len(self.step_ends) < 2:
             return None
-        span = min(self.window_ns, self.latest_ns - self.first_ns)
-        return len(self.step_ends) / (span / 1e9) if span > 0 else None
+        span = self.step_ends[-1] - self.step_ends[0]
+        return (len(self.step_ends) - 1) / (span / 1e9) if span > 0 else None
 
 
 class Source:
