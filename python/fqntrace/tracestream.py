@@ -349,7 +349,7 @@ class Follower:
     replaced by a new run (a new inode, or the file got shorter: the reader starts over and
     ``restarts`` counts it) and may be .gz (decompressed as it grows)."""
 
-    MAX_READ = 1 << 24  # bytes per poll, so one poll never holds a huge backlog at once
+    MAX_READ = 1 << 21  # bytes per poll: a backlog is parsed a slice at a time
 
     def __init__(self, path):
         self.path = path
@@ -435,36 +435,37 @@ class Follower:
 
     def _parse_lines(self, lines):
         out = []
-        loads = json.loads
+        decode = _DECODER.raw_decode
         for raw in lines:
-            line = raw.strip()
+            line = raw.decode("utf-8", errors="surrogateescape").strip()
             if not line:
                 continue
-            if line.endswith(b","):
+            if line.endswith(","):
                 line = line[:-1]
             first = line[:1]
-            if first == b"{" and self.header is None:
+            if first == "{" and self.header is None:
                 self._header_line(line)
                 continue
-            if first == b"]":
+            if first == "]":
                 self._chrome_tail(line)
                 continue
             try:
-                obj = loads(line)
+                obj, end = decode(line)
             except ValueError:
                 self.bad_lines += 1
                 continue
+            if end != len(line):
+                self.bad_lines += 1
+                continue
             if isinstance(obj, dict):
-                ph = obj.get("ph")
-                if ph == "footer":
+                if obj.get("ph") == "footer":
                     self.tail = obj
                     self.state = "ended"
                     continue
                 out.append(obj)
         return out
 
-    def _header_line(self, line):
-        text = line.decode("utf-8", errors="replace")
+    def _header_line(self, text):
         match = traceio.TRACE_EVENTS_KEY.search(text)
         try:
             obj = json.loads(text[:match.end()] + "]}" if match else text)
@@ -473,7 +474,7 @@ class Follower:
         self.header = obj if isinstance(obj, dict) else {}
 
     def _chrome_tail(self, line):
-        text = line.decode("utf-8", errors="replace")[1:].strip()
+        text = line[1:].strip()
         try:
             obj = json.loads('{"traceEvents": []' + text)
         except ValueError:
