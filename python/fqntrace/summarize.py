@@ -231,6 +231,7 @@ class StreamSummary:
             return
         start = round(ts * 1000)
         end = start + round(dur * 1000)
+        self.seen(e, start, end)
         is_op = e.get("cat") == "cpu_op"
         p = self.totals.add_event(e, start, is_op)
         depth = args.get("depth")
@@ -278,6 +279,9 @@ class StreamSummary:
             below.end = max(below.end, end)
         else:
             stack.append(_Pending(start, end, depth, groups))
+
+    def seen(self, e, start, end):
+        """Every valid slice, with its times in ns, as it is read (for subclasses)."""
 
     def commit(self, owner, group, when_ns):
         """A frontier group's ops count: their self time is added (they ended by when_ns)."""

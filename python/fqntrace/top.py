@@ -27,7 +27,7 @@ INSTALL_HINT = ("fqntrace top needs the optional package rich: pip install 'fqnt
 PHASE_SHORT = {"forward": "fwd", "backward": "bwd", "recompute": "rcmp"}
 SORTS = ("tree", "recent", "total")
 STEP_PREFIX = "ProfilerStep#"
-MAX_POLLS = 64  # reads per file per refresh before the screen is drawn again (catching up)
+READ_SHARE = 0.8  # of each refresh interval spent reading when the job writes faster than that
 
 
 class LiveSummary(summarize.StreamSummary):
@@ -43,21 +43,15 @@ class LiveSummary(summarize.StreamSummary):
         self.steps = 0
         self.events = 0
 
-    def add(self, e):
-        self.events += 1
-        if isinstance(e, dict) and e.get("ph") == "X" and traceio.is_number(e.get("ts")) \
-                and traceio.is_number(e.get("dur")):
-            start = round(e["ts"] * 1000)
-            end = start + round(e["dur"] * 1000)
-            if self.latest_ns is None or end > self.latest_ns:
-                self.latest_ns = end
-            if self.first_ns is None or start < self.first_ns:
-                self.first_ns = start
-            name = e.get("name")
-            if isinstance(name, str) and name.startswith(STEP_PREFIX):
-                self.steps += 1
-                self.step_ends.append(end)
-        super().add(e)
+    def seen(self, e, start, end):
+        if self.latest_ns is None or end > self.latest_ns:
+            self.latest_ns = end
+        if self.first_ns is None or start < self.first_ns:
+            self.first_ns = start
+        name = e.get("name")
+        if type(name) is str and name.startswith(STEP_PREFIX):
+            self.steps += 1
+            self.step_ends.append(end)
 
     def commit(self, owner, group, when_ns):
         super().commit(owner, group, when_ns)
@@ -125,24 +119,25 @@ class Source:
         info = header.get("distributedInfo")
         return info.get("rank") if isinstance(info, dict) else None
 
-    def read(self, max_polls=MAX_POLLS):
-        """Reads what was appended; returns the number of events read."""
-        n = 0
-        for _ in range(max_polls):
-            try:
-                events, restarted = self.follower.poll()
-            except TraceError as error:
-                self.message = str(error) + "; retrying"
-                return n
-            if restarted:
-                self.live = LiveSummary(self.window_s)
-                self.message = (f"{self.path} was replaced (a new run, rotated or truncated): "
-                                "reading the new file from its start")
-            for e in events:
-                self.live.add(e)
-            n += len(events)
-            if not events and not restarted:
-                break
+    def poll(self):
+        """One read of what was appended; returns the number of events read (None: nothing
+        new)."""
+        try:
+            events, restarted = self.follower.poll()
+        except TraceError as error:
+            self.message = str(error) + "; retrying"
+            return None
+        if restarted:
+            self.live = LiveSummary(self.window_s)
+            self.message = (f"{self.path} was replaced (a new run, rotated or truncated): "
+                            "reading the new file from its start")
+        add = self.live.add
+        for e in events:
+            add(e)
+        self.live.events += len(events)
+        return len(events) if events or restarted else None
+
+    def settle(self):
         self.live.settle()
         if self.follower.state == "waiting":
             self.message = f"waiting for {self.path} to be created (retrying every refresh)"
@@ -150,7 +145,13 @@ class Source:
             self.message = f"{self.path}: the job has ended (the trace is closed)"
         elif self.message and self.message.startswith("waiting for"):
             self.message = None
-        return n
+
+    def behind(self):
+        """Bytes written but not read yet."""
+        try:
+            return max(0, os.path.getsize(self.path) - self.follower.offset)
+        except OSError:
+            return 0
 
     def dropped(self):
         tail = self.follower.tail
@@ -176,9 +177,26 @@ class Sources:
             elif pattern not in self.sources:
                 self.sources[pattern] = Source(pattern, self.window_s)
 
-    def read(self):
+    def read(self, budget_s=None):
+        """Reads every file round-robin until nothing is new or budget_s seconds are spent
+        (then the screen is drawn and reading goes on after it); returns the events read."""
         self.rescan()
-        return sum(s.read() for s in self.sources.values())
+        deadline = None if budget_s is None else time.perf_counter() + budget_s
+        n = 0
+        active = list(self.sources.values())
+        while active:
+            still = []
+            for source in active:
+                got = source.poll()
+                if got is not None:
+                    n += got
+                    still.append(source)
+            active = still
+            if deadline is not None and time.perf_counter() > deadline:
+                break
+        for source in self.sources.values():
+            source.settle()
+        return n
 
     def ordered(self):
         return sorted(self.sources.values(),
@@ -331,6 +349,7 @@ def render(sources, view, window_s, rate, width=None):
     if any(v is not None for v in steps):
         steps_text = " ".join(f"{lab} {v:.2f}" if len(ordered) > 1 else f"{v:.2f}"
                               for lab, v in zip(labels, steps) if v is not None)
+    behind = sum(s.behind() for s in ordered)
     dropped = [s.dropped() for s in ordered]
     dropped_text = ("?" if any(d is None for d in dropped)
                     else str(sum(d for d in dropped if isinstance(d, int))))
@@ -340,6 +359,12 @@ def render(sources, view, window_s, rate, width=None):
                  f"steps/s {steps_text}  events {events} ({rate:,.0f}/s)  "
                  f"dropped {dropped_text}  sort {view.sort}")
     notes = [Text(s.message, style="yellow") for s in ordered if s.message]
+    if behind > 1 << 20:
+        notes.append(Text(f"reading {behind / (1 << 20):.0f} MiB behind the writer (the job "
+                          "writes events faster than this view reads them)", style="yellow"))
+    bad = sum(s.follower.bad_lines for s in ordered)
+    if bad:
+        notes.append(Text(f"{bad} lines were not valid JSON and were skipped", style="yellow"))
 
     # recompute only when there is any (activation checkpointing)
     phases = [p for p in PHASES if p != "recompute" or any(r.total[p] for r in roots)]
@@ -433,7 +458,7 @@ def main(args):
         started = time.perf_counter()
         n = 0
         while True:
-            got = sources.read()
+            got = sources.read(budget_s=1.0)
             n += got
             if not got:
                 break
@@ -446,7 +471,7 @@ def main(args):
         rate = 0.0
         while not view.quit:
             started = time.perf_counter()
-            n = sources.read()
+            n = sources.read(budget_s=READ_SHARE * args.interval)
             spent = time.perf_counter() - started
             rate = n / spent if n and spent > 0 else rate
             screen, rows = render(sources, view, args.window, rate)

@@ -367,6 +367,11 @@ class Follower:
         self._inflate = None
         self.format = JSONL if base_name(path).lower().endswith(".jsonl") else CHROME
 
+    @property
+    def offset(self):
+        """Bytes of the file read so far."""
+        return self._offset
+
     def close(self):
         if self._file is not None:
             self._file.close()
