@@ -334,8 +334,10 @@ def _note_cut(trace, note, n_events=None):
         if n_events is None:
             n_events = trace.events_read
         partial = " (dropped a partial last line)" if trace.dropped_partial else ""
+        hint = ("" if tracestream.is_gzip(trace.path)  # repair rewrites plain text only
+                else f"; {traceio.repair_hint(trace.path)} to close the file")
         note(f"{trace.path} is cut off (no closing tail); summarizing its {n_events} complete "
-             f"events{partial}; {traceio.repair_hint(trace.path)} to close the file")
+             f"events{partial}{hint}")
 
 
 def _result(totals, header, tail, incomplete, path, merged_ranks):

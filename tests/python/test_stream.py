@@ -108,6 +108,7 @@ def test_cut_off_trace_streams_as_far_as_it_goes(traced, tmp_path):
     cut.write_bytes(data[:len(data) // 2])
     got, notes = streamed(str(cut))
     assert got["complete"] is False and got["modules"] and "cut off" in notes[0]
+    assert "repair" not in notes[0]  # repair rewrites plain text only
 
 
 def test_damage_in_the_middle_is_reported_not_skipped(traced, tmp_path):
