@@ -8,8 +8,10 @@
     top TRACE...         live per-module view of a running job's trace(s)
 
 This module only parses arguments and dispatches. The work is in fqntrace.summarize and
-fqntrace.table (summary), fqntrace.validate, fqntrace.repair and fqntrace.merge, which all read
-traces through fqntrace.traceio.
+fqntrace.table (summary), fqntrace.crossrank (summary over several ranks), fqntrace.top (the
+live view; needs the optional `rich`), fqntrace.validate, fqntrace.repair and fqntrace.merge.
+summary and top read traces as streams (fqntrace.tracestream); the others load them whole
+(fqntrace.traceio).
 
 Every failure is one line on stderr, `fqntrace: <what is wrong and what to do>`, and a non-zero
 exit code (1: the file or the operation failed, 2: bad arguments).
@@ -199,9 +201,7 @@ def build_parser():
                    help="expand the tree N levels below the root at start (default: all)")
     p.add_argument("--once", action="store_true",
                    help="read what is there, print one screen and exit (no live view)")
-    p.add_argument("--from-start", dest="from_end", action="store_false",
-                   help="(default) read each file from its beginning")
-    p.set_defaults(func=cmd_top, from_end=False)
+    p.set_defaults(func=cmd_top)
     return parser
 
 
