@@ -29,6 +29,9 @@ def expand_paths(patterns):
             found = sorted(glob.glob(pattern.replace("{rank}", "*").replace("{pid}", "*")))
             if not found:
                 raise TraceError(f"{pattern}: no such file (and no file matches it as a pattern)")
+            traces = [p for p in found if not summarize.is_summary_path(p)]
+            if traces:  # run.*.json also matches run.0.summary.json, the same rank again
+                found = traces
         for path in found:
             if path not in paths:
                 paths.append(path)

@@ -424,12 +424,18 @@ class Follower:
         self._offset += len(data)
         self.bytes_read += len(data)
         if self._inflate is not None:
+            out = []
             try:
-                data = self._inflate.decompress(data)
+                while data:
+                    out.append(self._inflate.decompress(data))
+                    if not self._inflate.eof:
+                        break
+                    data = self._inflate.unused_data  # another gzip member follows
+                    self._inflate = zlib.decompressobj(wbits=31)
             except zlib.error:
                 self.bad_lines += 1
                 self._inflate = None  # damaged compressed data: nothing more can be read
-                return [], restarted
+            data = b"".join(out)
         data = self._partial + data
         end = data.rfind(b"\n")
         if end < 0:

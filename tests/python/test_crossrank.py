@@ -102,6 +102,13 @@ def test_parallel_and_serial_reading_agree_and_ranks_fall_back_to_order(ranks, t
     assert proc.returncode == 0 and "do not name distinct ranks" in proc.stderr
     result = json.loads(proc.stdout)
     assert result["ranks"] == [0, 1] and result["straggler"] is None
+    # A pattern also matching a rank's .summary.json reads the traces only.
+    for r in (0, 1):
+        shutil.copy(paths[r], tmp_path / f"run.{r}.json")
+    (tmp_path / "run.0.summary.json").write_text(serial.stdout)
+    proc = cli("summary", str(tmp_path / "run.*.json"), "--json")
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert json.loads(proc.stdout)["ranks"] == [0, 1]
     # A pattern that matches nothing is one line.
     proc = cli("summary", str(tmp_path / "nothing.*.json"), paths[0])
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "no such file" in proc.stderr

@@ -1,5 +1,6 @@
 """`python -m fqntrace top`: following growing traces (tracestream.Follower) and the live view,
 driven in a tmux pane next to a traced training loop (TOP_LOOP) that runs ~10 s."""
+import gzip
 import json
 import os
 import re
@@ -107,6 +108,10 @@ def test_follower_decompresses_a_growing_gzip_stream(tmp_path):
         out.flush()
         rest = f.poll()[0]
     assert first and [e["ts"] for e in first + rest] == [float(i) for i in range(100)]
+    # A writer that closes a gzip member and starts another (concatenated members)
+    with open(path, "ab") as out:
+        out.write(comp.flush() + gzip.compress((op(100.0) + ",\n").encode()))
+    assert [e["ts"] for e in f.poll()[0]] == [100.0]
 
 
 def test_live_summary_counts_steps_and_forgets_old_seconds():
