@@ -141,6 +141,9 @@ class Source:
         self.live.settle()
         if self.follower.state == "waiting":
             self.message = f"waiting for {self.path} to be created (retrying every refresh)"
+        elif self.follower.state == "damaged":
+            self.message = (f"{self.path}: the compressed data is damaged; showing what was "
+                            "read before it (waiting for the file to be replaced)")
         elif self.follower.state == "ended":
             self.message = f"{self.path}: the job has ended (the trace is closed)"
         elif self.message and self.message.startswith("waiting for"):
@@ -168,10 +171,14 @@ class Sources:
         self.rescan()
 
     def rescan(self):
+        self.unmatched = []
         for pattern in self.patterns:
             if "*" in pattern or "?" in pattern or "{rank}" in pattern or "{pid}" in pattern:
-                for path in sorted(glob.glob(pattern.replace("{rank}", "*").replace("{pid}",
-                                                                                    "*"))):
+                found = [p for p in glob.glob(pattern.replace("{rank}", "*").replace("{pid}", "*"))
+                         if not summarize.is_summary_path(p)]  # a rank's summary is no trace
+                if not found:
+                    self.unmatched.append(pattern)
+                for path in sorted(found):
                     if path not in self.sources:
                         self.sources[path] = Source(path, self.window_s)
             elif pattern not in self.sources:
@@ -359,6 +366,8 @@ def render(sources, view, window_s, rate, width=None):
                  f"steps/s {steps_text}  events {events} ({rate:,.0f}/s)  "
                  f"dropped {dropped_text}  sort {view.sort}")
     notes = [Text(s.message, style="yellow") for s in ordered if s.message]
+    notes += [Text(f"waiting for files matching {p} (retrying every refresh)", style="yellow")
+              for p in sources.unmatched]
     if behind > 1 << 20:
         notes.append(Text(f"reading {behind / (1 << 20):.0f} MiB behind the writer (the job "
                           "writes events faster than this view reads them)", style="yellow"))

@@ -354,7 +354,7 @@ class Follower:
     def __init__(self, path):
         self.path = path
         self.gzip = is_gzip(path)
-        self.state = "waiting"  # waiting (no file yet), reading, ended (tail seen)
+        self.state = "waiting"  # waiting (no file yet), reading, ended (tail seen), damaged
         self.header = None
         self.tail = None
         self.restarts = 0
@@ -413,6 +413,8 @@ class Follower:
         if self._file is None:
             if not self._open():
                 return [], False
+        elif self.state == "damaged" and not self._replaced():
+            return [], False
         elif self._replaced():
             self.restarts += 1
             restarted = True
@@ -434,7 +436,7 @@ class Follower:
                     self._inflate = zlib.decompressobj(wbits=31)
             except zlib.error:
                 self.bad_lines += 1
-                self._inflate = None  # damaged compressed data: nothing more can be read
+                self.state = "damaged"  # damaged compressed data: nothing more can be read
             data = b"".join(out)
         data = self._partial + data
         end = data.rfind(b"\n")
