@@ -358,7 +358,7 @@ def render(sources, view, window_s, rate, width=None):
                               for lab, v in zip(labels, steps) if v is not None)
     behind = sum(s.behind() for s in ordered)
     dropped = [s.dropped() for s in ordered]
-    dropped_text = ("?" if any(d is None for d in dropped)
+    dropped_text = ("?" if not dropped or any(d is None for d in dropped)
                     else str(sum(d for d in dropped if isinstance(d, int))))
     title = Text()
     title.append("fqntrace top", style="bold")
