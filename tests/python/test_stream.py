@@ -155,3 +155,24 @@ def test_summary_peak_memory_is_bounded_by_modules_not_file_size(traced, tmp_pat
             assert got["modules"][fqn][phase]["self_ms"] == pytest.approx(
                 one["modules"][fqn][phase]["self_ms"] * copies, rel=1e-6, abs=1e-5)
             assert got["modules"][fqn][phase]["ops"] == one["modules"][fqn][phase]["ops"] * copies
+
+
+def test_merge_streams_its_inputs(traced, tmp_path):
+    # Two ranks of 40 MiB each (a whole-file merge holds both, ~0.6 GB): flat memory, and the
+    # merged trace sums both ranks.
+    chrome, _ = traced
+    paths = []
+    for rank in (0, 1):
+        path = tmp_path / f"r{rank}.json"
+        _, copies = bigtrace.make(chrome, str(path), 40, rank=rank)
+        paths.append(str(path))
+    merged = tmp_path / "merged.json"
+    rss, out = peak_rss_mb(["merge", *paths, "-o", str(merged)])
+    assert rss < 200, f"merge of two 40 MiB traces peaked at {rss:.0f} MiB"
+    assert out.startswith("merged: 2 ranks")
+    got = summarize.load_for_summary(str(merged))
+    one = whole(chrome)
+    assert got["ranks"] == [0, 1]
+    for phase in traceio.PHASES:
+        assert got["modules"]["Net"][phase]["self_ms"] == pytest.approx(
+            one["modules"]["Net"][phase]["self_ms"] * copies * 2, rel=1e-6, abs=1e-5)
