@@ -362,9 +362,11 @@ def render(sources, view, window_s, rate, width=None):
                     else str(sum(d for d in dropped if isinstance(d, int))))
     title = Text()
     title.append("fqntrace top", style="bold")
-    title.append(f"  {len(ordered)} file(s)  trace {trace_s:.1f} s  window {window_s:g} s  "
-                 f"steps/s {steps_text}  events {events} ({rate:,.0f}/s)  "
-                 f"dropped {dropped_text}  sort {view.sort}")
+    files = f"  {len(ordered)} files" if len(ordered) != 1 else ""
+    title.append(f"{files}  trace {trace_s:.1f} s  last {window_s:g} s  steps/s {steps_text}  "
+                 f"{events:,} events ({rate:,.0f}/s)  "
+                 + (f"dropped {dropped_text}  " if dropped_text != "?" else "")
+                 + f"sort {view.sort}")
     notes = [Text(s.message, style="yellow") for s in ordered if s.message]
     notes += [Text(f"waiting for files matching {p} (retrying every refresh)", style="yellow")
               for p in sources.unmatched]
