@@ -8,7 +8,8 @@ cd "$ROOT"
 TORCH_VERSION="2.13.0"
 # libbenchmark-dev: only for scripts/bench.sh's exporter benchmark (P4); the tests never need it.
 # chromium: the HTML report's browser tests (headless, driven over the DevTools protocol).
-APT_PACKAGES=(nlohmann-json3-dev libgtest-dev jq libbenchmark-dev chromium)
+# tmux: the tests drive `python -m fqntrace top` in a tmux pane.
+APT_PACKAGES=(nlohmann-json3-dev libgtest-dev jq libbenchmark-dev chromium tmux)
 log() { echo "[setup] $*" >&2; }
 
 # --- Debian packages -------------------------------------------------------------------------
@@ -38,9 +39,9 @@ PIN="$ROOT/build/torch-pin.txt"; mkdir -p "$ROOT/build"; echo "torch==$TORCH_VER
 need_py=()
 # module:package pairs; transformers (tiny random-weight models) and HTA are used by the tests;
 # plotly is the `report` extra (python/pyproject.toml), websocket-client and pillow drive and read
-# the report's browser tests (the `test` extra).
+# the report's browser tests (the `test` extra); rich is the `top` extra (the live view).
 for spec in pytest:pytest numpy:numpy transformers:transformers hta:HolisticTraceAnalysis \
-            plotly:plotly websocket:websocket-client PIL:pillow; do
+            plotly:plotly websocket:websocket-client PIL:pillow rich:rich; do
   mod="${spec%%:*}"; pkg="${spec##*:}"
   "$PY" -c "import $mod" 2>/dev/null || need_py+=("$pkg")
 done

@@ -1,16 +1,20 @@
 """`python -m fqntrace <verb>`: read fqntrace's trace files (no torch, standard library only).
 
-    summary TRACE        per-module table (forward / backward / recompute time, %, ops, calls)
+    summary TRACE...     per-module table (forward / backward / recompute time, %, ops, calls);
+                         several traces (ranks): median / max per module, the slowest rank
     validate TRACE       check the format; print the first problem
     repair TRACE         close a trace cut off by a crash
     merge TRACE... -o F  one trace from several ranks' traces
     diff BASE NEW        per-module change of time between two runs (--threshold for CI)
     report TRACE... -o F self-contained HTML report (needs the `fqntrace[report]` extra)
+    top TRACE...         live per-module view of a running job's trace(s)
 
 This module only parses arguments and dispatches. The work is in fqntrace.summarize and
-fqntrace.table (summary), fqntrace.validate, fqntrace.repair, fqntrace.merge, fqntrace.diff and
-fqntrace.report (which alone imports plotly, when it writes), which all read traces through
-fqntrace.traceio.
+fqntrace.table (summary), fqntrace.crossrank (summary over several ranks), fqntrace.top (the
+live view; needs the optional `rich`), fqntrace.validate, fqntrace.repair, fqntrace.merge,
+fqntrace.diff and fqntrace.report (which alone imports plotly, when it writes). summary, merge
+and top read traces as streams (fqntrace.tracestream); validate and repair load them whole
+(fqntrace.traceio).
 
 Every failure is one line on stderr, `fqntrace: <what is wrong and what to do>`, and a non-zero
 exit code (1: the file or the operation failed, 2: bad arguments; 3: `diff --threshold` found a
@@ -21,7 +25,7 @@ import json
 import os
 import sys
 
-from fqntrace import diff, merge, repair, report, summarize, table, validate
+from fqntrace import crossrank, diff, merge, repair, report, summarize, table, validate
 from fqntrace.traceio import PHASES, TraceError
 
 PROG = "python -m fqntrace"
@@ -44,6 +48,26 @@ def _note(message):
     _err("note: " + message)
 
 
+def _positive(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
+def _seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text}")
+    return value
+
+
 def _depth(text):
     try:
         value = int(text)
@@ -59,7 +83,10 @@ def _depth(text):
 
 
 def cmd_summary(args):
-    summary = summarize.load_for_summary(args.trace, note=_note)
+    paths = crossrank.expand_paths(args.traces)
+    if len(paths) > 1:
+        return _summary_of_ranks(args, paths)
+    summary = summarize.load_for_summary(paths[0], note=_note)
     if args.json:
         sys.stdout.write(json.dumps(summarize.filter_depth(summary, args.depth), indent=2,
                                     ensure_ascii=False) + "\n")
@@ -67,6 +94,26 @@ def cmd_summary(args):
     lines = table.render_table(summary, depth=args.depth, sort=args.sort, phase=args.phase)
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
+
+
+def _summary_of_ranks(args, paths):
+    if args.sort or args.phase:
+        raise UsageError("--sort and --phase apply to one trace; over several traces the table "
+                         "shows every phase in tree order")
+    summaries = crossrank.summarize_files(paths, jobs=args.jobs, note=_note)
+    result = crossrank.cross_rank(paths, summaries, note=_note)
+    if args.json:
+        sys.stdout.write(json.dumps(crossrank.filter_depth(result, args.depth), indent=2,
+                                    ensure_ascii=False) + "\n")
+        return 0
+    sys.stdout.write("\n".join(table.render_cross_rank(result, depth=args.depth)) + "\n")
+    return 0
+
+
+def cmd_top(args):
+    from fqntrace import top  # the live view; needs the optional `rich`
+
+    return top.main(args)
 
 
 def cmd_validate(args):
@@ -134,7 +181,12 @@ def build_parser():
                          "per phase, its share of all op time, op count and forward calls. Reads "
                          ".json and .jsonl traces (a cut-off one is repaired in memory) and "
                          ".summary.json files.")
-    p.add_argument("trace", metavar="TRACE", help="a trace (.json, .jsonl) or a .summary.json")
+    p.add_argument("traces", nargs="+", metavar="TRACE",
+                   help="a trace (.json, .jsonl, .gz) or a .summary.json; several traces (or a "
+                   "quoted pattern such as 'run.*.json') compare ranks: per module the median "
+                   "and max over the ranks, the slowest rank, comm time per rank")
+    p.add_argument("--jobs", type=_positive, metavar="N",
+                   help="read at most N traces at once (default: one per CPU)")
     p.add_argument("--depth", type=_depth, metavar="N",
                    help="only modules at most N levels below the root (root = 0)")
     p.add_argument("--sort", choices=["tree", "fwd", "bwd", "total"], default=None,
@@ -201,6 +253,27 @@ def build_parser():
                    help="how to read several traces: ranks of one run, or BASE NEW to compare "
                    "(auto: two traces of the same rank are compared, else ranks)")
     p.set_defaults(func=cmd_report)
+
+    p = verbs.add_parser("top", help="live per-module view of a running job",
+                         description="Follows the growing trace file(s) of a running job (.json, "
+                         ".jsonl, .gz; a file not created yet is waited for) and shows, refreshed "
+                         "about once a second, per module the forward / backward / recompute time "
+                         "over the last seconds and since the start, its share, steps/s and "
+                         "dropped events, per rank when several files are followed. Keys: s "
+                         "sort, Enter/+/- expand or collapse, up/down move, q quit. Needs the "
+                         "optional extra: pip install 'fqntrace[top]'.")
+    p.add_argument("traces", nargs="+", metavar="TRACE",
+                   help="trace file(s); a pattern (quoted 'run.*.json' or with {rank}) follows "
+                   "every file that matches, also ones created later")
+    p.add_argument("--window", type=_seconds, default=10.0, metavar="S",
+                   help="the recent window in seconds (default 10)")
+    p.add_argument("--interval", type=_seconds, default=1.0, metavar="S",
+                   help="seconds between refreshes (default 1)")
+    p.add_argument("--depth", type=_depth, default=None, metavar="N",
+                   help="expand the tree N levels below the root at start (default: all)")
+    p.add_argument("--once", action="store_true",
+                   help="read what is there, print one screen and exit (no live view)")
+    p.set_defaults(func=cmd_top)
     return parser
 
 

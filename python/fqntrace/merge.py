@@ -3,12 +3,17 @@
 Each rank becomes one process row (pid = rank), its timestamps move onto the earliest rank's clock
 base (baseTimeNanoseconds), and flow ids are renumbered so two ranks' flows never share one.
 Cut-off inputs are repaired in memory; the files are left as they are.
+
+The inputs are read as streams (fqntrace.tracestream), twice: once for what the merged header
+needs (rank, clock base, process ids, whether the file is complete), once to write the events
+one by one into the output. Memory holds the flows still open (a forward op's "s" whose node's
+"f" has not come yet), never the events.
 """
 import json
 import os
 from typing import NamedTuple
 
-from fqntrace import traceio
+from fqntrace import traceio, tracestream
 from fqntrace.traceio import TraceError
 
 # Replaced by the rank's own rows.
@@ -19,7 +24,11 @@ class RankTrace(NamedTuple):
     rank: int
     path: str
     base_ns: int  # baseTimeNanoseconds: the wall clock that ts = 0 stands for
-    trace: traceio.Trace
+    header: dict
+    tail: object  # the tail object, None when cut off
+    cut: bool
+    incomplete: bool
+    pids: list  # the original process ids, as text, sorted
 
 
 def merge_traces(paths, output, note=lambda message: None):
@@ -27,7 +36,7 @@ def merge_traces(paths, output, note=lambda message: None):
     hears about inputs that are merged although cut off."""
     if str(output).lower().endswith(".jsonl"):
         raise TraceError(f"{output}: merge writes a Chrome trace; name the output .json")
-    ranks = [_load_rank(path, note) for path in paths]
+    ranks = [_scan_rank(path, note) for path in paths]
     path_of_rank = {}
     for r in ranks:
         if r.rank in path_of_rank:
@@ -36,33 +45,6 @@ def merge_traces(paths, output, note=lambda message: None):
         path_of_rank[r.rank] = r.path
     ranks.sort(key=lambda r: r.rank)
     base_min = min(r.base_ns for r in ranks)
-
-    events = []
-    flow_ids = {}
-    n_slices = 0
-    for k, r in enumerate(ranks):
-        events += _process_rows(r)
-        shift = r.base_ns - base_min
-        for e in r.trace.events:
-            if not isinstance(e, dict):
-                continue
-            ph = e.get("ph")
-            if ph == "M" and e.get("name") in _PROCESS_METADATA:
-                continue
-            out = dict(e)
-            if "pid" in out or ph != "M":
-                out["pid"] = r.rank
-            if traceio.is_number(out.get("ts")):
-                out["ts"] = traceio.Micros(traceio.to_ns(out["ts"]) + shift)
-            if traceio.is_number(out.get("dur")):
-                out["dur"] = traceio.Micros(traceio.to_ns(out["dur"]))
-            if ph in ("s", "t", "f") and "id" in out:
-                key = (k, json.dumps(out.get("cat")), json.dumps(out["id"]))
-                out["id"] = flow_ids.setdefault(key, len(flow_ids) + 1)
-            if ph == "X":
-                n_slices += 1
-            events.append(out)
-
     header = {
         "schemaVersion": 1,
         "distributedInfo": _distributed_info(ranks),
@@ -70,33 +52,87 @@ def merge_traces(paths, output, note=lambda message: None):
         "displayTimeUnit": "ms",
         "traceName": "merged: " + ", ".join(os.path.basename(r.path) for r in ranks),
         "ranks": [{"rank": r.rank, "file": r.path, "baseTimeNanoseconds": r.base_ns,
-                   "complete": not r.trace.incomplete} for r in ranks],
+                   "complete": not r.incomplete} for r in ranks],
     }
-    traceio.write_atomic(output, traceio.chrome_text(header, events, _tail(ranks, n_slices)))
-    return len(ranks), len(events)
+    counts = {"events": 0, "slices": 0}
+    traceio.write_atomic_chunks(output, _merged_text(header, ranks, base_min, counts))
+    return len(ranks), counts["events"]
 
 
-def _load_rank(path, note):
-    trace = traceio.load(path)
-    if trace.cut:
-        note(f"{path} is cut off; merging its {len(trace.events)} complete events "
+def _merged_text(header, ranks, base_min, counts):
+    """The merged trace in the core's layout (traceio.chrome_text), a line at a time."""
+    head = json.dumps(header, ensure_ascii=False)
+    yield head[:-1] + ", " + '"traceEvents": [\n'
+    separator = ""
+    for e in _merged_events(ranks, base_min, counts):
+        yield separator + traceio.dump_event(e)
+        separator = ",\n"
+        counts["events"] += 1
+    yield '\n], "fqntrace": ' + json.dumps(_tail(ranks, counts["slices"]),
+                                            ensure_ascii=False) + "}\n"
+
+
+def _merged_events(ranks, base_min, counts):
+    flow_ids = {}  # (rank index, cat, id) -> [new id, phases seen]; closed flows are dropped
+    next_flow = 0
+    for k, r in enumerate(ranks):
+        yield from _process_rows(r)
+        shift = r.base_ns - base_min
+        with tracestream.TraceStream(r.path) as stream:
+            for e in stream:
+                if not isinstance(e, dict):
+                    continue
+                ph = e.get("ph")
+                if ph == "M" and e.get("name") in _PROCESS_METADATA:
+                    continue
+                out = dict(e)
+                if "pid" in out or ph != "M":
+                    out["pid"] = r.rank
+                if traceio.is_number(out.get("ts")):
+                    out["ts"] = traceio.Micros(traceio.to_ns(out["ts"]) + shift)
+                if traceio.is_number(out.get("dur")):
+                    out["dur"] = traceio.Micros(traceio.to_ns(out["dur"]))
+                if ph in ("s", "t", "f") and "id" in out:
+                    key = (k, json.dumps(out.get("cat")), json.dumps(out["id"]))
+                    flow = flow_ids.get(key)
+                    if flow is None:
+                        next_flow += 1
+                        flow = flow_ids[key] = [next_flow, set()]
+                    out["id"] = flow[0]
+                    flow[1].add(ph)
+                    if "s" in flow[1] and "f" in flow[1]:
+                        del flow_ids[key]  # both ends written: the id is not needed again
+                if ph == "X":
+                    counts["slices"] += 1
+                yield out
+
+
+def _scan_rank(path, note):
+    """First pass over one input: its header, tail and process ids."""
+    pids = set()
+    with tracestream.TraceStream(path) as stream:
+        for e in stream:
+            if isinstance(e, dict) and "pid" in e:
+                pids.add(str(e["pid"]))
+    if stream.cut:
+        note(f"{path} is cut off; merging its {stream.events_read} complete events "
              "(repaired in memory, the file is left as it is)")
-    rank = trace.rank
+    rank = stream.rank
     if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
         raise TraceError(f"{path}: no distributedInfo.rank; merge needs each input's rank")
-    base = trace.header.get("baseTimeNanoseconds")
+    base = stream.header.get("baseTimeNanoseconds")
     if not isinstance(base, int) or isinstance(base, bool):
         raise TraceError(f"{path}: no baseTimeNanoseconds; merge needs it to align the "
                          "ranks' clocks")
-    return RankTrace(rank, path, base, trace)
+    return RankTrace(rank, path, base, stream.header, stream.tail, stream.cut, stream.incomplete,
+                     sorted(pids))
 
 
 def _process_rows(r):
     """The metadata naming rank r's process row: "rank R", its file and original pids."""
-    pids = sorted({str(e["pid"]) for e in r.trace.events if isinstance(e, dict) and "pid" in e})
     label = f"rank {r.rank}, {os.path.basename(r.path)}"
-    if pids:
-        label += ", pid " + " ".join(pids)
+    if r.pids:
+        label += ", pid " + " ".join(r.pids)
     return [{"ph": "M", "name": "process_name", "pid": r.rank, "tid": 0,
              "args": {"name": f"rank {r.rank}"}},
             {"ph": "M", "name": "process_labels", "pid": r.rank, "tid": 0,
@@ -108,7 +144,7 @@ def _process_rows(r):
 def _distributed_info(ranks):
     """rank 0 of a world as large as the largest rank or world_size seen; the backend when every
     input names the same one."""
-    infos = [r.trace.header.get("distributedInfo", {}) for r in ranks]
+    infos = [r.header.get("distributedInfo", {}) for r in ranks]
     world = max([r.rank + 1 for r in ranks] +
                 [info.get("world_size", 0) for info in infos
                  if isinstance(info.get("world_size"), int)])
@@ -123,11 +159,10 @@ def _distributed_info(ranks):
 def _tail(ranks, n_slices):
     dropped = 0
     for r in ranks:
-        value = r.trace.tail.get("dropped_events") if isinstance(r.trace.tail, dict) else None
+        value = r.tail.get("dropped_events") if isinstance(r.tail, dict) else None
         dropped += value if isinstance(value, int) else 0
     tail = {"events": n_slices, "dropped_events": dropped,
-            "complete": all(not r.trace.incomplete for r in ranks), "merged": True}
-    if any(r.trace.cut or (isinstance(r.trace.tail, dict) and r.trace.tail.get("repaired"))
-           for r in ranks):
+            "complete": all(not r.incomplete for r in ranks), "merged": True}
+    if any(r.cut or (isinstance(r.tail, dict) and r.tail.get("repaired")) for r in ranks):
         tail["repaired"] = True
     return tail

@@ -20,8 +20,9 @@ Rules (the same as the C++ summary exporter, so `summary --json` and <stem>.summ
   reported as comm_ms and never added to op time.
 """
 import json
+import os
 
-from fqntrace import traceio
+from fqntrace import traceio, tracestream
 from fqntrace.traceio import PHASES, TraceError
 
 TOP_OPS = 5
@@ -37,27 +38,93 @@ def _ms(ns):
     return round(ns / 1e6, 6)
 
 
-def summarize(trace):
-    """The summary of a loaded trace (traceio.Trace) in the JSON shape of <stem>.summary.json."""
-    slices = []
-    for e in trace.slices():
+def _valid_slices(events):
+    """The X events that carry time and a module: numeric ts, dur >= 0, args.fqn a string."""
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
         args = e.get("args")
         if (traceio.is_number(e.get("ts")) and traceio.is_number(e.get("dur")) and e["dur"] >= 0
                 and isinstance(args, dict) and isinstance(args.get("fqn"), str)):
-            slices.append(e)
+            yield e
+
+
+class _Totals:
+    """Per-module sums, filled event by event. Everything but op *self time* is known from the
+    event alone; self time needs the nesting (which op encloses which), added by add_time()."""
+
+    def __init__(self):
+        self.modules = {}
+        self.first_seen = {}
+
+    def module(self, fqn):
+        m = self.modules.get(fqn)
+        if m is None:
+            m = self.modules[fqn] = {"module_type": "", "calls": 0,
+                                     "phases": {p: _new_phase() for p in PHASES}}
+        return m
+
+    def add_event(self, e, start, is_op):
+        """The counts of one valid slice; returns its phase record when its time may count
+        as self time (an op in a known phase, not a collective's backend work), else None."""
+        args = e["args"]
+        fqn = args["fqn"]
+        m = self.modules.get(fqn)
+        if m is None:
+            m = self.module(fqn)
+            self.first_seen[fqn] = start
+        elif start < self.first_seen[fqn]:
+            self.first_seen[fqn] = start
+        phase = args.get("phase")
+        if not is_op and e.get("cat") == "user_annotation" and "module_type" in args:
+            if not m["module_type"] and isinstance(args.get("module_type"), str):
+                m["module_type"] = args["module_type"]
+            if phase == "forward":
+                m["calls"] += 1
+            return None
+        if phase in PHASES and args.get("async_work"):
+            # a collective's backend work range (written as a user_annotation, as Kineto
+            # does; older traces had cpu_op): communication time, as the C++ exporter counts it
+            m["phases"][phase]["comm_ns"] += round(e["dur"] * 1000)
+            return None
+        if phase not in PHASES or not is_op:
+            return None  # record_function ranges carry no time of their own
+        p = m["phases"][phase]
+        if "collective" in args:
+            p["collectives"] += 1
+            if isinstance(args.get("bytes"), int):
+                p["comm_bytes"] += args["bytes"]
+        elif isinstance(args.get("flops"), int):
+            p["self_flops"] += args["flops"]
+        if "Fwd thread id" not in args and not _name(e).startswith(ENGINE_WRAPPER):
+            p["self_ops"] += 1  # an operator, not an autograd node or the engine's wrapper
+        return p
+
+    @staticmethod
+    def add_time(p, name, ns, count=1):
+        p["self_ns"] += ns
+        top = p["top"].get(name)
+        if top is None:
+            top = p["top"][name] = [0, 0]
+        top[0] += ns
+        top[1] += count
+
+
+def _name(e):
+    name = e.get("name")
+    return name if isinstance(name, str) else "?"
+
+
+def _owner(args):
+    return args.get("phase"), args.get("fqn")
+
+
+def summarize(trace):
+    """The summary of a loaded trace (traceio.Trace) in the JSON shape of <stem>.summary.json.
+    Holds every event; summarize_stream() gives the same numbers reading a file as a stream."""
+    slices = list(_valid_slices(trace.events))
     parents, _, starts, ends = traceio.nest(slices)
     is_op = [e.get("cat") == "cpu_op" for e in slices]
-    in_op = [None] * len(slices)  # this slice or an enclosing one is a cpu_op
-    for i in range(len(slices)):
-        chain = []
-        j = i
-        while j >= 0 and in_op[j] is None:
-            chain.append(j)
-            j = parents[j]
-        inherited = in_op[j] if j >= 0 else False
-        for k in reversed(chain):
-            inherited = inherited or is_op[k]
-            in_op[k] = inherited
 
     # The nearest enclosing cpu_op of each slice, and which slices carry time ("counted").
     op_parent = [-1] * len(slices)
@@ -68,8 +135,7 @@ def summarize(trace):
         op_parent[i] = j
 
     def owner_of(k):
-        args = slices[k]["args"]
-        return args.get("phase"), args.get("fqn")
+        return _owner(slices[k]["args"])
 
     # As the observer's kPhaseTop: an op whose phase or module differs from the op around it
     # (recompute inside a backward node, a compiled graph's kernel inside CompiledFunction) has
@@ -85,59 +151,201 @@ def summarize(trace):
             if j >= 0:
                 excluded[j] += ends[i] - starts[i]
 
-    modules = {}
-    first_seen = {}
+    totals = _Totals()
+    for i, e in enumerate(slices):
+        p = totals.add_event(e, starts[i], is_op[i])
+        if p is not None and counted[i]:
+            totals.add_time(p, _name(e), max(ends[i] - starts[i] - excluded[i], 0))
+    merged = trace.header.get("ranks")
+    return _result(totals, trace.header, trace.tail, trace.incomplete, trace.path,
+                   merged if isinstance(merged, list) else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# The same numbers from a stream of events, in memory bounded by the modules.
+#
+# The core writes each range when it ends, so on one thread an enclosing range comes after
+# everything it encloses (post-order). Each thread keeps a stack of *pending* subtrees: ranges
+# whose enclosing op has not been read yet. Whether an op's time counts depends only on its
+# nearest enclosing op, so a pending subtree is kept as its *frontier*: the ops in it with no op
+# above them inside the subtree, grouped by owner (phase, fqn): per owner the summed duration,
+# the summed time of counted ops below them (to be taken out of whichever op counts above them),
+# and per op name the self time it adds if it counts. When an op arrives it settles the frontier
+# of the subtrees it encloses: a group of another owner counts (committed), a group of its own
+# owner does not (its excluded time moves up). Neighbouring pending subtrees at the same depth
+# (args.depth) share every future enclosing range, so they are merged: the stack never holds
+# more entries than the nesting is deep, and a frontier never more groups than
+# owners x op names.
+
+
+class NotPostOrder(Exception):
+    """A thread's events are not in end order (not a file the core wrote): use summarize()."""
+
+
+class _Pending:
+    __slots__ = ("start", "end", "depth", "groups")
+
+    def __init__(self, start, end, depth, groups):
+        self.start = start
+        self.end = end
+        self.depth = depth  # None when the trace has no args.depth
+        self.groups = groups  # owner -> [dur_ns, excluded_ns, {name: [self_ns, count]}, p]
+
+
+def _merge_groups(into, groups):
+    for owner, g in groups.items():
+        mine = into.get(owner)
+        if mine is None:
+            into[owner] = g
+            continue
+        mine[0] += g[0]
+        mine[1] += g[1]
+        if mine[3] is None:
+            mine[3] = g[3]  # a collective's work range shares the owner but adds no time
+        for name, (ns, count) in g[2].items():
+            t = mine[2].get(name)
+            if t is None:
+                mine[2][name] = [ns, count]
+            else:
+                t[0] += ns
+                t[1] += count
+
+
+class StreamSummary:
+    """Feed it every event of one trace in file order (add()), then result()."""
+
+    TOL = traceio.NEST_TOLERANCE_NS
+
+    def __init__(self):
+        self.totals = _Totals()
+        self.threads = {}  # (pid, tid) -> [stack of _Pending, last end]
+
+    def add(self, e):
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            return
+        args = e.get("args")
+        ts = e.get("ts")
+        dur = e.get("dur")
+        if (type(args) is not dict or type(args.get("fqn")) is not str
+                or not traceio.is_number(ts) or not traceio.is_number(dur) or dur < 0):
+            return
+        start = round(ts * 1000)
+        end = start + round(dur * 1000)
+        self.seen(e, start, end)
+        is_op = e.get("cat") == "cpu_op"
+        p = self.totals.add_event(e, start, is_op)
+        depth = args.get("depth")
+        if type(depth) is not int:
+            depth = None
+        key = (str(e.get("pid")), str(e.get("tid")))
+        thread = self.threads.get(key)
+        if thread is None:
+            thread = self.threads[key] = [[], end]
+        elif end < thread[1] - self.TOL:
+            raise NotPostOrder(key)
+        else:
+            thread[1] = max(thread[1], end)
+        stack = thread[0]
+        # The pending subtrees this range encloses (nest()'s rule: inside when it ends by our
+        # end and starts in our extent; equal extents: the later in the file is the outer one).
+        children = []
+        while stack:
+            c = stack[-1]
+            if c.start < start or c.end > end + self.TOL or not (c.start < end or c.start == start):
+                break
+            if c.start == start and c.end == end and depth is not None and c.depth is not None \
+                    and c.depth < depth:
+                raise NotPostOrder(key)  # an outer range written before its inner one
+            children.append(stack.pop())
+        if is_op:
+            owner = _owner(args)
+            excluded = 0
+            for c in children:
+                for g_owner, g in c.groups.items():
+                    if g_owner != owner:
+                        excluded += g[0]
+                        self.commit(g_owner, g, end)
+                    else:
+                        excluded += g[1]
+            contrib = {} if p is None else {_name(e): [max(end - start - excluded, 0), 1]}
+            groups = {owner: [end - start, excluded, contrib, p]}
+        else:
+            groups = {}
+            for c in reversed(children):
+                _merge_groups(groups, c.groups)
+        if stack and depth is not None and stack[-1].depth == depth:
+            below = stack[-1]  # a sibling: every range enclosing one encloses the other
+            _merge_groups(below.groups, groups)
+            below.end = max(below.end, end)
+        else:
+            stack.append(_Pending(start, end, depth, groups))
+
+    def seen(self, e, start, end):
+        """Every valid slice, with its times in ns, as it is read (for subclasses)."""
+
+    def commit(self, owner, group, when_ns):
+        """A frontier group's ops count: their self time is added (they ended by when_ns)."""
+        p = group[3]
+        if p is not None:
+            for name, (ns, count) in group[2].items():
+                _Totals.add_time(p, name, ns, count)
+
+    def commit_pending(self, outermost_only=False):
+        """Counts what is still pending (at the end of the file). outermost_only: only subtrees
+        at depth 0, which nothing can enclose any more (for a live view of a running job)."""
+        for stack, _ in self.threads.values():
+            keep = []
+            for pending in stack:
+                if outermost_only and pending.depth != 0:
+                    keep.append(pending)
+                    continue
+                for owner, g in pending.groups.items():
+                    self.commit(owner, g, pending.end)
+            stack[:] = keep
+
+    def result(self, header, tail, incomplete, path):
+        self.commit_pending()
+        merged = header.get("ranks")
+        return _result(self.totals, header, tail, incomplete, path,
+                       merged if isinstance(merged, list) else None)
+
+
+def summarize_stream(path, note=lambda message: None):
+    """The summary of a trace file read as a stream (tracestream): the same numbers as
+    summarize(traceio.load(path)). A file whose threads are not in end order (not written by
+    the core) is loaded whole instead."""
+    with tracestream.TraceStream(path) as stream:
+        acc = StreamSummary()
+        try:
+            for e in stream:
+                acc.add(e)
+        except NotPostOrder:
+            acc = None
+        if acc is not None:
+            _note_cut(stream, note)
+            return acc.result(stream.header, stream.tail, stream.incomplete, path)
+    trace = traceio.load(path)
+    _note_cut(trace, note, len(trace.events))
+    return summarize(trace)
+
+
+def _note_cut(trace, note, n_events=None):
+    if trace.cut:
+        if n_events is None:
+            n_events = trace.events_read
+        partial = " (dropped a partial last line)" if trace.dropped_partial else ""
+        hint = ("" if tracestream.is_gzip(trace.path)  # repair rewrites plain text only
+                else f"; {traceio.repair_hint(trace.path)} to close the file")
+        note(f"{trace.path} is cut off (no closing tail); summarizing its {n_events} complete "
+             f"events{partial}{hint}")
+
+
+def _result(totals, header, tail, incomplete, path, merged_ranks):
+    modules = totals.modules
+    first_seen = totals.first_seen
 
     def module(fqn):
-        m = modules.get(fqn)
-        if m is None:
-            m = modules[fqn] = {"module_type": "", "calls": 0,
-                                "phases": {p: _new_phase() for p in PHASES}}
-        return m
-
-    for i, e in enumerate(slices):
-        args = e["args"]
-        fqn = args["fqn"]
-        start = starts[i]
-        m = modules.get(fqn)
-        if m is None:
-            m = module(fqn)
-            first_seen[fqn] = start
-        elif start < first_seen[fqn]:
-            first_seen[fqn] = start
-        phase = args.get("phase")
-        if not is_op[i] and e.get("cat") == "user_annotation" and "module_type" in args:
-            if not m["module_type"] and isinstance(args.get("module_type"), str):
-                m["module_type"] = args["module_type"]
-            if phase == "forward":
-                m["calls"] += 1
-            continue
-        if phase not in PHASES or not is_op[i]:
-            continue  # record_function ranges carry no time of their own
-        p = m["phases"][phase]
-        dur = ends[i] - start
-        if args.get("async_work"):
-            p["comm_ns"] += dur
-            continue
-        if "collective" in args:
-            p["collectives"] += 1
-            if isinstance(args.get("bytes"), int):
-                p["comm_bytes"] += args["bytes"]
-        elif isinstance(args.get("flops"), int):
-            p["self_flops"] += args["flops"]
-        name = e.get("name")
-        if not isinstance(name, str):
-            name = "?"
-        if "Fwd thread id" not in args and not name.startswith(ENGINE_WRAPPER):
-            p["self_ops"] += 1  # an operator, not an autograd node or the engine's wrapper
-        if counted[i]:
-            dur = max(dur - excluded[i], 0)
-            p["self_ns"] += dur
-            top = p["top"].get(name)
-            if top is None:
-                top = p["top"][name] = [0, 0]
-            top[0] += dur
-            top[1] += 1
+        return totals.module(fqn)
 
     # Containers that never run a forward of their own (a ModuleList) still get a row, as in
     # the C++ summary exporter, so every level of the tree has its total.
@@ -152,21 +360,29 @@ def summarize(trace):
                 first_seen[ancestor] = min(first_seen.get(ancestor, 0), first_seen.get(fqn, 0))
     order = sorted(modules, key=lambda f: (f == "Global", first_seen.get(f, 0), f))
     step_ns = sum(p["self_ns"] for m in modules.values() for p in m["phases"].values())
+    # Subtree sums through the tree, not a scan of every module per module.
+    below = {fqn: {p: [] for p in PHASES} for fqn in modules}
+    for fqn, m in modules.items():
+        parts = fqn.split(".")
+        for k in range(1, len(parts) + 1):
+            path_k = ".".join(parts[:k])
+            if path_k in below:
+                for phase in PHASES:
+                    below[path_k][phase].append(m["phases"][phase])
     out_modules = {}
     for fqn in order:
         m = modules[fqn]
-        subtree = [modules[f] for f in modules if f == fqn or f.startswith(fqn + ".")]
         entry = {"module_type": m["module_type"], "calls": m["calls"]}
         for phase in PHASES:
             p = m["phases"][phase]
-            below = [s["phases"][phase] for s in subtree]
+            subtree = below[fqn][phase]
             tops = sorted(p["top"].items(), key=lambda kv: (-kv[1][0], kv[0]))[:TOP_OPS]
             entry[phase] = {
-                "total_ms": _ms(sum(s["self_ns"] for s in below)),
+                "total_ms": _ms(sum(s["self_ns"] for s in subtree)),
                 "self_ms": _ms(p["self_ns"]),
-                "ops": sum(s["self_ops"] for s in below),
+                "ops": sum(s["self_ops"] for s in subtree),
                 "self_ops": p["self_ops"],
-                "flops": sum(s["self_flops"] for s in below),
+                "flops": sum(s["self_flops"] for s in subtree),
                 "self_flops": p["self_flops"],
                 "comm_ms": _ms(p["comm_ns"]),
                 "comm_bytes": p["comm_bytes"],
@@ -175,20 +391,24 @@ def summarize(trace):
                             for name, (ns, count) in tops],
             }
         out_modules[fqn] = entry
-    tail = trace.tail if isinstance(trace.tail, dict) else {}
+    tail = tail if isinstance(tail, dict) else {}
     out = {
-        "trace": trace.header.get("traceName", trace.path),
-        "rank": trace.rank,
+        "trace": header.get("traceName", path),
+        "rank": _rank_of(header),
         "step_ms": _ms(step_ns),
         "dropped_events": tail.get("dropped_events", 0),
-        "complete": not trace.incomplete,
+        "complete": not incomplete,
         "modules": out_modules,
     }
-    merged = trace.header.get("ranks")
-    if isinstance(merged, list):  # a merged trace: every rank's time is added up
+    if merged_ranks is not None:  # a merged trace: every rank's time is added up
         out["rank"] = None
-        out["ranks"] = [r.get("rank") for r in merged if isinstance(r, dict)]
+        out["ranks"] = [r.get("rank") for r in merged_ranks if isinstance(r, dict)]
     return out
+
+
+def _rank_of(header):
+    info = header.get("distributedInfo")
+    return info.get("rank") if isinstance(info, dict) else None
 
 
 def is_summary_path(path):
@@ -223,23 +443,22 @@ def filter_depth(summary, depth):
     return out
 
 
+SUMMARY_FILE_LIMIT = 1 << 28  # a summary file is small; a bigger non-trace is not one
+
+
 def load_for_summary(path, note=lambda message: None):
-    """A summary dict from a trace (.json / .jsonl, cut-off ones too) or a .summary.json.
-    `note(message)` hears about a cut-off trace summarized as far as it goes."""
+    """A summary dict from a trace (.json / .jsonl / .gz, cut-off ones too), read as a stream,
+    or from a .summary.json. `note(message)` hears about a cut-off trace summarized as far as
+    it goes."""
     if is_summary_path(path):
         return load_summary(path)
-    text = traceio.read_text(path)
     try:
-        trace = traceio.parse(path, text)
+        return summarize_stream(path, note)
     except TraceError:
         # A summary under another name (`summary --json > out.json`) is read as one.
         try:
-            return load_summary(path, text)
-        except TraceError:
+            if os.path.getsize(path) < SUMMARY_FILE_LIMIT and not tracestream.is_gzip(path):
+                return load_summary(path)
+        except (OSError, TraceError):
             pass
         raise
-    if trace.cut:
-        partial = " (dropped a partial last line)" if trace.dropped_partial else ""
-        note(f"{path} is cut off (no closing tail); summarizing its {len(trace.events)} complete "
-             f"events{partial}; {traceio.repair_hint(path)} to close the file")
-    return summarize(trace)

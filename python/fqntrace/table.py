@@ -191,3 +191,99 @@ def _all_nodes(roots):
     for node in roots:
         yield node
         yield from _all_nodes(node.children)
+
+
+# ---------------------------------------------------------------------------------------------
+# Several ranks (fqntrace.crossrank): median / max per phase, the slowest rank, comm per rank
+
+MAX_RANK_COLUMNS = 4  # comm per rank as columns up to this many ranks, else median / max
+
+
+def render_cross_rank(result, depth=None, width=TABLE_WIDTH):
+    """The cross-rank summary as text lines: a title, the straggler, the tree table, a legend."""
+    modules = result.get("modules", {})
+    roots = _build_tree(modules)
+    ranks = result.get("ranks", [])
+    ell = _ellipsis()
+    phases = [p for p in PHASES if p != "recompute"
+              or any(_number((m.get(p) or {}).get("max_ms")) for m in modules.values())]
+    rows = []
+
+    def walk(nodes):
+        for node in nodes:
+            if depth is None or node.depth <= depth:
+                rows.append(node)
+                walk(node.children)
+
+    walk(roots)
+    per_rank_comm = len(ranks) <= MAX_RANK_COLUMNS
+    num_w, slow_w = 8, 21
+    comm_heads = ([f"comm r{r}" for r in ranks] if per_rank_comm else ["comm med", "comm max"])
+    heads = []
+    for p in phases:
+        heads += [f"{PHASE_SHORT[p]} med", f"{PHASE_SHORT[p]} max"]
+    fixed = (num_w + 1) * (len(heads) + len(comm_heads)) + slow_w + 1
+    labels = [("  " * min(n.depth, 12), n.fqn if n.depth == 0 else n.fqn.rsplit(".", 1)[-1])
+              for n in rows]
+    name_w = max([len("module")] + [len(i) + len(l) for i, l in labels])
+    name_w = max(len("module"), min(name_w, width - fixed))
+
+    step = result.get("step_ms", {})
+    lines = [_fit(f"{len(ranks)} ranks ({', '.join(str(r) for r in ranks)}): op time per rank "
+                  f"median {_number(step.get('median_ms')):.3f} ms, max "
+                  f"{_number(step.get('max_ms')):.3f} ms (rank {step.get('slowest_rank')})",
+                  width, ell)]
+    s = result.get("straggler")
+    if s:
+        lines.append(_fit(f"straggler: rank {s['rank']} in {s['module']} ({s['phase']}): "
+                          f"+{s['over_median_ms']:.3f} ms own op time over the ranks' median",
+                          width, ell))
+    if result.get("complete") is False or any(_number(v) for v in
+                                              result.get("dropped_events", {}).values()):
+        lines.append(_fit("note: some traces are incomplete (cut off, repaired or events "
+                          "dropped): the numbers cover what was recorded", width, ell))
+    lines.append("")
+    header = ["module".ljust(name_w)] + [h.rjust(num_w) for h in heads]
+    header += ["slowest".ljust(slow_w)] + [h.rjust(num_w) for h in comm_heads]
+    lines.append(" ".join(header).rstrip())
+    lines.append("-" * min(width, len(" ".join(header))))
+    for node, (indent, label) in zip(rows, labels):
+        entry = node.entry or {}
+        cells = [(indent + _fit(label, max(1, name_w - len(indent)), ell)).ljust(name_w)]
+        worst = None
+        for p in phases:
+            ph = entry.get(p) or {}
+            cells += [_format_ms(_number(ph.get("median_ms")), num_w).rjust(num_w),
+                      _format_ms(_number(ph.get("max_ms")), num_w).rjust(num_w)]
+            gap = _number(ph.get("over_median_ms"))
+            if gap > 0 and (worst is None or gap > worst[1]):
+                worst = (p, gap, ph)
+        if worst is None:
+            cells.append("-".ljust(slow_w))
+        else:
+            p, gap, ph = worst
+            median = _number(ph.get("median_ms"))
+            pct = f" ({100.0 * gap / median:+.0f}%)" if median else ""
+            cells.append(_fit(f"r{ph.get('slowest_rank')} {PHASE_SHORT[p]} +{gap:.2f}{pct}",
+                              slow_w, ell).ljust(slow_w))
+        comm = {}
+        for p in PHASES:
+            for r, v in ((entry.get(p) or {}).get("comm_ms") or {}).items():
+                comm[r] = comm.get(r, 0) + _number(v)
+        if per_rank_comm:
+            cells += [_format_ms(comm.get(str(r), 0), num_w).rjust(num_w) for r in ranks]
+        else:
+            values = sorted(comm.values()) or [0]
+            median = values[len(values) // 2] if len(values) % 2 else \
+                (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+            cells += [_format_ms(median, num_w).rjust(num_w),
+                      _format_ms(values[-1], num_w).rjust(num_w)]
+        lines.append(" ".join(cells).rstrip())
+    if not rows:
+        lines.append("(no modules: the traces have no events with an fqn)")
+    lines.append("")
+    lines.append(_fit("med / max: op time of the module and its submodules, median and maximum "
+                      "over the ranks (ms)", width, ell))
+    lines.append(_fit("slowest: the rank furthest above the median and by how much (ms); comm: "
+                      "the module's collectives' backend time per rank (ms)", width, ell))
+    return lines

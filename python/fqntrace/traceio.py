@@ -124,6 +124,12 @@ def read_text(path):
 def write_atomic(path, text, like=None):
     """Writes text to path through a temporary file in the same folder and a rename, so readers
     never see half a file. ``like``: copy that file's permission bits."""
+    write_atomic_chunks(path, [text], like)
+
+
+def write_atomic_chunks(path, chunks, like=None):
+    """write_atomic for text made piece by piece (an iterable of str): never all in memory.
+    An exception raised by the iterable (a TraceError) removes the temporary file."""
     folder = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".fqntrace-", suffix=".tmp", dir=folder)
@@ -131,7 +137,8 @@ def write_atomic(path, text, like=None):
         raise TraceError(f"{path}: cannot write in {folder} ({error.strerror or error})") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
-            f.write(text)
+            for text in chunks:
+                f.write(text)
             f.flush()
             os.fsync(f.fileno())
         if like is not None:
@@ -142,12 +149,14 @@ def write_atomic(path, text, like=None):
         else:
             os.chmod(tmp, 0o644 & ~_umask())
         os.replace(tmp, path)
-    except OSError as error:
+    except BaseException as error:
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        raise TraceError(f"{path}: cannot write ({error.strerror or error})") from None
+        if isinstance(error, OSError):
+            raise TraceError(f"{path}: cannot write ({error.strerror or error})") from None
+        raise
 
 
 def _umask():

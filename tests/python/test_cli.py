@@ -667,7 +667,7 @@ BAD_INVOCATIONS = [
     (["merge", "{tiny}", "-o", "{tmp}/out.jsonl"], "name the output .json"),
     (["merge", "{tiny}", "{tmp}/missing.json", "-o", "{tmp}/out.json"], "no such file"),
     (["summary", "{tmp}/binary.json"], "binary data"),
-    (["summary", "{tiny}", "extra"], "unrecognized arguments: extra"),
+    (["summary", "{tiny}", "extra"], "extra: no such file"),  # several traces: ranks
 ]
 
 

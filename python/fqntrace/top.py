@@ -1,0 +1,503 @@
+"""`python -m fqntrace top TRACE...`: a live per-module view of a running job.
+
+Each trace file is followed (tracestream.Follower: only the bytes appended since the last read,
+one partial line kept) and its events go through the summary's streaming rules
+(summarize.StreamSummary), so memory is bounded by the modules, never by the file. A range's
+time shows once the outermost range around it has ended (a module's forward, a step).
+
+The recent window is in *trace* time: the last --window seconds before the newest event of each
+file, kept as one bucket per second. Steps/s counts `ProfilerStep#N` ranges (fqntrace's steps).
+
+The screen is drawn with `rich` (the optional extra `fqntrace[top]`); keys are read from the
+terminal in cbreak mode: q quits, s changes the order, up/down (or k/j) move, Enter/space
+expands or collapses the selected module, + / - expand or collapse all.
+"""
+import collections
+import glob
+import os
+import select
+import sys
+import time
+
+from fqntrace import summarize, traceio, tracestream
+from fqntrace.traceio import PHASES, TraceError
+
+INSTALL_HINT = ("fqntrace top needs the optional package rich: pip install 'fqntrace[top]' "
+                "(or: pip install rich)")
+PHASE_SHORT = {"forward": "fwd", "backward": "bwd", "recompute": "rcmp"}
+SORTS = ("tree", "recent", "total")
+STEP_PREFIX = "ProfilerStep#"
+READ_SHARE = 0.8  # of each refresh interval spent reading when the job writes faster than that
+
+
+class LiveSummary(summarize.StreamSummary):
+    """StreamSummary that also keeps, per second of trace time, the self time that counted."""
+
+    def __init__(self, window_s):
+        super().__init__()
+        self.window_ns = int(window_s * 1e9)
+        self.buckets = collections.OrderedDict()  # second -> {(phase, fqn): ns}
+        self.latest_ns = None
+        self.first_ns = None
+        self.step_ends = collections.deque()  # end times of recent steps
+        self.steps = 0
+        self.events = 0
+
+    def seen(self, e, start, end):
+        if self.latest_ns is None or end > self.latest_ns:
+            self.latest_ns = end
+        if self.first_ns is None or start < self.first_ns:
+            self.first_ns = start
+        name = e.get("name")
+        if type(name) is str and name.startswith(STEP_PREFIX):
+            self.steps += 1
+            self.step_ends.append(end)
+
+    def commit(self, owner, group, when_ns):
+        super().commit(owner, group, when_ns)
+        if group[3] is None:
+            return
+        ns = sum(t[0] for t in group[2].values())
+        if not ns:
+            return
+        second = when_ns // 1_000_000_000
+        bucket = self.buckets.get(second)
+        if bucket is None:
+            bucket = self.buckets[second] = {}
+        bucket[owner] = bucket.get(owner, 0) + ns
+
+    def settle(self):
+        """After a batch of events: count what nothing can enclose any more, forget old seconds."""
+        self.commit_pending(outermost_only=True)
+        if self.latest_ns is None:
+            return
+        oldest = (self.latest_ns - self.window_ns) // 1_000_000_000
+        for second in list(self.buckets):
+            if second < oldest:
+                del self.buckets[second]
+        while self.step_ends and self.step_ends[0] < self.latest_ns - self.window_ns:
+            self.step_ends.popleft()
+
+    def recent(self):
+        """{(phase, fqn): ns} over the window."""
+        out = {}
+        for bucket in self.buckets.values():
+            for owner, ns in bucket.items():
+                out[owner] = out.get(owner, 0) + ns
+        return out
+
+    def since_start(self):
+        out = {}
+        for fqn, m in self.totals.modules.items():
+            for phase in PHASES:
+                ns = m["phases"][phase]["self_ns"]
+                if ns:
+                    out[(phase, fqn)] = ns
+        return out
+
+    def steps_per_s(self):
+        """Steps per second of trace time over the window: intervals between step ends."""
+        if len(self.step_ends) < 2:
+            return None
+        span = self.step_ends[-1] - self.step_ends[0]
+        return (len(self.step_ends) - 1) / (span / 1e9) if span > 0 else None
+
+
+class Source:
+    """One followed file: its Follower, its LiveSummary and what to tell the user about it."""
+
+    def __init__(self, path, window_s):
+        self.path = path
+        self.window_s = window_s
+        self.follower = tracestream.Follower(path)
+        self.live = LiveSummary(window_s)
+        self.message = None
+
+    @property
+    def rank(self):
+        header = self.follower.header or {}
+        info = header.get("distributedInfo")
+        return info.get("rank") if isinstance(info, dict) else None
+
+    def poll(self):
+        """One read of what was appended; returns the number of events read (None: nothing
+        new)."""
+        try:
+            events, restarted = self.follower.poll()
+        except TraceError as error:
+            self.message = str(error) + "; retrying"
+            return None
+        if restarted:
+            self.live = LiveSummary(self.window_s)
+            self.message = (f"{self.path} was replaced (a new run, rotated or truncated): "
+                            "reading the new file from its start")
+        add = self.live.add
+        for e in events:
+            add(e)
+        self.live.events += len(events)
+        return len(events) if events or restarted else None
+
+    def settle(self):
+        self.live.settle()
+        if self.follower.state == "waiting":
+            self.message = f"waiting for {self.path} to be created (retrying every refresh)"
+        elif self.follower.state == "damaged":
+            self.message = (f"{self.path}: the compressed data is damaged; showing what was "
+                            "read before it (waiting for the file to be replaced)")
+        elif self.follower.state == "ended":
+            self.message = f"{self.path}: the job has ended (the trace is closed)"
+        elif self.message and self.message.startswith("waiting for"):
+            self.message = None
+
+    def behind(self):
+        """Bytes written but not read yet."""
+        try:
+            return max(0, os.path.getsize(self.path) - self.follower.offset)
+        except OSError:
+            return 0
+
+    def dropped(self):
+        tail = self.follower.tail
+        return tail.get("dropped_events") if isinstance(tail, dict) else None
+
+
+class Sources:
+    """The files to follow; a pattern (`run.*.json`, `{rank}`) picks up files created later."""
+
+    def __init__(self, patterns, window_s):
+        self.patterns = patterns
+        self.window_s = window_s
+        self.sources = {}
+        self.rescan()
+
+    def rescan(self):
+        self.unmatched = []
+        for pattern in self.patterns:
+            if "*" in pattern or "?" in pattern or "{rank}" in pattern or "{pid}" in pattern:
+                found = [p for p in glob.glob(pattern.replace("{rank}", "*").replace("{pid}", "*"))
+                         if not summarize.is_summary_path(p)]  # a rank's summary is no trace
+                if not found:
+                    self.unmatched.append(pattern)
+                for path in sorted(found):
+                    if path not in self.sources:
+                        self.sources[path] = Source(path, self.window_s)
+            elif pattern not in self.sources:
+                self.sources[pattern] = Source(pattern, self.window_s)
+
+    def read(self, budget_s=None):
+        """Reads every file round-robin until nothing is new or budget_s seconds are spent
+        (then the screen is drawn and reading goes on after it); returns the events read."""
+        self.rescan()
+        deadline = None if budget_s is None else time.perf_counter() + budget_s
+        n = 0
+        active = list(self.sources.values())
+        while active:
+            still = []
+            for source in active:
+                got = source.poll()
+                if got is not None:
+                    n += got
+                    still.append(source)
+            active = still
+            if deadline is not None and time.perf_counter() > deadline:
+                break
+        for source in self.sources.values():
+            source.settle()
+        return n
+
+    def ordered(self):
+        return sorted(self.sources.values(),
+                      key=lambda s: (s.rank is None, s.rank if s.rank is not None else 0, s.path))
+
+
+# ---------------------------------------------------------------------------------------------
+# The view's model: a tree of modules with recent and since-start time per phase.
+
+
+class Row:
+    __slots__ = ("fqn", "depth", "children", "recent", "total", "per_rank")
+
+    def __init__(self, fqn):
+        self.fqn = fqn
+        self.depth = traceio.fqn_depth(fqn)
+        self.children = []
+        self.recent = dict.fromkeys(PHASES, 0)
+        self.total = dict.fromkeys(PHASES, 0)
+        self.per_rank = {}  # rank label -> recent ns, all phases
+
+
+def build_rows(sources):
+    """The module tree over every file: each row holds its subtree's times (ns)."""
+    rows = {}
+    roots = []
+
+    def row(fqn):
+        r = rows.get(fqn)
+        if r is None:
+            r = rows[fqn] = Row(fqn)
+            parts = [fqn] if fqn == "Global" else fqn.split(".")
+            if len(parts) == 1:
+                roots.append(r)
+            else:
+                row(".".join(parts[:-1])).children.append(r)
+        return r
+
+    for index, source in enumerate(sources):
+        label = f"r{source.rank}" if source.rank is not None else f"f{index}"
+        live = source.live
+        for fqn in live.totals.modules:
+            row(fqn)
+        for (phase, fqn), ns in live.recent().items():
+            for r in _chain(row, fqn):
+                r.recent[phase] += ns
+                r.per_rank[label] = r.per_rank.get(label, 0) + ns
+        for (phase, fqn), ns in live.since_start().items():
+            for r in _chain(row, fqn):
+                r.total[phase] += ns
+    roots.sort(key=lambda r: r.fqn == "Global")
+    return roots
+
+
+def _chain(row, fqn):
+    """The row of fqn and of every module above it."""
+    if fqn == "Global":
+        return [row(fqn)]
+    parts = fqn.split(".")
+    return [row(".".join(parts[:k])) for k in range(1, len(parts) + 1)]
+
+
+class View:
+    """What the user steers: order, selection, collapsed modules."""
+
+    def __init__(self, depth=None):
+        self.sort = "tree"
+        self.selected = 0
+        self.collapsed = set()
+        self.expand_depth = depth  # collapse deeper modules the first time they are seen
+        self.seen = set()
+        self.quit = False
+
+    def visible(self, roots):
+        out = []
+
+        def key(r):
+            if self.sort == "recent":
+                return -sum(r.recent.values())
+            if self.sort == "total":
+                return -sum(r.total.values())
+            return 0
+
+        def walk(nodes):
+            for r in sorted(nodes, key=key) if self.sort != "tree" else nodes:
+                if r.fqn not in self.seen:
+                    self.seen.add(r.fqn)
+                    if self.expand_depth is not None and r.depth >= self.expand_depth \
+                            and r.children:
+                        self.collapsed.add(r.fqn)
+                out.append(r)
+                if r.fqn not in self.collapsed:
+                    walk(r.children)
+
+        walk(roots)
+        return out
+
+    def key(self, k, rows):
+        if k in ("q", "Q", "\x03"):
+            self.quit = True
+        elif k == "s":
+            self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
+        elif k in ("\x1b[A", "k"):
+            self.selected = max(0, self.selected - 1)
+        elif k in ("\x1b[B", "j"):
+            self.selected = min(max(0, len(rows) - 1), self.selected + 1)
+        elif k in ("\r", "\n", " ") and rows:
+            fqn = rows[min(self.selected, len(rows) - 1)].fqn
+            if fqn in self.collapsed:
+                self.collapsed.discard(fqn)
+            else:
+                self.collapsed.add(fqn)
+        elif k == "+":
+            self.collapsed.clear()
+        elif k == "-":
+            self.collapsed = {r.fqn for r in rows if r.children}
+
+
+# ---------------------------------------------------------------------------------------------
+# Drawing (rich)
+
+
+def _ms(ns):
+    if not ns:
+        return "-"
+    ms = ns / 1e6
+    return f"{ms:.0f}" if ms >= 1000 else f"{ms:.1f}" if ms >= 100 else f"{ms:.2f}"
+
+
+def render(sources, view, window_s, rate, width=None):
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    ordered = sources.ordered()
+    roots = build_rows(ordered)
+    rows = view.visible(roots)
+    if rows:
+        view.selected = min(view.selected, len(rows) - 1)
+    labels = []
+    for index, s in enumerate(ordered):
+        labels.append(f"r{s.rank}" if s.rank is not None else f"f{index}")
+    ranked = [(lab, s) for lab, s in zip(labels, ordered) if s.follower.header is not None]
+    per_rank = 1 < len(ranked) <= 8
+    events = sum(s.live.events for s in ordered)
+    trace_s = max(((s.live.latest_ns or 0) - (s.live.first_ns or 0)) / 1e9 for s in ordered) \
+        if ordered else 0
+    steps = [s.live.steps_per_s() for s in ordered]
+    steps_text = "-"
+    if any(v is not None for v in steps):
+        steps_text = " ".join(f"{lab} {v:.2f}" if len(ordered) > 1 else f"{v:.2f}"
+                              for lab, v in zip(labels, steps) if v is not None)
+    behind = sum(s.behind() for s in ordered)
+    dropped = [s.dropped() for s in ordered]
+    dropped_text = ("?" if not dropped or any(d is None for d in dropped)
+                    else str(sum(d for d in dropped if isinstance(d, int))))
+    title = Text()
+    title.append("fqntrace top", style="bold")
+    files = f"  {len(ordered)} files" if len(ordered) != 1 else ""
+    title.append(f"{files}  trace {trace_s:.1f} s  last {window_s:g} s  steps/s {steps_text}  "
+                 f"{events:,} events ({rate:,.0f}/s)  "
+                 + (f"dropped {dropped_text}  " if dropped_text != "?" else "")
+                 + f"sort {view.sort}")
+    notes = [Text(s.message, style="yellow") for s in ordered if s.message]
+    notes += [Text(f"waiting for files matching {p} (retrying every refresh)", style="yellow")
+              for p in sources.unmatched]
+    if behind > 1 << 20:
+        notes.append(Text(f"reading {behind / (1 << 20):.0f} MiB behind the writer (the job "
+                          "writes events faster than this view reads them)", style="yellow"))
+    bad = sum(s.follower.bad_lines for s in ordered)
+    if bad:
+        notes.append(Text(f"{bad} lines were not valid JSON and were skipped", style="yellow"))
+
+    # recompute only when there is any (activation checkpointing)
+    phases = [p for p in PHASES if p != "recompute" or any(r.total[p] for r in roots)]
+    table = Table(box=None, pad_edge=False, show_edge=False, expand=False, header_style="bold")
+    table.add_column("module", no_wrap=True, overflow="ellipsis", max_width=40)
+    for p in phases:
+        table.add_column(PHASE_SHORT[p], justify="right", no_wrap=True)
+    table.add_column("%", justify="right", no_wrap=True)
+    for p in phases:
+        table.add_column("\u03a3" + PHASE_SHORT[p], justify="right", no_wrap=True)
+    if per_rank:
+        for lab, _ in ranked:
+            table.add_column(lab, justify="right", no_wrap=True)
+    recent_all = sum(sum(r.recent.values()) for r in roots)
+    for i, r in enumerate(rows):
+        mark = ("- " if r.fqn not in view.collapsed else "+ ") if r.children else "  "
+        name = "  " * min(r.depth, 12) + mark + (r.fqn if r.depth == 0 or r.fqn == "Global"
+                                                 else r.fqn.rsplit(".", 1)[-1])
+        share = sum(r.recent.values()) / recent_all * 100 if recent_all else 0
+        cells = [name] + [_ms(r.recent[p]) for p in phases]
+        cells.append(f"{share:.1f}" if share else "-")
+        cells += [_ms(r.total[p]) for p in phases]
+        if per_rank:
+            cells += [_ms(r.per_rank.get(lab, 0)) for lab, _ in ranked]
+        table.add_row(*cells, style="reverse" if i == view.selected else None)
+    legend = Text(f"ms of op time of the module and its submodules over the last {window_s:g} s "
+                  "of trace time (%: share" + (", rN: per rank" if per_rank else "") +
+                  "); \u03a3: since the start.  keys: q quit, s sort, \u2191/\u2193 move, "
+                  "Enter expand/collapse, +/- all", style="dim")
+    parts = [title] + notes + [table if rows else Text("(no module time yet)"), legend]
+    return Group(*parts), rows
+
+
+class _Keys:
+    """The terminal's keys without echo or line buffering (cbreak), restored on exit."""
+
+    def __init__(self):
+        self.fd = None
+        self.saved = None
+
+    def __enter__(self):
+        if sys.stdin.isatty():
+            import termios
+            import tty
+
+            self.fd = sys.stdin.fileno()
+            self.saved = termios.tcgetattr(self.fd)
+            tty.setcbreak(self.fd)
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            import termios
+
+            termios.tcsetattr(self.fd, termios.TCSADRAIN, self.saved)
+
+    def wait(self, timeout):
+        """The keys pressed within timeout seconds (returns at the first one)."""
+        if self.fd is None:
+            time.sleep(timeout)
+            return []
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        if not ready:
+            return []
+        data = os.read(self.fd, 64).decode("utf-8", errors="replace")
+        keys = []
+        i = 0
+        while i < len(data):
+            if data[i] == "\x1b" and data[i + 1:i + 2] == "[" and i + 2 < len(data):
+                keys.append(data[i:i + 3])
+                i += 3
+            else:
+                keys.append(data[i])
+                i += 1
+        return keys
+
+
+def main(args):
+    try:
+        import rich  # noqa: F401
+    except ImportError:
+        sys.stderr.write("fqntrace: " + INSTALL_HINT + "\n")
+        return 1
+    from rich.console import Console
+    from rich.live import Live
+
+    sources = Sources(args.traces, args.window)
+    view = View(args.depth)
+    console = Console()
+    if args.once:
+        started = time.perf_counter()
+        n = 0
+        while True:
+            got = sources.read(budget_s=1.0)
+            n += got
+            if not got:
+                break
+        elapsed = max(time.perf_counter() - started, 1e-9)
+        screen, _ = render(sources, view, args.window, n / elapsed)
+        console.print(screen)
+        return 0
+    with _Keys() as keys, Live(console=console, auto_refresh=False, screen=False,
+                               transient=False) as live:
+        rate = 0.0
+        while not view.quit:
+            started = time.perf_counter()
+            n = sources.read(budget_s=READ_SHARE * args.interval)
+            spent = time.perf_counter() - started
+            rate = n / spent if n and spent > 0 else rate
+            screen, rows = render(sources, view, args.window, rate)
+            live.update(screen, refresh=True)
+            deadline = started + args.interval
+            while not view.quit:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    break
+                pressed = keys.wait(left)
+                for k in pressed:
+                    view.key(k, rows)
+                if pressed:
+                    screen, rows = render(sources, view, args.window, rate)
+                    live.update(screen, refresh=True)
+    for s in sources.sources.values():
+        s.follower.close()
+    return 0

@@ -1,0 +1,78 @@
+"""Large traces for memory and speed measurements, made from a real one: the event lines of a
+trace the core wrote, repeated with their times shifted past the previous copy (so every thread
+stays in end order, as the core writes).
+
+    python tests/python/bigtrace.py SOURCE.json OUT.json SIZE_MB [--rank R]
+"""
+import argparse
+import os
+import re
+
+_TS = re.compile(r'"ts":(-?\d+)\.(\d{3})')
+_DUR = re.compile(r'"dur":(\d+)\.(\d{3})')
+_RANK = re.compile(r'"rank": \d+')
+
+
+def _us(ns):
+    return f"{ns // 1000}.{ns % 1000:03d}"
+
+
+def make(source, output, size_mb, rank=None):
+    """Writes output (about size_mb MiB); returns (event lines written, copies of the source)."""
+    with open(source) as f:
+        lines = f.read().split("\n")
+    header = lines[0]
+    if rank is not None:
+        header = _RANK.sub(f'"rank": {rank}', header, count=1)
+    events = []
+    end = 0
+    for line in lines[1:]:
+        if not line.startswith("{"):
+            continue  # the tail
+        line = line.rstrip(",")
+        ts = _TS.search(line)
+        if ts is None:
+            events.append((line, None, None))  # metadata: written once
+            continue
+        dur = _DUR.search(line)
+        ts_ns = int(ts.group(1)) * 1000 + int(ts.group(2))
+        dur_ns = int(dur.group(1)) * 1000 + int(dur.group(2)) if dur else 0
+        end = max(end, ts_ns + dur_ns)
+        events.append((line[:ts.start()] + '"ts":', ts_ns, line[ts.end():]))
+    period = end + 1_000_000
+    target = size_mb * (1 << 20)
+    written = 0
+    n = 0
+    with open(output, "w") as out:
+        out.write(header + "\n")
+        first = True
+        copy = 0
+        while written < target:
+            offset = copy * period
+            chunk = []
+            for before, ts_ns, after in events:
+                if ts_ns is None:
+                    if not copy:
+                        chunk.append(before)
+                    continue
+                chunk.append(before + _us(ts_ns + offset) + after)
+            body = ",\n".join(chunk)
+            out.write(body if first else ",\n" + body)
+            first = False
+            written += len(body) + 2
+            n += len(chunk)
+            copy += 1
+        out.write('\n], "fqntrace": {"version": "0.1.0", "events": %d, "dropped_events": 0, '
+                  '"complete": true}}\n' % n)
+    return n, copy
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("source")
+    parser.add_argument("output")
+    parser.add_argument("size_mb", type=float)
+    parser.add_argument("--rank", type=int)
+    a = parser.parse_args()
+    n, copies = make(a.source, a.output, a.size_mb, a.rank)
+    print(f"{a.output}: {n} events ({copies} copies), {os.path.getsize(a.output) / (1 << 20):.0f} MiB")

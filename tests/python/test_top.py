@@ -1,0 +1,252 @@
+"""`python -m fqntrace top`: following growing traces (tracestream.Follower) and the live view,
+driven in a tmux pane next to a traced training loop (TOP_LOOP) that runs ~10 s."""
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import zlib
+
+import pytest
+
+from fqntrace import top, tracestream
+
+TMUX = shutil.which("tmux")
+SOCKET = f"fqntrace-test-{os.getpid()}"  # our own tmux server, never the user's
+
+TOP_LOOP = """
+import sys, time, torch
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(64, 256)
+        self.fc2 = torch.nn.Linear(256, 64)
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = Block()
+        self.dec = Block()
+    def forward(self, x):
+        return self.dec(self.enc(x))
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.01)
+end = time.time() + float(sys.argv[1])
+step = 0
+while time.time() < end:
+    with torch.autograd.profiler.record_function(f"ProfilerStep#{step}"):
+        net(torch.randn(32, 64)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    step += 1
+"""
+
+
+# ---------------------------------------------------------------------------------------------
+# Follower: what a running job appended, a poll at a time
+
+
+def header_line(rank=0):
+    return ('{"schemaVersion": 1, "distributedInfo": {"rank": %d, "world_size": 1}, '
+            '"traceEvents": [\n' % rank)
+
+
+def op(ts, name="aten::mm", fqn="Net", phase="forward", depth=0):
+    return json.dumps({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts,
+                       "dur": 1.0, "args": {"fqn": fqn, "phase": phase, "depth": depth}})
+
+
+def test_follower_reads_only_complete_lines_and_waits_for_the_file(tmp_path):
+    path = tmp_path / "t.json"
+    f = tracestream.Follower(str(path))
+    assert f.poll() == ([], False) and f.state == "waiting"
+    with open(path, "w") as out:
+        out.write(header_line(3) + op(1.0) + ",\n" + op(3.0)[:20])
+        out.flush()
+        events, restarted = f.poll()
+        assert [e["ts"] for e in events] == [1.0] and not restarted
+        assert f.header["distributedInfo"]["rank"] == 3 and f.state == "reading"
+        out.write(op(3.0)[20:] + ",\n" + op(5.0) + "\n")
+        out.flush()
+        assert [e["ts"] for e in f.poll()[0]] == [3.0, 5.0]
+        out.write('], "fqntrace": {"dropped_events": 7, "complete": true}}\n')
+    assert f.poll() == ([], False) and f.state == "ended" and f.tail["dropped_events"] == 7
+
+
+def test_follower_starts_over_when_the_file_is_replaced_or_truncated(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"ph": "header", "schemaVersion": 1}\n' + op(1.0) + "\n" + op(2.0) + "\n")
+    f = tracestream.Follower(str(path))
+    assert len(f.poll()[0]) == 2
+    # rotated: a new file under the same name
+    new = tmp_path / "new.jsonl"
+    new.write_text('{"ph": "header", "schemaVersion": 1}\n' + op(9.0) + "\n")
+    os.replace(new, path)
+    events, restarted = f.poll()
+    assert restarted and [e["ts"] for e in events] == [9.0] and f.restarts == 1
+    # truncated in place (a new run opening it with O_TRUNC): shorter than what was read
+    with open(path, "w") as out:
+        out.write('{"ph": "header"}\n')
+    events, restarted = f.poll()
+    assert restarted and events == [] and f.header == {"ph": "header"}
+
+
+def test_follower_decompresses_a_growing_gzip_stream(tmp_path):
+    path = tmp_path / "t.json.gz"
+    comp = zlib.compressobj(wbits=31)
+    text = header_line() + ",\n".join(op(float(i)) for i in range(100)) + ",\n"
+    with open(path, "wb") as out:
+        f = tracestream.Follower(str(path))
+        out.write(comp.compress(text[:1000].encode()) + comp.flush(zlib.Z_SYNC_FLUSH))
+        out.flush()
+        first = f.poll()[0]
+        out.write(comp.compress(text[1000:].encode()) + comp.flush(zlib.Z_SYNC_FLUSH))
+        out.flush()
+        rest = f.poll()[0]
+    assert first and [e["ts"] for e in first + rest] == [float(i) for i in range(100)]
+    # A writer that closes a gzip member and starts another (concatenated members)
+    with open(path, "ab") as out:
+        out.write(comp.flush() + gzip.compress((op(100.0) + ",\n").encode()))
+    assert [e["ts"] for e in f.poll()[0]] == [100.0]
+
+
+def test_live_summary_counts_steps_and_forgets_old_seconds():
+    live = top.LiveSummary(window_s=2)
+    for second in range(5):
+        ts = second * 1e6  # µs
+        live.add(json.loads(op(ts + 10)))
+        live.add({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{second}",
+                  "pid": 1, "tid": 1, "ts": ts, "dur": 500.0,
+                  "args": {"fqn": "Global", "phase": "forward", "depth": 0}})
+        live.settle()
+    assert live.since_start()[("forward", "Net")] == 5 * 1000
+    assert live.recent()[("forward", "Net")] == 3 * 1000  # seconds 2, 3, 4
+    assert live.steps == 5 and live.steps_per_s() == pytest.approx(2 / 2.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The live view in tmux
+
+
+def tmux(*args, check=True):
+    return subprocess.run([TMUX, "-L", SOCKET, *args], capture_output=True, text=True,
+                          check=check, timeout=30)
+
+
+def screen(name):
+    return tmux("capture-pane", "-p", "-t", name).stdout
+
+
+def wait_for(name, predicate, timeout=90, what=""):
+    """Polls the pane until predicate(text) holds; returns the text (fails after timeout)."""
+    deadline = time.time() + timeout
+    text = ""
+    while time.time() < deadline:
+        text = screen(name)
+        if predicate(text):
+            return text
+        time.sleep(0.3)
+    pytest.fail(f"tmux pane never showed {what}:\n{text}")
+
+
+def root_sum_fwd(text):
+    """The Σfwd column of the Net row: module, fwd, bwd, %, Σfwd, Σbwd."""
+    for line in text.splitlines():
+        cells = line.split()
+        if cells[:2] in (["-", "Net"], ["+", "Net"]) and len(cells) >= 7:
+            return float(cells[5])
+    return None
+
+
+@pytest.fixture
+def pane(tmp_path):
+    """Starts `top` in a tmux pane; yields (session name, start(args...))."""
+    if TMUX is None:
+        pytest.skip("tmux not installed (scripts/setup.sh installs it)")
+    pytest.importorskip("rich")
+    names = []
+
+    def start(*args):
+        name = f"top{len(names)}"
+        names.append(name)
+        env = " ".join(f"{k}={v}" for k, v in (("PYTHONPATH", os.environ.get("PYTHONPATH", "")),
+                                                ("TERM", "xterm-256color")))
+        command = (f"env {env} {sys.executable} -m fqntrace top {' '.join(args)}; "
+                   "echo TOP-EXITED $?; sleep 120")
+        tmux("new-session", "-d", "-s", name, "-x", "150", "-y", "45", command)
+        return name
+
+    yield start
+    for name in names:
+        tmux("kill-session", "-t", name, check=False)
+
+
+def train(path, seconds=10):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
+    env.update({"FQNTRACE": str(path), "OMP_NUM_THREADS": "1"})
+    return subprocess.Popen([sys.executable, "-c", TOP_LOOP, str(seconds)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def test_top_follows_a_running_job_and_q_quits(pane, tmp_path):
+    path = tmp_path / "live.json"
+    job = train(path, seconds=10)
+    try:
+        name = pane(str(path), "--interval", "0.5", "--window", "5")
+        first = wait_for(name, lambda t: (root_sum_fwd(t) or 0) > 0, what="the Net row")
+        for module in ("enc", "dec", "fc1", "fc2", "Global"):
+            assert re.search(rf"^\s*[-+ ]*\s*{module}\s", first, re.M), (module, first)
+        assert "steps/s" in first and "fqntrace top" in first
+        before = root_sum_fwd(first)
+        later = wait_for(name, lambda t: (root_sum_fwd(t) or 0) > before, timeout=30,
+                         what="Net's forward time advancing")
+        steps = re.search(r"steps/s (\d+\.\d+)", later)
+        assert steps and float(steps.group(1)) > 0, later
+        # s changes the order; Enter on the selected (root) row collapses it, + expands all
+        tmux("send-keys", "-t", name, "s")
+        wait_for(name, lambda t: "sort recent" in t, timeout=10, what="sort recent")
+        tmux("send-keys", "-t", name, "Enter")
+        collapsed = wait_for(name, lambda t: re.search(r"^\s*\+ Net\s", t, re.M) is not None,
+                             timeout=10, what="Net collapsed")
+        assert not re.search(r"^\s+[-+ ]*\s*fc1\s", collapsed, re.M)
+        tmux("send-keys", "-t", name, "+")
+        wait_for(name, lambda t: re.search(r"^\s*- Net\s", t, re.M) is not None, timeout=10,
+                 what="Net expanded")
+        tmux("send-keys", "-t", name, "q")
+        wait_for(name, lambda t: "TOP-EXITED 0" in t, timeout=10, what="top quitting on q")
+    finally:
+        job.kill()
+        job.wait()
+
+
+def test_top_waits_for_a_file_not_created_yet(pane, tmp_path):
+    path = tmp_path / "later.json"
+    name = pane(str(path), "--interval", "0.5")
+    wait_for(name, lambda t: "waiting for" in t and "later.json" in t, timeout=30,
+             what="the waiting message")
+    job = train(path, seconds=6)
+    try:
+        text = wait_for(name, lambda t: (root_sum_fwd(t) or 0) > 0, what="rows once the file "
+                        "appears")
+        assert "waiting for" not in text
+    finally:
+        job.kill()
+        job.wait()
+    tmux("send-keys", "-t", name, "q")
+    wait_for(name, lambda t: "TOP-EXITED 0" in t, timeout=10, what="top quitting on q")
+
+
+def test_top_without_rich_says_how_to_install(tmp_path):
+    fake = tmp_path / "rich"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('no rich here')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(tmp_path)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    proc = subprocess.run([sys.executable, "-m", "fqntrace", "top", str(tmp_path / "x.json")],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1
+    assert "pip install 'fqntrace[top]'" in proc.stderr
