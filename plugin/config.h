@@ -28,7 +28,16 @@ struct Config {
   int rank = 0;
   int world_size = 1;
   std::string note;        // an informational line to print once (e.g. rank inserted), or empty
+  // Values that were ignored (tracing goes on without them): one stderr line each.
+  std::vector<std::string> warnings;
+  // Started by inheritance: FQNTRACE came from a traced parent process (kParentPidVariable names
+  // another pid), so the path got `.pid<PID>` unless the value has {pid} (docs/reliability.md).
+  bool inherited = false;
 };
+
+// The traced process sets this to its pid in its environment; a child that inherits FQNTRACE
+// sees another pid here and writes its own file instead of its parent's.
+inline constexpr const char* kParentPidVariable = "FQNTRACE_PARENT_PID";
 
 struct ConfigResult {
   std::optional<Config> config;  // set when tracing should start
@@ -47,6 +56,10 @@ std::string check_path_writable(const std::string& path, std::string* fix);
 
 // parse_config, then check_path_writable on the expanded path: the config a session starts with.
 ConfigResult config_from_value(const char* value, const EnvLookup& env, long pid);
+
+// Marks this process as the traced parent for every child it starts (setenv, before any
+// thread of ours runs: called right after an environment-started session starts).
+void mark_traced_parent(long pid);
 
 // config_from_value with FQNTRACE, the real environment and this process.
 ConfigResult config_from_environment();

@@ -20,6 +20,7 @@ import json
 import os
 import re
 import tempfile
+import time
 
 CHROME = "chrome"
 JSONL = "jsonl"
@@ -123,10 +124,20 @@ def read_text(path):
 
 def write_atomic(path, text, like=None):
     """Writes text to path through a temporary file in the same folder and a rename, so readers
-    never see half a file. ``like``: copy that file's permission bits."""
+    never see half a file. ``like``: copy that file's permission bits. The temporary file has no
+    name while it is written (O_TMPFILE), so a writer killed midway leaves nothing behind; where
+    the file system cannot do that, a named one is used, and stale ones (.fqntrace-*.tmp not
+    modified for STALE_TMP_S: their writer is gone) are removed first."""
     folder = os.path.dirname(os.path.abspath(path))
+    _remove_stale_temporaries(folder)
+    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".fqntrace-", suffix=".tmp", dir=folder)
+        fd = os.open(folder, os.O_TMPFILE | os.O_WRONLY, 0o600)
+    except (OSError, AttributeError):
+        fd = None
+    try:
+        if fd is None:
+            fd, tmp = tempfile.mkstemp(prefix=".fqntrace-", suffix=".tmp", dir=folder)
     except OSError as error:
         raise TraceError(f"{path}: cannot write in {folder} ({error.strerror or error})") from None
     try:
@@ -134,20 +145,44 @@ def write_atomic(path, text, like=None):
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        if like is not None:
-            try:
-                os.chmod(tmp, os.stat(like).st_mode & 0o7777)
-            except OSError:
-                pass
-        else:
-            os.chmod(tmp, 0o644 & ~_umask())
+            mode = 0o644 & ~_umask()
+            if like is not None:
+                try:
+                    mode = os.stat(like).st_mode & 0o7777
+                except OSError:
+                    pass
+            os.fchmod(f.fileno(), mode)
+            if tmp is None:  # give the finished file a name for the rename (microseconds)
+                tmp = os.path.join(folder, f".fqntrace-{os.getpid()}-{os.urandom(4).hex()}.tmp")
+                os.link(f"/proc/self/fd/{f.fileno()}", tmp)
         os.replace(tmp, path)
     except OSError as error:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        raise TraceError(f"{path}: cannot write ({error.strerror or error})") from None
+
+
+STALE_TMP_S = 60
+
+
+def _remove_stale_temporaries(folder):
+    """A writer killed while writing a named temporary left it; one that nobody has written to
+    for a minute has no writer any more."""
+    now = time.time()
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(".fqntrace-") and n.endswith(".tmp")]
+    except OSError:
+        return
+    for name in names:
+        tmp = os.path.join(folder, name)
         try:
-            os.unlink(tmp)
+            if now - os.stat(tmp).st_mtime > STALE_TMP_S:
+                os.unlink(tmp)
         except OSError:
             pass
-        raise TraceError(f"{path}: cannot write ({error.strerror or error})") from None
 
 
 def _umask():
