@@ -154,7 +154,7 @@ def write_atomic(path, text, like=None):
             os.fchmod(f.fileno(), mode)
             if tmp is None:  # give the finished file a name for the rename (microseconds)
                 tmp = os.path.join(folder, f".fqntrace-{os.getpid()}-{os.urandom(4).hex()}.tmp")
-                os.link(f"/proc/self/fd/{f.fileno()}", tmp)
+                _link_unnamed(f.fileno(), folder, tmp)
         os.replace(tmp, path)
     except OSError as error:
         if tmp is not None:
@@ -163,6 +163,17 @@ def write_atomic(path, text, like=None):
             except OSError:
                 pass
         raise TraceError(f"{path}: cannot write ({error.strerror or error})") from None
+
+
+def _link_unnamed(fd, folder, name):
+    """linkat(AT_SYMLINK_FOLLOW) of an O_TMPFILE file: os.link() calls plain link(), which does
+    not follow /proc/self/fd's link, unless a dir_fd is given."""
+    folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.link(f"/proc/self/fd/{fd}", os.path.basename(name), src_dir_fd=folder_fd,
+                dst_dir_fd=folder_fd, follow_symlinks=True)
+    finally:
+        os.close(folder_fd)
 
 
 STALE_TMP_S = 60

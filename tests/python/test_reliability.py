@@ -311,8 +311,15 @@ def test_full_disk_with_a_summary_names_every_file_and_leaves_no_empty_summary(t
 
 
 def test_repair_refuses_files_that_are_not_traces(tmp_path):
-    for name, text in [("notes.json", '{"hello": [1, 2, '), ("list.jsonl", '{"a": 1}\n{"b": 2}\n{"c"'),
-                       ("words.json", "just words\n")]:
+    cases = [
+        ("notes.json", '{"hello": [1, 2, '),
+        ("list.jsonl", '{"a": 1}\n{"b": 2}\n{"c"'),
+        ("words.json", "just words\n"),
+        # Cut-off traces of other tools: they have traceEvents (or a header line), not ours.
+        ("other.json", '{"traceEvents": [\n{"name": "x", "ph": "X", "ts": 1, "dur": 1},\n{"na'),
+        ("other.jsonl", '{"ph": "header"}\n{"name": "x", "ph": "X"}\n{"na'),
+    ]
+    for name, text in cases:
         path = tmp_path / name
         path.write_text(text)
         proc = cli("repair", str(path))
