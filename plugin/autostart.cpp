@@ -59,8 +59,8 @@ struct AutoStart {
         log_bad_env(result.config->raw_value, error, "Set FQNTRACE to a writable path.");
         return;
       }
-      // Children that inherit FQNTRACE learn they are children (config.h, kParentPidVariable).
-      mark_traced_parent(static_cast<long>(::getpid()));
+      // Children that inherit FQNTRACE learn they are children (config.h, kParentVariable).
+      mark_traced_parent(static_cast<long>(::getpid()), result.config->raw_value);
       schedule_python_hooks();
     } catch (...) {
       log_line("FQNTRACE: could not start tracing (internal error); tracing is off.");

@@ -142,8 +142,9 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
   // A child that inherited FQNTRACE from a traced process (multiprocessing spawn, a spawn
   // DataLoader worker, subprocess, mp.spawn) writes its own file, never its parent's. {pid}
   // already tells them apart. torchrun's workers inherit nothing: the launcher does not trace.
-  const char* parent = env(kParentPidVariable);
-  if (parent != nullptr && *parent != '\0' && std::strtol(parent, nullptr, 10) != pid) {
+  const char* parent = env(kParentVariable);
+  const char* parent_value = parent == nullptr ? nullptr : std::strchr(parent, ':');
+  if (parent_value != nullptr && std::strtol(parent, nullptr, 10) != pid && raw == parent_value + 1) {
     config.inherited = true;
     if (raw.find("{pid}") == std::string::npos) {
       size_t dot = out.find_last_of('.');
@@ -238,8 +239,8 @@ ConfigResult config_from_value(const char* value, const EnvLookup& env, long pid
   return result;
 }
 
-void mark_traced_parent(long pid) {
-  ::setenv(kParentPidVariable, std::to_string(pid).c_str(), 1);
+void mark_traced_parent(long pid, const std::string& value) {
+  ::setenv(kParentVariable, (std::to_string(pid) + ":" + value).c_str(), 1);
 }
 
 ConfigResult config_from_environment() {

@@ -4,6 +4,7 @@ from fqntrace import _distributed, _exit, _fsdp, _hooks, _native
 
 if _native.load().running():
     _exit.finish_before_teardown()
+    _exit.mirror_parent_marker()
     _hooks.install()
     _distributed.watch_process_group()
     _fsdp.install()

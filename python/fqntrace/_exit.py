@@ -45,14 +45,28 @@ def _stopping_exit(original, owner_pid):
     return _exit
 
 
+def mirror_parent_marker():
+    """The library marked this process as a traced parent in the C environment (FQNTRACE_PARENT,
+    docs/reliability.md), which exec'ed children inherit; os.environ is a copy taken at start-up,
+    so children started with env=os.environ.copy() need it there too."""
+    try:
+        import ctypes
+
+        getenv = ctypes.CDLL(None).getenv
+        getenv.restype = ctypes.c_char_p
+        value = getenv(b"FQNTRACE_PARENT")
+        if value:
+            os.environ["FQNTRACE_PARENT"] = os.fsdecode(value)
+    except Exception:  # only a convenience for children
+        pass
+
+
 def finish_before_teardown():
-    """Registers the exit hooks once; also marks this process as a traced parent, so children
-    that inherit FQNTRACE write their own files (docs/reliability.md)."""
+    """Registers the exit hooks, once per process."""
     global _registered
     if _registered:
         return
     _registered = True
-    os.environ["FQNTRACE_PARENT_PID"] = str(os.getpid())  # os.environ too, for env=os.environ.copy()
     atexit.register(_stop)
     os._exit = _stopping_exit(os._exit, os.getpid())
     register = getattr(threading, "_register_atexit", None)  # private; absent: atexit alone

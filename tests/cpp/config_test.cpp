@@ -209,24 +209,29 @@ TEST(ConfigTest, RankOutsideTheWorldIsABadValue) {
 }
 
 // A child that inherited FQNTRACE from a traced parent writes <stem>.pid<PID><ext>; the parent
-// itself, a process without the marker, and a value with {pid} keep their path.
+// itself, a child given another value, and a value with {pid} keep their path.
 TEST(ConfigTest, InheritedChildWritesItsOwnFile) {
-  ConfigResult parent = parse_with("/tmp/run.json", {{kParentPidVariable, "4242"}});
+  ConfigResult parent = parse_with("/tmp/run.json", {{kParentVariable, "4242:/tmp/run.json"}});
   ASSERT_TRUE(parent.config);
   EXPECT_EQ(parent.config->path, "/tmp/run.json");
   EXPECT_FALSE(parent.config->inherited);
-  ConfigResult child = parse_with("/tmp/run.json", {{kParentPidVariable, "100"}});
+  ConfigResult child = parse_with("/tmp/run.json", {{kParentVariable, "100:/tmp/run.json"}});
   ASSERT_TRUE(child.config);
   EXPECT_EQ(child.config->path, "/tmp/run.pid4242.json");
   EXPECT_TRUE(child.config->inherited);
-  ConfigResult ranked = parse_with("/tmp/run.{rank}.jsonl", {{kParentPidVariable, "100"}});
+  ConfigResult ranked = parse_with("/tmp/run.{rank}.jsonl", {{kParentVariable, "100:/tmp/run.{rank}.jsonl"}});
   ASSERT_TRUE(ranked.config);
   EXPECT_EQ(ranked.config->path, "/tmp/run.0.pid4242.jsonl");
-  ConfigResult with_pid = parse_with("/tmp/run.{pid}.json", {{kParentPidVariable, "100"}});
+  ConfigResult with_pid = parse_with("/tmp/run.{pid}.json", {{kParentVariable, "100:/tmp/run.{pid}.json"}});
   ASSERT_TRUE(with_pid.config);
   EXPECT_EQ(with_pid.config->path, "/tmp/run.4242.json");
-  ConfigResult extra = parse_with("/tmp/run.json", {{kParentPidVariable, "100"}, {"FQNTRACE_FORMATS", "summary"}});
+  ConfigResult extra = parse_with("/tmp/run.json", {{kParentVariable, "100:/tmp/run.json"}, {"FQNTRACE_FORMATS", "summary"}});
   ASSERT_TRUE(extra.config);
   ASSERT_EQ(extra.config->outputs.size(), 2u);
   EXPECT_EQ(extra.config->outputs[1].path, "/tmp/run.pid4242.summary.json");
+  // A child given its own FQNTRACE (not inherited) writes where it was told.
+  ConfigResult told = parse_with("/tmp/other.json", {{kParentVariable, "100:/tmp/run.json"}});
+  ASSERT_TRUE(told.config);
+  EXPECT_EQ(told.config->path, "/tmp/other.json");
+  EXPECT_FALSE(told.config->inherited);
 }
