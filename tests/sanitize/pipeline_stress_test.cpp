@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -41,7 +42,7 @@ nlohmann::json load(const std::string& path) {
 TEST(PipelineStressTest, ShortLivedProducersAgainstTheDrain) {
   constexpr int kWaves = 75;
   constexpr int kThreadsPerWave = 4;
-  constexpr int kStepsPerThread = 3;
+  constexpr int kStepsPerThread = 1;  // ~100 events: the threads' coming and going is the point
   choose_tick_source(/*force_monotonic=*/true);
   const std::string dir = temp_dir();
   const mix::EventMix mix(/*layers=*/1, /*collectives=*/false);
@@ -76,7 +77,7 @@ TEST(PipelineStressTest, ShortLivedProducersAgainstTheDrain) {
       std::string error;
       EXPECT_TRUE(drainer.flush(&error)) << error;
       if (last) return;
-      std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::microseconds(200));  // the session waits 20 ms
     }
   });
   for (int wave = 0; wave < kWaves; ++wave) {
