@@ -6,8 +6,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
-
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
