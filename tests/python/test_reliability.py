@@ -14,6 +14,7 @@ import textwrap
 import pytest
 
 TIMEOUT = 240
+TORCH_EXIT_ABORT = "terminate called without an active exception"
 
 
 def clean_env(**extra):
@@ -175,14 +176,24 @@ def test_mp_spawn_ranks_write_their_own_files(tmp_path):
     tells them apart (mps.0.pid<PID>.json); the parent keeps mps.0.json."""
     trace = tmp_path / "mps.{rank}.json"
     proc = run_script(tmp_path, MP_SPAWN_DDP, trace)
-    assert proc.returncode == 0, proc.stderr
+    aborted = proc.returncode != 0
+    if aborted:
+        # torch's gloo abort at interpreter exit (docs/reliability.md) may hit a child after its
+        # work; mp.spawn then SIGTERMs the other child. Their files must be repairable.
+        assert TORCH_EXIT_ABORT in proc.stderr, proc.stderr
     parent = valid_trace(tmp_path / "mps.0.json")
     assert not [n for n in names(parent) if n.endswith("_step")]
     for line in proc.stdout.split("\n"):
         if not line.strip():
             continue
         rank, pid = line.split()
-        child = valid_trace(tmp_path / f"mps.0.pid{pid}.json")
+        path = tmp_path / f"mps.0.pid{pid}.json"
+        if aborted:
+            assert cli("repair", str(path)).returncode == 0
+            assert cli("validate", str(path)).returncode == 0
+            child = json.load(open(path))
+        else:
+            child = valid_trace(path)
         assert f"rank{rank}_step" in names(child)
         assert child["distributedInfo"]["backend"] == "gloo"
 
