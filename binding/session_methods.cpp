@@ -8,6 +8,7 @@
 #include <string>
 
 #include "plugin/config.h"
+#include "plugin/log.h"
 #include "plugin/session.h"
 
 namespace fqntrace::binding {
@@ -25,6 +26,7 @@ PyObject* py_start(PyObject*, PyObject* arg) {
                                           .c_str());
     return nullptr;
   }
+  for (const std::string& warning : result.config->warnings) log_line(warning);
   std::string error;
   bool ok;
   Py_BEGIN_ALLOW_THREADS

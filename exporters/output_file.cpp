@@ -1,6 +1,7 @@
 #include "exporters/output_file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,9 +15,24 @@ OutputFile::~OutputFile() {
 
 bool OutputFile::open(const std::string& path, std::string* error) {
   path_ = path;
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Truncated only once we hold the lock: a file another live process writes is never cut.
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     *error = "cannot open " + path + " for writing (" + std::strerror(errno) + ")";
+    return false;
+  }
+  // The lock lives as long as the open file (a crash releases it). File systems without
+  // flock (ENOLCK, EOPNOTSUPP) go unlocked rather than untraced.
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+    ::close(fd_);
+    fd_ = -1;
+    *error = "another running process is writing " + path;
+    return false;
+  }
+  if (::ftruncate(fd_, 0) != 0) {
+    *error = "cannot truncate " + path + " (" + std::strerror(errno) + ")";
+    ::close(fd_);
+    fd_ = -1;
     return false;
   }
   buffer_.reserve(kBufferBytes + (64 << 10));

@@ -3,6 +3,7 @@
 // host is a running Python interpreter, also schedule the Python side (nn.Module record scopes)
 // — looked up at run time, so the same library loads into programs without Python.
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <string>
 
@@ -52,11 +53,14 @@ struct AutoStart {
         return;
       }
       if (!result.config->note.empty()) log_line(result.config->note);
+      for (const std::string& warning : result.config->warnings) log_line(warning);
       std::string error;
       if (!start_session(*result.config, &error)) {
         log_bad_env(result.config->raw_value, error, "Set FQNTRACE to a writable path.");
         return;
       }
+      // Children that inherit FQNTRACE learn they are children (config.h, kParentVariable).
+      mark_traced_parent(static_cast<long>(::getpid()), result.config->raw_value);
       schedule_python_hooks();
     } catch (...) {
       log_line("FQNTRACE: could not start tracing (internal error); tracing is off.");

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +25,41 @@ int env_int(const EnvLookup& env, const char* name, int fallback) {
   return static_cast<int>(n);
 }
 
+// Where a bad value is quoted in a message: control characters escaped, so the message stays
+// one line whatever the value holds.
+std::string printable(const std::string& value) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : value) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
+// A switch variable: 1/true/yes/on and 0/false/no/off (any case); anything else keeps the
+// default off and adds a warning (tracing goes on without the option).
+bool env_switch(const EnvLookup& env, const char* name, std::vector<std::string>* warnings) {
+  const char* v = env(name);
+  if (v == nullptr || *v == '\0') return false;
+  std::string lower;
+  for (const char* p = v; *p != '\0'; ++p) lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(*p))));
+  if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") return true;
+  if (lower == "0" || lower == "false" || lower == "no" || lower == "off") return false;
+  warnings->push_back(std::string(name) + "=" + printable(v) +
+                      " is not a switch value; it stays off. Set it to 1 (or true, yes, on) or 0.");
+  return false;
+}
+
 }  // namespace
 
 ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
@@ -34,6 +70,14 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
   config.raw_value = raw;
   config.rank = env_int(env, "RANK", 0);
   config.world_size = env_int(env, "WORLD_SIZE", 1);
+  const char* world_value = env("WORLD_SIZE");
+  if (world_value != nullptr && *world_value != '\0' && config.rank >= config.world_size) {
+    // A launcher never sets this; the trace could not say which process of the job it is.
+    result.problem = "RANK=" + std::to_string(config.rank) + " is not below WORLD_SIZE=" +
+                     std::to_string(config.world_size);
+    result.fix = "Set RANK and WORLD_SIZE as a launcher does (0 <= RANK < WORLD_SIZE), or unset both.";
+    return result;
+  }
 
   // Expand {pid} and {rank}; anything else in braces is a mistake worth reporting.
   std::string out;
@@ -95,6 +139,18 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
                     out + ").";
     }
   }
+  // A child that inherited FQNTRACE from a traced process (multiprocessing spawn, a spawn
+  // DataLoader worker, subprocess, mp.spawn) writes its own file, never its parent's. {pid}
+  // already tells them apart. torchrun's workers inherit nothing: the launcher does not trace.
+  const char* parent = env(kParentVariable);
+  const char* parent_value = parent == nullptr ? nullptr : std::strchr(parent, ':');
+  if (parent_value != nullptr && std::strtol(parent, nullptr, 10) != pid && raw == parent_value + 1) {
+    config.inherited = true;
+    if (raw.find("{pid}") == std::string::npos) {
+      size_t dot = out.find_last_of('.');
+      out = out.substr(0, dot) + ".pid" + std::to_string(pid) + out.substr(dot);
+    }
+  }
   config.path = out;
 
   // Extra outputs beside the main one share its stem: trace.json → trace.jsonl, trace.summary.json.
@@ -132,15 +188,13 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
     if (value == "monotonic") {
       config.monotonic_clock = true;
     } else if (!value.empty() && value != "auto") {
-      result.problem = "FQNTRACE_CLOCK has an unknown value '" + value + "'";
-      result.fix = "Set FQNTRACE_CLOCK to auto (the default) or monotonic, or unset it.";
-      return result;
+      // A clock choice is an optimisation detail: the default clock is always right.
+      config.warnings.push_back("FQNTRACE_CLOCK=" + printable(value) +
+                                " is unknown; the default clock is used. Set it to auto or monotonic.");
     }
   }
-  const char* flops = env("FQNTRACE_FLOPS");
-  config.flops = flops != nullptr && std::string(flops) == "1";
-  const char* shapes = env("FQNTRACE_SHAPES");
-  config.shapes = shapes != nullptr && std::string(shapes) == "1";
+  config.flops = env_switch(env, "FQNTRACE_FLOPS", &config.warnings);
+  config.shapes = env_switch(env, "FQNTRACE_SHAPES", &config.warnings);
   result.config = config;
   return result;
 }
@@ -183,6 +237,10 @@ ConfigResult config_from_value(const char* value, const EnvLookup& env, long pid
     }
   }
   return result;
+}
+
+void mark_traced_parent(long pid, const std::string& value) {
+  ::setenv(kParentVariable, (std::to_string(pid) + ":" + value).c_str(), 1);
 }
 
 ConfigResult config_from_environment() {

@@ -28,7 +28,17 @@ struct Config {
   int rank = 0;
   int world_size = 1;
   std::string note;        // an informational line to print once (e.g. rank inserted), or empty
+  // Values that were ignored (tracing goes on without them): one stderr line each.
+  std::vector<std::string> warnings;
+  // Started by inheritance: FQNTRACE came unchanged from a traced parent process (see
+  // kParentVariable), so the path got `.pid<PID>` unless the value has {pid} (docs/reliability.md).
+  bool inherited = false;
 };
+
+// A process tracing from FQNTRACE sets this to "<its pid>:<its FQNTRACE value>" in its
+// environment. A child that sees another pid there with its own FQNTRACE unchanged inherited it,
+// and writes its own file instead of its parent's; a child given a new FQNTRACE is not affected.
+inline constexpr const char* kParentVariable = "FQNTRACE_PARENT";
 
 struct ConfigResult {
   std::optional<Config> config;  // set when tracing should start
@@ -47,6 +57,10 @@ std::string check_path_writable(const std::string& path, std::string* fix);
 
 // parse_config, then check_path_writable on the expanded path: the config a session starts with.
 ConfigResult config_from_value(const char* value, const EnvLookup& env, long pid);
+
+// Marks this process as the traced parent for every child it starts (setenv, before any
+// thread of ours runs: called right after an environment-started session starts).
+void mark_traced_parent(long pid, const std::string& value);
 
 // config_from_value with FQNTRACE, the real environment and this process.
 ConfigResult config_from_environment();

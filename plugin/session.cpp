@@ -1,8 +1,11 @@
 #include "plugin/session.h"
 
 #include <pthread.h>
+#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -38,6 +41,42 @@ std::string read_process_name() {
   return name.empty() ? "process" : name;
 }
 
+// SIGTERM (torchrun's agent stopping a worker, a scheduler's kill): the handler asks the drain
+// thread to write out everything recorded, waits for it a bounded time, then lets SIGTERM do
+// what it would have done. Only async-signal-safe calls in the handler: atomics, nanosleep,
+// sigaction, raise. Installed only over the default action, never over the program's handler.
+constexpr int kTermFlushWaitMs = 500;  // the drain thread wakes every 20 ms: ample, yet bounded
+std::atomic<uint32_t> g_flush_requests{0};
+std::atomic<uint32_t> g_flushes_done{0};
+std::atomic<bool> g_drain_alive{false};
+struct sigaction g_default_term {};
+
+void flush_then_terminate(int signal_number) {
+  uint32_t wanted = g_flush_requests.fetch_add(1, std::memory_order_acq_rel) + 1;
+  const timespec poll{0, 2 * 1000 * 1000};
+  for (int waited = 0; waited < kTermFlushWaitMs / 2 && g_drain_alive.load(std::memory_order_acquire) &&
+                       g_flushes_done.load(std::memory_order_acquire) < wanted;
+       ++waited) {
+    nanosleep(&poll, nullptr);
+  }
+  sigaction(signal_number, &g_default_term, nullptr);
+  raise(signal_number);  // delivered when this handler returns: the process ends as it would have
+}
+
+void install_term_flush() {
+  struct sigaction current {};
+  if (sigaction(SIGTERM, nullptr, &current) != 0 || current.sa_handler != SIG_DFL ||
+      (current.sa_flags & SA_SIGINFO) != 0) {
+    return;  // the program handles (or ignores) SIGTERM itself and ends through its own path
+  }
+  g_default_term = current;
+  struct sigaction ours {};
+  ours.sa_handler = flush_then_terminate;
+  sigemptyset(&ours.sa_mask);
+  ours.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &ours, nullptr);
+}
+
 struct Session {
   Config config;
   TraceInfo info;
@@ -45,6 +84,8 @@ struct Session {
   at::CallbackHandle callback = 0;
   bool callback_installed = false;
   bool callback_inputs = false;  // the callback asks the dispatcher for op inputs
+  uint64_t dropped_before = 0;   // the process-wide drop count when this session started
+  bool summaries_removed = false;
 
   std::thread drain_thread;
 
@@ -68,16 +109,41 @@ struct Session {
   void on_write_failure(const std::string& error) {
     drain->fail();
     session_state::g_running.store(false, std::memory_order_relaxed);
-    log_bad_env(config.raw_value, error,
+    log_bad_env(config.raw_value, error + remove_summaries(),
                 "Free disk space or set FQNTRACE to a path on another file system.");
   }
 
+  // A summary is written whole at the end: once recording failed it would describe part of the
+  // run, so the (still empty, or partly written) file goes rather than stay as 0 bytes. Returns
+  // the words that tell the user, for the one failure line.
+  std::string remove_summaries() {
+    if (summaries_removed) return "";
+    summaries_removed = true;
+    std::string removed;
+    for (const Output& output : config.outputs) {
+      if (output.kind != Output::Kind::kSummary) continue;
+      ::unlink(output.path.c_str());
+      removed += (removed.empty() ? "" : ", ") + output.path;
+    }
+    return removed.empty() ? "" : "; " + removed + " not written";
+  }
+
   void drain_loop() {
+    // SIGTERM goes to another thread, whose handler waits for this one (install_term_flush).
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &term, nullptr);
     for (;;) {
       if (session_state::wait_for_drain(kDrainPeriod)) return;  // stop_session() drains last
       std::lock_guard<std::mutex> lock(drain_mu);
       drain_all();
-      if (std::chrono::steady_clock::now() - last_flush >= kFlushPeriod) flush_all();
+      uint32_t requested = g_flush_requests.load(std::memory_order_acquire);
+      if (requested != g_flushes_done.load(std::memory_order_relaxed) ||
+          std::chrono::steady_clock::now() - last_flush >= kFlushPeriod) {
+        flush_all();
+        g_flushes_done.store(requested, std::memory_order_release);
+      }
     }
   }
 };
@@ -92,6 +158,7 @@ void stop_at_exit() { stop_session(); }
 void on_fork_child() {
   // The child has no drain thread and must never write the parent's file.
   g_forked_child = true;
+  g_drain_alive.store(false, std::memory_order_relaxed);  // SIGTERM must not wait for it here
   session_state::g_running.store(false, std::memory_order_relaxed);
   g_session = nullptr;
 }
@@ -141,7 +208,10 @@ bool start_session(const Config& config, std::string* error) {
   std::call_once(g_process_hooks_once, [] {
     std::atexit(stop_at_exit);
     pthread_atfork(nullptr, nullptr, on_fork_child);
+    install_term_flush();
   });
+  // Drops are counted process-wide; this session reports only its own.
+  session->dropped_before = session_state::buffers().dropped_total();
 
   choose_tick_source(config.monotonic_clock);
   session->drain->start_clock();  // before the callback: the first event already has a map
@@ -155,6 +225,7 @@ bool start_session(const Config& config, std::string* error) {
   session->callback_installed = true;
   Session* raw = session.release();
   session_state::allow_drain();
+  g_drain_alive.store(true, std::memory_order_release);
   raw->drain_thread = std::thread([raw] {
     pthread_setname_np(pthread_self(), "fqntrace-drain");
     raw->drain_loop();
@@ -164,20 +235,23 @@ bool start_session(const Config& config, std::string* error) {
 }
 
 bool stop_session() {
+  // A forked child may have inherited the mutex locked: it owns no session, never wait for it.
+  if (g_forked_child) return true;
   std::lock_guard<std::mutex> lock(g_lifecycle_mu);
-  if (g_forked_child || g_session == nullptr) return true;
+  if (g_session == nullptr) return true;
   std::unique_ptr<Session> session(g_session);
   g_session = nullptr;
   session_state::g_running.store(false, std::memory_order_relaxed);
   if (session->callback_installed) observer::uninstall(session->callback);
   session_state::stop_drain();
   if (session->drain_thread.joinable()) session->drain_thread.join();
+  g_drain_alive.store(false, std::memory_order_release);
 
   std::lock_guard<std::mutex> drain_lock(session->drain_mu);
   session->drain_all();
   session->flush_all();
   if (session->drain->failed()) return false;
-  uint64_t dropped = session_state::buffers().dropped_total();
+  uint64_t dropped = session_state::buffers().dropped_total() - session->dropped_before;
   std::vector<std::string> errors = session->drain->finish(dropped);
   for (const std::string& error : errors) session->on_write_failure(error);
   bool ok = errors.empty();
@@ -209,6 +283,7 @@ void set_session_backend(const std::string& backend) {
 }
 
 void flush_session() {
+  if (g_forked_child) return;
   std::lock_guard<std::mutex> lock(g_lifecycle_mu);
   if (g_session == nullptr) return;
   std::lock_guard<std::mutex> drain_lock(g_session->drain_mu);

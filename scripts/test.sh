@@ -8,6 +8,8 @@ start=$(date +%s)
 bash scripts/setup.sh
 echo "== C++ tests (ctest)"
 (cd build && ctest --output-on-failure -j 2)
+echo "== C++ tests under ASan+UBSan and TSan (scripts/sanitizers.sh)"
+bash scripts/sanitizers.sh
 echo "== Python tests (pytest)"
 unset FQNTRACE
 .venv/bin/python -m pytest -q -p no:cacheprovider tests/python

@@ -1,7 +1,7 @@
 """fqntrace.profile(): trace the body of a with-block (for code that prefers it to FQNTRACE)."""
 import contextlib
 
-from fqntrace import _distributed, _fsdp, _hooks, _native
+from fqntrace import _distributed, _exit, _fsdp, _hooks, _native
 
 
 @contextlib.contextmanager
@@ -11,6 +11,7 @@ def profile(path):
     and RuntimeError if a session is already running (e.g. FQNTRACE is set)."""
     C = _native.load()
     expanded = C.start(str(path))
+    _exit.finish_before_teardown()  # a body that never ends (os._exit, abort) still leaves a file
     _hooks.install()
     _distributed.watch_process_group()
     _fsdp.install()

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "plugin/config.h"
@@ -34,7 +35,7 @@ TEST(ConfigTest, EmptyOrUnsetMeansOffWithoutComplaint) {
 }
 
 TEST(ConfigTest, PlaceholdersAndFormats) {
-  ConfigResult r = parse("/tmp/t.{pid}.{rank}.json", "3", "1");
+  ConfigResult r = parse("/tmp/t.{pid}.{rank}.json", "3", "4");
   ASSERT_TRUE(r.config);
   EXPECT_EQ(r.config->path, "/tmp/t.4242.3.json");
   EXPECT_EQ(r.config->format, Format::kChrome);
@@ -85,6 +86,7 @@ TEST(EnvironmentTest, BadValuesNeverChangeTheExitCode) {
       dir + "/trace.txt",           // an unknown extension
       dir + "/trace.{host}.json",   // a bad placeholder
       full,                         // a disk that is full
+      dir + "/a\nb/c.json",        // a newline in the value: still one line
   };
   for (const auto& value : bad) {
     ChildResult r = run_child({FQNTRACE_CHILD, "3"}, {{"FQNTRACE", value}});
@@ -151,8 +153,85 @@ TEST(ConfigTest, ClockChoice) {
   ConfigResult mono = with_clock("monotonic");
   ASSERT_TRUE(mono.config);
   EXPECT_TRUE(mono.config->monotonic_clock);
+  // An unknown clock keeps the default clock, with one warning (docs/trace-format.md).
   ConfigResult bad = with_clock("rdtsc");
-  EXPECT_FALSE(bad.config);
-  EXPECT_NE(bad.problem.find("FQNTRACE_CLOCK"), std::string::npos);
-  EXPECT_NE(bad.fix.find("monotonic"), std::string::npos);
+  ASSERT_TRUE(bad.config);
+  EXPECT_FALSE(bad.config->monotonic_clock);
+  ASSERT_EQ(bad.config->warnings.size(), 1u);
+  EXPECT_NE(bad.config->warnings[0].find("FQNTRACE_CLOCK=rdtsc"), std::string::npos);
+  EXPECT_NE(bad.config->warnings[0].find("monotonic"), std::string::npos);
+}
+
+namespace {
+ConfigResult parse_with(const char* value, std::map<std::string, std::string> vars, long pid = 4242) {
+  return parse_config(
+      value,
+      [&](const char* name) -> const char* {
+        auto it = vars.find(name);
+        return it == vars.end() ? nullptr : it->second.c_str();
+      },
+      pid);
+}
+}  // namespace
+
+// FQNTRACE_FLOPS and FQNTRACE_SHAPES take the usual switch words; anything else warns once.
+TEST(ConfigTest, SwitchesAcceptTheUsualWords) {
+  for (const char* on : {"1", "true", "TRUE", "yes", "On"}) {
+    ConfigResult r = parse_with("/tmp/t.json", {{"FQNTRACE_FLOPS", on}, {"FQNTRACE_SHAPES", on}});
+    ASSERT_TRUE(r.config) << on;
+    EXPECT_TRUE(r.config->flops) << on;
+    EXPECT_TRUE(r.config->shapes) << on;
+    EXPECT_TRUE(r.config->warnings.empty()) << on;
+  }
+  for (const char* off : {"0", "false", "no", "OFF", ""}) {
+    ConfigResult r = parse_with("/tmp/t.json", {{"FQNTRACE_FLOPS", off}, {"FQNTRACE_SHAPES", off}});
+    ASSERT_TRUE(r.config) << off;
+    EXPECT_FALSE(r.config->flops) << off;
+    EXPECT_FALSE(r.config->shapes) << off;
+    EXPECT_TRUE(r.config->warnings.empty()) << off;
+  }
+  ConfigResult r = parse_with("/tmp/t.json", {{"FQNTRACE_FLOPS", "y\nes"}, {"FQNTRACE_SHAPES", "2"}});
+  ASSERT_TRUE(r.config);
+  EXPECT_FALSE(r.config->flops);
+  EXPECT_FALSE(r.config->shapes);
+  ASSERT_EQ(r.config->warnings.size(), 2u);
+  EXPECT_NE(r.config->warnings[0].find("FQNTRACE_FLOPS=y\\nes"), std::string::npos) << r.config->warnings[0];
+  EXPECT_NE(r.config->warnings[1].find("FQNTRACE_SHAPES=2"), std::string::npos);
+}
+
+// A rank at or above the world size is a broken launcher environment: the trace could not say
+// which process it is (validate would reject it), so tracing is off with one line.
+TEST(ConfigTest, RankOutsideTheWorldIsABadValue) {
+  ConfigResult r = parse("/tmp/run.json", "5", "2");
+  EXPECT_FALSE(r.config);
+  EXPECT_NE(r.problem.find("RANK=5 is not below WORLD_SIZE=2"), std::string::npos) << r.problem;
+  EXPECT_TRUE(parse("/tmp/run.json", "1", "2").config);
+}
+
+// A child that inherited FQNTRACE from a traced parent writes <stem>.pid<PID><ext>; the parent
+// itself, a child given another value, and a value with {pid} keep their path.
+TEST(ConfigTest, InheritedChildWritesItsOwnFile) {
+  ConfigResult parent = parse_with("/tmp/run.json", {{kParentVariable, "4242:/tmp/run.json"}});
+  ASSERT_TRUE(parent.config);
+  EXPECT_EQ(parent.config->path, "/tmp/run.json");
+  EXPECT_FALSE(parent.config->inherited);
+  ConfigResult child = parse_with("/tmp/run.json", {{kParentVariable, "100:/tmp/run.json"}});
+  ASSERT_TRUE(child.config);
+  EXPECT_EQ(child.config->path, "/tmp/run.pid4242.json");
+  EXPECT_TRUE(child.config->inherited);
+  ConfigResult ranked = parse_with("/tmp/run.{rank}.jsonl", {{kParentVariable, "100:/tmp/run.{rank}.jsonl"}});
+  ASSERT_TRUE(ranked.config);
+  EXPECT_EQ(ranked.config->path, "/tmp/run.0.pid4242.jsonl");
+  ConfigResult with_pid = parse_with("/tmp/run.{pid}.json", {{kParentVariable, "100:/tmp/run.{pid}.json"}});
+  ASSERT_TRUE(with_pid.config);
+  EXPECT_EQ(with_pid.config->path, "/tmp/run.4242.json");
+  ConfigResult extra = parse_with("/tmp/run.json", {{kParentVariable, "100:/tmp/run.json"}, {"FQNTRACE_FORMATS", "summary"}});
+  ASSERT_TRUE(extra.config);
+  ASSERT_EQ(extra.config->outputs.size(), 2u);
+  EXPECT_EQ(extra.config->outputs[1].path, "/tmp/run.pid4242.summary.json");
+  // A child given its own FQNTRACE (not inherited) writes where it was told.
+  ConfigResult told = parse_with("/tmp/other.json", {{kParentVariable, "100:/tmp/run.json"}});
+  ASSERT_TRUE(told.config);
+  EXPECT_EQ(told.config->path, "/tmp/other.json");
+  EXPECT_FALSE(told.config->inherited);
 }

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The C++ tests under sanitizers: once with ASan+UBSan (build-asan/), once with TSan
+# (build-tsan/), each in its own build folder from tests/sanitize/CMakeLists.txt (what is built
+# and why: see that file and docs/reliability.md). Any report fails the run: ASan and UBSan stop
+# at the first error (halt_on_error, -fno-sanitize-recover), TSan exits non-zero on a report.
+# Suppressions (commented, libtorch-internal only) live in tests/sanitize/*.supp.
+# Called by scripts/test.sh after setup.sh; usable alone once .venv exists.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+PY="$ROOT/.venv/bin/python"
+JOBS="${FQNTRACE_SANITIZER_JOBS:-$(nproc)}"
+SUPP="$ROOT/tests/sanitize"
+
+run_one() {  # name, sanitizer, build folder
+  local name="$1" sanitizer="$2" dir="$3" start
+  start=$(date +%s)
+  if [ ! -f "$dir/build.ninja" ]; then
+    mkdir -p "$dir"
+    cmake -S tests/sanitize -B "$dir" -G Ninja -DFQNTRACE_SANITIZER="$sanitizer" \
+      -DPython3_EXECUTABLE="$PY" -DCMAKE_BUILD_TYPE=Debug >"$dir/cmake-configure.log" 2>&1 \
+      || { cat "$dir/cmake-configure.log" >&2; exit 1; }
+  fi
+  cmake --build "$dir" -j "$JOBS"
+  local built=$(( $(date +%s) - start ))
+  ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0" \
+  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$SUPP/ubsan.supp" \
+  LSAN_OPTIONS="suppressions=$SUPP/lsan.supp" \
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp" \
+    "$dir/fqntrace_sanitize_tests" --gtest_brief=1
+  echo "== $name: built in ${built} s, ran in $(( $(date +%s) - start - built )) s"
+}
+
+run_one "ASan+UBSan" address build-asan
+run_one "TSan" thread build-tsan
