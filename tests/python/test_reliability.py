@@ -161,7 +161,8 @@ def worker(rank, world, port):
     with torch.autograd.profiler.record_function(f"rank{rank}_step"):
         model(torch.randn(4, 8)).sum().backward()
     dist.barrier()
-    print(rank, os.getpid(), flush=True)
+    # One write(2) per line: two children's prints on the shared pipe must not interleave.
+    os.write(1, f"{rank} {os.getpid()}\\n".encode())
     dist.destroy_process_group()
 
 if __name__ == "__main__":
