@@ -95,14 +95,21 @@ def step_of(event, trace):
 
 
 def pairs(trace, kinds=None):
-    """(issuer, work) pairs: per collective kind, the n-th work started with the n-th issuer."""
+    """(issuer, work) pairs, per collective kind: each work (in start order) with the earliest
+    unpaired issuer that has its attribution, else with the earliest unpaired issuer (then the
+    caller's attribution check fails). gloo may run two buckets' works in either order, so the
+    n-th work need not belong to the n-th issuer."""
     out = []
     kinds = kinds or {e["args"]["collective"] for e in issuers(trace) + works(trace)}
     for kind in sorted(kinds):
         issued = [e for e in issuers(trace) if e["args"]["collective"] == kind]
         done = [e for e in works(trace) if e["args"]["collective"] == kind]
         assert len(issued) == len(done), (kind, len(issued), len(done))
-        out += list(zip(issued, done))
+        for work in done:
+            match = next((i for i in issued if attribution(i) == attribution(work)
+                          and i["ts"] <= work["ts"]), issued[0])
+            issued.remove(match)
+            out.append((match, work))
     return out
 
 
