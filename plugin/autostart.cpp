@@ -52,6 +52,7 @@ struct AutoStart {
         return;
       }
       if (!result.config->note.empty()) log_line(result.config->note);
+      if (!result.config->warning.empty()) log_line(result.config->warning);
       std::string error;
       if (!start_session(*result.config, &error)) {
         log_bad_env(result.config->raw_value, error, "Set FQNTRACE to a writable path.");

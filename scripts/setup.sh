@@ -7,7 +7,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 TORCH_VERSION="2.13.0"
 # libbenchmark-dev: only for scripts/bench.sh's exporter benchmark (P4); the tests never need it.
-APT_PACKAGES=(nlohmann-json3-dev libgtest-dev jq libbenchmark-dev)
+# zlib1g-dev: gzip outputs (FQNTRACE=run.json.gz).
+APT_PACKAGES=(nlohmann-json3-dev libgtest-dev jq libbenchmark-dev zlib1g-dev)
 log() { echo "[setup] $*" >&2; }
 
 # --- Debian packages -------------------------------------------------------------------------

@@ -18,10 +18,17 @@ Rules (the same as the C++ summary exporter, so `summary --json` and <stem>.summ
 * step_ms: all top-level op time of the trace (every module, Global included, all phases).
 * Backend work ranges of collectives (args.async_work) run beside the training thread: they are
   reported as comm_ms and never added to op time.
+
+Steps (fqntrace.steps): when the trace has ``ProfilerStep#N`` ranges, the summary adds a
+``steps`` object and, per module and phase, ``step_median_ms`` / ``step_self_median_ms``: the
+median over steps of the module's time in each step. Step 0 is left out of the medians by
+default: it carries the one-time costs (first calls, the optimizer's state allocated at its first
+step, compilation, caches warming up, and everything from the session's start to the first
+step), which would otherwise stand for the steady state with few steps.
 """
 import json
 
-from fqntrace import traceio
+from fqntrace import steps, traceio
 from fqntrace.traceio import PHASES, TraceError
 
 TOP_OPS = 5
@@ -37,8 +44,9 @@ def _ms(ns):
     return round(ns / 1e6, 6)
 
 
-def summarize(trace):
-    """The summary of a loaded trace (traceio.Trace) in the JSON shape of <stem>.summary.json."""
+def summarize(trace, exclude_steps=steps.DEFAULT_EXCLUDED):
+    """The summary of a loaded trace (traceio.Trace) in the JSON shape of <stem>.summary.json.
+    `exclude_steps`: step numbers left out of the per-step medians (a set; default {0})."""
     slices = []
     for e in trace.slices():
         args = e.get("args")
@@ -87,6 +95,7 @@ def summarize(trace):
 
     modules = {}
     first_seen = {}
+    step_times = steps.StepTimes(slices, starts, ends)
 
     def module(fqn):
         m = modules.get(fqn)
@@ -133,6 +142,7 @@ def summarize(trace):
         if counted[i]:
             dur = max(dur - excluded[i], 0)
             p["self_ns"] += dur
+            step_times.add(e, start, fqn, phase, dur)
             top = p["top"].get(name)
             if top is None:
                 top = p["top"][name] = [0, 0]
@@ -175,6 +185,7 @@ def summarize(trace):
                             for name, (ns, count) in tops],
             }
         out_modules[fqn] = entry
+    step_summary = step_times.summary(exclude_steps, out_modules)
     tail = trace.tail if isinstance(trace.tail, dict) else {}
     out = {
         "trace": trace.header.get("traceName", trace.path),
@@ -184,6 +195,8 @@ def summarize(trace):
         "complete": not trace.incomplete,
         "modules": out_modules,
     }
+    if step_summary is not None:
+        out["steps"] = step_summary
     merged = trace.header.get("ranks")
     if isinstance(merged, list):  # a merged trace: every rank's time is added up
         out["rank"] = None
@@ -223,7 +236,7 @@ def filter_depth(summary, depth):
     return out
 
 
-def load_for_summary(path, note=lambda message: None):
+def load_for_summary(path, note=lambda message: None, exclude_steps=steps.DEFAULT_EXCLUDED):
     """A summary dict from a trace (.json / .jsonl, cut-off ones too) or a .summary.json.
     `note(message)` hears about a cut-off trace summarized as far as it goes."""
     if is_summary_path(path):
@@ -242,4 +255,4 @@ def load_for_summary(path, note=lambda message: None):
         partial = " (dropped a partial last line)" if trace.dropped_partial else ""
         note(f"{path} is cut off (no closing tail); summarizing its {len(trace.events)} complete "
              f"events{partial}; {traceio.repair_hint(path)} to close the file")
-    return summarize(trace)
+    return summarize(trace, exclude_steps)

@@ -9,6 +9,10 @@ Both formats the C++ core writes are handled:
 * JSON Lines (``.jsonl``): a ``{"ph": "header", ...}`` line, one event object per line, and a
   ``{"ph": "footer", ...}`` line at normal exit.
 
+Either may be gzip-compressed (``.json.gz``, ``.jsonl.gz``, or any file starting with gzip's magic
+bytes): the core sync-flushes the compressor at every periodic flush, so a file cut off by a crash
+decompresses to a text cut off after its last flush, which is then read as any cut-off text.
+
 A cut-off file is "repaired in memory": every complete event is kept and a partial last line is
 dropped. Damage anywhere but at the end (a bad line followed by more lines) is not a cut and is
 reported instead of guessed around.
@@ -16,16 +20,20 @@ reported instead of guessed around.
 Times: ``ts`` / ``dur`` are microseconds with three decimals; everything here works in integer
 nanoseconds (:func:`to_ns`) so nesting checks and sums are exact.
 """
+import gzip
 import json
 import os
 import re
 import tempfile
+import zlib
 
 CHROME = "chrome"
 JSONL = "jsonl"
 PHASES = ("forward", "backward", "recompute")
 MODULE_SPAN_PREFIX = "nn.Module: "
 NEST_TOLERANCE_NS = 1  # ts and dur are each rounded to 1 ns when written
+GZIP_MAGIC = b"\x1f\x8b"
+GZIP_SUFFIX = ".gz"
 
 TRACE_EVENTS_KEY = re.compile(r'"traceEvents"\s*:\s*\[')
 _DECODER = json.JSONDecoder()
@@ -116,22 +124,53 @@ def read_text(path):
         raise TraceError(f"{path}: permission denied (check the file's permissions)") from None
     except OSError as error:
         raise TraceError(f"{path}: cannot read ({error.strerror or error})") from None
+    if data.startswith(GZIP_MAGIC):
+        data = _gunzip(path, data)
     if b"\x00" in data[:4096]:
         raise TraceError(f"{path}: binary data, not a trace (fqntrace writes .json or .jsonl text)")
     return data.decode("utf-8", errors="surrogateescape")
 
 
+def _gunzip(path, data):
+    """The decompressed bytes of a gzip file, as far as they go: a stream cut off by a crash
+    yields everything up to the cut (the core flushed the compressor at least every 0.5 s)."""
+    out = []
+    while data.startswith(GZIP_MAGIC):
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out.append(inflater.decompress(data))
+        except zlib.error as error:
+            if not out:
+                raise TraceError(f"{path}: damaged gzip data ({error}); the file was not written "
+                                 "by fqntrace or was overwritten") from None
+            break
+        if not inflater.eof:
+            break  # cut off: keep what decoded
+        data = inflater.unused_data  # another gzip member may follow
+    return b"".join(out)
+
+
+def plain_path(path):
+    """`path` without a trailing .gz (the suffix that names the trace's format)."""
+    text = str(path)
+    return text[:-len(GZIP_SUFFIX)] if text.lower().endswith(GZIP_SUFFIX) else text
+
+
 def write_atomic(path, text, like=None):
     """Writes text to path through a temporary file in the same folder and a rename, so readers
-    never see half a file. ``like``: copy that file's permission bits."""
+    never see half a file (gzip-compressed when the path ends in .gz). ``like``: copy that file's
+    permission bits."""
     folder = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".fqntrace-", suffix=".tmp", dir=folder)
     except OSError as error:
         raise TraceError(f"{path}: cannot write in {folder} ({error.strerror or error})") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
-            f.write(text)
+        data = text.encode("utf-8", errors="surrogateescape")
+        if str(path).lower().endswith(GZIP_SUFFIX):
+            data = gzip.compress(data, compresslevel=6, mtime=0)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         if like is not None:
@@ -158,7 +197,7 @@ def _umask():
 
 def detect_format(path, text):
     """JSONL by extension (.jsonl), else by content: a first line that is a whole header object."""
-    lower = path.lower()
+    lower = plain_path(path).lower()
     if lower.endswith(".jsonl"):
         return JSONL
     if lower.endswith(".json"):
