@@ -131,7 +131,8 @@ def test_optimizer_steps_end_profiler_steps_that_hta_reads(tmp_path):
         fc1 = [e for e in events if e["name"] == "aten::addmm" and _inside(e, start, end)]
         assert {e["args"]["fqn"] for e in fc1} == {"Net.fc1", "Net.fc2"}
 
-    analysis = hta.TraceAnalysis(trace_dir=str(trace_dir))
+    # HTA leaves out the last step unless told (Kineto's last step is usually cut short).
+    analysis = hta.TraceAnalysis(trace_dir=str(trace_dir), include_last_profiler_step=True)
     assert analysis.get_profiler_steps() == [0, 1, 2, 3]
     frame = analysis.t.get_trace(0)
     sym = analysis.t.symbol_table.get_sym_id_map()
@@ -210,7 +211,7 @@ def test_bad_step_window_warns_once_and_traces_every_step(tmp_path, value):
 
 def test_summary_reports_per_step_medians_without_step_0(tmp_path):
     path = tmp_path / "demo.json"
-    env = {"FQNTRACE": str(path), "PATH": "/usr/bin:/bin"}
+    env = {"FQNTRACE": str(path), "FQNTRACE_FORMATS": "summary", "PATH": "/usr/bin:/bin"}
     subprocess.run([sys.executable, "-m", "fqntrace.demo", "--steps", "4", "--layers", "2"],
                    env=env, check=True, capture_output=True, timeout=300)
     def summary(*extra):
@@ -228,6 +229,17 @@ def test_summary_reports_per_step_medians_without_step_0(tmp_path):
     assert steps["max_ms"] == pytest.approx(kept_ms[2], abs=1e-6)
     block = default["modules"]["TinyTransformer.layers.0"]["forward"]
     assert 0 < block["step_median_ms"] <= block["total_ms"]
+    # The summary exporter's file carries the same per-step numbers.
+    exported = json.load(open(tmp_path / "demo.summary.json"))
+    for key in ("count", "recorded", "excluded"):
+        assert exported["steps"][key] == steps[key]
+    for key in ("median_ms", "min_ms", "max_ms", "mad_ms", "median_op_ms"):
+        assert exported["steps"][key] == pytest.approx(steps[key], abs=1e-5), key
+    for fqn, m in default["modules"].items():
+        for phase in ("forward", "backward", "recompute"):
+            for key in ("step_median_ms", "step_self_median_ms"):
+                assert exported["modules"][fqn][phase][key] == pytest.approx(
+                    m[phase][key], abs=1e-5), (fqn, phase, key)
     # The existing keys keep covering the whole trace.
     everything = summary("--exclude-steps", "none")
     assert everything["steps"]["count"] == 4
