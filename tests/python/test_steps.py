@@ -253,3 +253,25 @@ def test_summary_reports_per_step_medians_without_step_0(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "fqntrace", "summary", str(path),
                           "--exclude-steps", "x"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+EXPLICIT_WITH_OPTIMIZER = """
+import sys, torch, fqntrace
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for i in range(6):
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+    if i % 2 == 1:
+        fqntrace.step()  # the program's own boundaries: every two optimizer steps
+print(fqntrace.current_step())
+"""
+
+
+def test_explicit_step_calls_replace_the_optimizer_hook(tmp_path):
+    path = tmp_path / "explicit.json"
+    proc = _run_script(EXPLICIT_WITH_OPTIMIZER, [], {"FQNTRACE": str(path)}, tmp_path)
+    # Until the program's first fqntrace.step() the optimizer's steps end steps (0 and 1);
+    # from then on only its calls do (2, 3, 4): 3 calls, never an optimizer step counted twice.
+    assert proc.stdout.split() == ["5"]
+    assert sorted(_steps(slices(json.load(open(path))))) == [0, 1, 2, 3, 4]
