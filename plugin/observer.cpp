@@ -198,23 +198,6 @@ void attribute_collective(const at::RecordFunction& fn, const NameInfo& info, Fr
   p.user_scope = f.kind == EventKind::kUserScope;
 }
 
-// A `ProfilerStep#N` range (a user annotation at `depth`, fqn Global) into this thread's ring.
-void push_step_range(ThreadState* ts, uint32_t name_id, uint64_t start, uint64_t end, uint32_t depth) {
-  RawEvent e;
-  e.range.collective = CollectivePayload{};  // the largest payload: clears them all
-  e.range.start_ns = start;
-  e.range.end_ns = end;
-  e.range.seq = -1;
-  e.range.name_id = name_id;
-  e.range.fqn_id = kGlobalFqnId;
-  e.kind = EventKind::kUserScope;
-  e.phase = Phase::kForward;
-  e.depth = static_cast<uint8_t>(std::min(depth, kMaxDepth - 1));
-  e.flags = 0;
-  if (ts->buffer->ring.push(e) == EventRing::Push::kHalfFull) session_state::wake_drain();
-  steps::step_range_written(end);
-}
-
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (!session_state::running()) return nullptr;
   try {
@@ -362,7 +345,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
     if (__builtin_expect(i < ts->step_close_above, 0)) {
       // The range the step waited for ended: the step ends with it, around it.
       ts->step_close_above = 0;
-      push_step_range(ts, ts->step_name_id, ts->step_start, end_ns, i);
+      steps::write_range(ts->step_name_id, ts->step_start, end_ns);
     }
   } catch (...) {
     session_state::fail_from_callback("an internal error in the end callback");
@@ -381,19 +364,13 @@ at::CallbackHandle install(bool need_inputs) {
 
 void uninstall(at::CallbackHandle handle) { at::removeCallback(handle); }
 
-void write_step_range(uint32_t name_id, uint64_t start_ticks, bool at_enclosing_end) {
+bool defer_step_range(uint32_t name_id, uint64_t start_ticks) {
   ThreadState* ts = session_state::running() ? current_state() : nullptr;
-  if (ts == nullptr) {
-    steps::step_range_written(now_ticks());
-    return;
-  }
-  if (at_enclosing_end && ts->depth > 0) {
-    ts->step_close_above = ts->depth;
-    ts->step_name_id = name_id;
-    ts->step_start = start_ticks;
-    return;
-  }
-  push_step_range(ts, name_id, start_ticks, now_ticks(), ts->depth);
+  if (ts == nullptr || ts->depth == 0) return false;
+  ts->step_close_above = ts->depth;
+  ts->step_name_id = name_id;
+  ts->step_start = start_ticks;
+  return true;
 }
 
 void set_pending_module(uint32_t fqn_id, uint32_t type_id) {

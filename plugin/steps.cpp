@@ -4,6 +4,7 @@
 #include <mutex>
 #include <string>
 
+#include "buffer/event.h"
 #include "buffer/intern.h"
 #include "buffer/ticks.h"
 #include "plugin/observer.h"
@@ -17,6 +18,8 @@ std::mutex g_step_mu;  // steps end once per iteration: a lock costs nothing her
 StepWindow g_window;
 std::atomic<uint64_t> g_step{0};
 std::atomic<uint64_t> g_step_start{0};
+std::mutex g_track_mu;  // one producer at a time on the steps' track
+ThreadBuffer* g_track = nullptr;  // guarded by g_track_mu; buffers outlive sessions
 
 }  // namespace
 
@@ -39,8 +42,10 @@ void end_step(bool at_enclosing_end) {
     if (recorded) {
       // Kineto's name, which HolisticTraceAnalysis parses (ProfilerStep#<n>).
       uint32_t name_id = InternTable::instance().intern("ProfilerStep#" + std::to_string(step));
-      observer::write_step_range(name_id, g_step_start.load(std::memory_order_relaxed),
-                                 at_enclosing_end);
+      uint64_t start = g_step_start.load(std::memory_order_relaxed);
+      if (!at_enclosing_end || !observer::defer_step_range(name_id, start)) {
+        write_range(name_id, start, now_ticks());
+      }
     } else {
       g_step_start.store(now_ticks(), std::memory_order_relaxed);
     }
@@ -54,6 +59,23 @@ void end_step(bool at_enclosing_end) {
 
 uint64_t current() { return g_step.load(std::memory_order_relaxed); }
 
-void step_range_written(uint64_t ticks) { g_step_start.store(ticks, std::memory_order_relaxed); }
+void write_range(uint32_t name_id, uint64_t start_ticks, uint64_t end_ticks) {
+  g_step_start.store(end_ticks, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(g_track_mu);
+  if (g_track == nullptr) g_track = session_state::register_buffer(kStepTrackTid, "ProfilerStep");
+  if (g_track == nullptr) return;
+  RawEvent e;
+  e.range.collective = CollectivePayload{};  // the largest payload: clears them all
+  e.range.start_ns = start_ticks;
+  e.range.end_ns = end_ticks;
+  e.range.seq = -1;
+  e.range.name_id = name_id;
+  e.range.fqn_id = kGlobalFqnId;
+  e.kind = EventKind::kUserScope;
+  e.phase = Phase::kForward;
+  e.depth = 0;
+  e.flags = 0;
+  if (g_track->ring.push(e) == EventRing::Push::kHalfFull) session_state::wake_drain();
+}
 
 }  // namespace fqntrace::steps

@@ -21,7 +21,14 @@ void end_step(bool at_enclosing_end);
 // Number of the step running now (steps ended so far in this session).
 uint64_t current();
 
-// Observer side: a step range was written ending at `ticks`; the next step begins there.
-void step_range_written(uint64_t ticks);
+// Writes the range `name_id` [start, end) (ticks) on the steps' own track, and the next step
+// begins at `end`. Called by end_step() and by the observer for a deferred step (once per step:
+// it takes a lock, so several threads may end steps).
+void write_range(uint32_t name_id, uint64_t start_ticks, uint64_t end_ticks);
+
+// The track the step ranges are written on: a thread id no OS thread has (Linux's are < 2^22),
+// named "ProfilerStep". Its own track keeps every thread's ranges properly nested whatever the
+// program wraps its iterations in.
+constexpr uint32_t kStepTrackTid = 0x7ffffff0;
 
 }  // namespace fqntrace::steps
