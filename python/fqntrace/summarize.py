@@ -22,7 +22,7 @@ Rules (the same as the C++ summary exporter, so `summary --json` and <stem>.summ
 import json
 import os
 
-from fqntrace import traceio, tracestream
+from fqntrace import steps, step_times, traceio, tracestream
 from fqntrace.traceio import PHASES, TraceError
 
 TOP_OPS = 5
@@ -119,9 +119,11 @@ def _owner(args):
     return args.get("phase"), args.get("fqn")
 
 
-def summarize(trace):
+def summarize(trace, exclude_steps=step_times.DEFAULT_EXCLUDED):
     """The summary of a loaded trace (traceio.Trace) in the JSON shape of <stem>.summary.json.
-    Holds every event; summarize_stream() gives the same numbers reading a file as a stream."""
+    Holds every event; summarize_stream() gives the same numbers reading a file as a stream.
+    With training steps (ProfilerStep#N ranges) the summary also has per-step numbers;
+    `exclude_steps`: step numbers left out of the per-step medians (default {0})."""
     slices = list(_valid_slices(trace.events))
     parents, _, starts, ends = traceio.nest(slices)
     is_op = [e.get("cat") == "cpu_op" for e in slices]
@@ -152,13 +154,16 @@ def summarize(trace):
                 excluded[j] += ends[i] - starts[i]
 
     totals = _Totals()
+    per_step = step_times.StepTimes(slices, starts, ends)
     for i, e in enumerate(slices):
         p = totals.add_event(e, starts[i], is_op[i])
         if p is not None and counted[i]:
-            totals.add_time(p, _name(e), max(ends[i] - starts[i] - excluded[i], 0))
+            own = max(ends[i] - starts[i] - excluded[i], 0)
+            totals.add_time(p, _name(e), own)
+            per_step.add(e, starts[i], e["args"]["fqn"], e["args"].get("phase"), own)
     merged = trace.header.get("ranks")
     return _result(totals, trace.header, trace.tail, trace.incomplete, trace.path,
-                   merged if isinstance(merged, list) else None)
+                   merged if isinstance(merged, list) else None, per_step, exclude_steps)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -340,7 +345,8 @@ def _note_cut(trace, note, n_events=None):
              f"events{partial}{hint}")
 
 
-def _result(totals, header, tail, incomplete, path, merged_ranks):
+def _result(totals, header, tail, incomplete, path, merged_ranks, per_step=None,
+            exclude_steps=step_times.DEFAULT_EXCLUDED):
     modules = totals.modules
     first_seen = totals.first_seen
 
@@ -400,6 +406,9 @@ def _result(totals, header, tail, incomplete, path, merged_ranks):
         "complete": not incomplete,
         "modules": out_modules,
     }
+    step_summary = per_step.summary(exclude_steps, out_modules) if per_step is not None else None
+    if step_summary is not None:
+        out["steps"] = step_summary
     if merged_ranks is not None:  # a merged trace: every rank's time is added up
         out["rank"] = None
         out["ranks"] = [r.get("rank") for r in merged_ranks if isinstance(r, dict)]
@@ -446,13 +455,18 @@ def filter_depth(summary, depth):
 SUMMARY_FILE_LIMIT = 1 << 28  # a summary file is small; a bigger non-trace is not one
 
 
-def load_for_summary(path, note=lambda message: None):
+def load_for_summary(path, note=lambda message: None, exclude_steps=step_times.DEFAULT_EXCLUDED):
     """A summary dict from a trace (.json / .jsonl / .gz, cut-off ones too), read as a stream,
     or from a .summary.json. `note(message)` hears about a cut-off trace summarized as far as
-    it goes."""
+    it goes. A trace with training steps is read whole: the per-step numbers need every op's
+    step (step_times), which the stream does not keep."""
     if is_summary_path(path):
         return load_summary(path)
     try:
+        if steps.file_has_step_ranges(path) is not False:
+            trace = traceio.load(path)
+            _note_cut(trace, note, len(trace.events))
+            return summarize(trace, exclude_steps)
         return summarize_stream(path, note)
     except TraceError:
         # A summary under another name (`summary --json > out.json`) is read as one.
