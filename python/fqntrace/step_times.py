@@ -38,18 +38,34 @@ def _ms(ns):
     return round(ns / 1e6, 6)
 
 
+def step_number(event):
+    """N of a ProfilerStep#N range (user_annotation), else None."""
+    name = event.get("name")
+    if event.get("cat") != "user_annotation" or not isinstance(name, str):
+        return None
+    m = STEP_NAME.match(name)
+    return int(m.group(1)) if m else None
+
+
 class StepTimes:
     """Per-step op time of every (fqn, phase), filled op by op by summarize()."""
 
     def __init__(self, slices, starts, ends):
         ranges = {}  # pid -> [(start, end, step)]
         for i, e in enumerate(slices):
-            name = e.get("name")
-            if e.get("cat") != "user_annotation" or not isinstance(name, str):
-                continue
-            m = STEP_NAME.match(name)
-            if m:
-                ranges.setdefault(e.get("pid"), []).append((starts[i], ends[i], int(m.group(1))))
+            step = step_number(e)
+            if step is not None:
+                ranges.setdefault(e.get("pid"), []).append((starts[i], ends[i], step))
+        self._set_ranges(ranges)
+
+    @classmethod
+    def from_ranges(cls, ranges):
+        """From {pid: [(start_ns, end_ns, step)]} (a first pass over a streamed trace)."""
+        self = cls.__new__(cls)
+        self._set_ranges(ranges)
+        return self
+
+    def _set_ranges(self, ranges):
         self._ranges = {pid: sorted(r) for pid, r in ranges.items()}
         self._starts = {pid: [r[0] for r in rs] for pid, rs in self._ranges.items()}
         self.durations = {}  # step -> ns (summed over processes in a merged trace)
@@ -71,7 +87,9 @@ class StepTimes:
     def add(self, event, start_ns, fqn, phase, ns):
         if not self._ranges:
             return
-        step = self.step_of(event.get("pid"), start_ns)
+        self.add_to_step(self.step_of(event.get("pid"), start_ns), fqn, phase, ns)
+
+    def add_to_step(self, step, fqn, phase, ns):
         if step is None:
             return
         per = self._times.setdefault(step, {})
