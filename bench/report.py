@@ -510,6 +510,10 @@ def targets_table(results):
                     f"{yes(t['events_per_s']['met'])} |")
         rows.append(f"| P4 Chrome trace bytes per event (no shapes) | {f(t['chrome_bytes_per_event']['value'], 1)} | ≤ 200 | "
                     f"{yes(t['chrome_bytes_per_event']['met'])} |")
+        if "gzip_drain_cost_ratio" in t:
+            gz = t["gzip_drain_cost_ratio"]
+            rows.append(f"| P4 gzip drain cost per event ÷ plain Chrome ({f(t['gzip_bytes_per_event']['value'], 1)} B/event "
+                        f"gzip on the mix) | {f(gz['value'], 2)}× | ≤ 1.5× | {yes(gz['met'])} |")
     if "p5" in results:
         p5 = results["p5"]["fqntrace"]
         rows.append(f"| P5 RSS growth after warm-up while tracing | {f(p5['max_growth_after_warmup_mb'], 1)} MB, "
@@ -637,7 +641,8 @@ def table(results):
         fm = results["p4"]["formats"]
         lines.append("P4 exporters: " + ", ".join(
             f"{k} {d['cpu_events_per_s_median'] / 1e6:.2f} M events/s"
-            + (f" {d['bytes_per_event']:.1f} B/event" if k in ("chrome", "jsonl") and "bytes_per_event" in d else "")
+            + (f" {d['bytes_per_event']:.1f} B/event" if k in ("chrome", "jsonl", "chrome_gz", "jsonl_gz")
+               and "bytes_per_event" in d else "")
             for k, d in fm.items()))
     if "p5" in results:
         fq, pr = results["p5"]["fqntrace"], results["p5"]["profiler"]

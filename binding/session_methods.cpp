@@ -10,21 +10,43 @@
 #include "plugin/config.h"
 #include "plugin/log.h"
 #include "plugin/session.h"
+#include "plugin/steps.h"
 
 namespace fqntrace::binding {
 namespace {
 
-PyObject* py_start(PyObject*, PyObject* arg) {
-  const char* value = PyUnicode_AsUTF8(arg);
+// start(path, steps=None): `steps` (FIRST:END[:PERIOD]) stands in for FQNTRACE_STEPS.
+PyObject* py_start(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs < 1 || nargs > 2) {
+    PyErr_SetString(PyExc_TypeError, "start(path, steps=None)");
+    return nullptr;
+  }
+  const char* value = PyUnicode_AsUTF8(args[0]);
   if (value == nullptr) return nullptr;
-  ConfigResult result = config_from_value(
-      value, [](const char* name) { return std::getenv(name); }, static_cast<long>(getpid()));
+  const char* steps = nullptr;
+  if (nargs == 2 && args[1] != Py_None) {
+    steps = PyUnicode_AsUTF8(args[1]);
+    if (steps == nullptr) return nullptr;
+  }
+  EnvLookup env = [steps](const char* name) -> const char* {
+    if (steps != nullptr && std::string(name) == "FQNTRACE_STEPS") return steps;
+    return std::getenv(name);
+  };
+  ConfigResult result = config_from_value(value, env, static_cast<long>(getpid()));
   if (!result.config) {
     std::string message = result.problem.empty() ? "an empty path" : result.problem;
     PyErr_SetString(PyExc_ValueError, (std::string("fqntrace: ") + value + ": " + message +
                                        (result.fix.empty() ? "" : ". " + result.fix))
                                           .c_str());
     return nullptr;
+  }
+  if (!result.config->warning.empty()) {
+    if (steps != nullptr) {  // an argument of the program's own: a mistake to raise
+      PyErr_SetString(PyExc_ValueError, ("fqntrace: steps=" + result.config->warning.substr(
+                                             std::string("FQNTRACE_STEPS=").size())).c_str());
+      return nullptr;
+    }
+    log_line(result.config->warning);
   }
   for (const std::string& warning : result.config->warnings) log_line(warning);
   std::string error;
@@ -61,12 +83,32 @@ PyObject* py_set_backend(PyObject*, PyObject* arg) {
   Py_RETURN_NONE;
 }
 
+// A step ends now (fqntrace.step()).
+PyObject* py_step(PyObject*, PyObject*) {
+  steps::end_step(/*at_enclosing_end=*/false);
+  Py_RETURN_NONE;
+}
+
+// An optimizer's step ended (its global post hook, which runs inside the optimizer's
+// `Optimizer.step#…` range): the step ends with that range. Ignores the hook's arguments.
+PyObject* py_optimizer_step(PyObject*, PyObject* const*, Py_ssize_t) {
+  steps::end_step(/*at_enclosing_end=*/true);
+  Py_RETURN_NONE;
+}
+
+PyObject* py_current_step(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(steps::current()); }
+
 PyObject* py_running(PyObject*, PyObject*) { return PyBool_FromLong(session_running()); }
 
 }  // namespace
 
 void add_session_methods(std::vector<PyMethodDef>& methods) {
-  methods.push_back({"start", py_start, METH_O, "start(path) -> expanded path; starts a session"});
+  methods.push_back({"start", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_start)),
+                     METH_FASTCALL, "start(path, steps=None) -> expanded path; starts a session"});
+  methods.push_back({"step", py_step, METH_NOARGS, "the current training step ends"});
+  methods.push_back({"optimizer_step", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_optimizer_step)),
+                     METH_FASTCALL, "global optimizer step post hook (optimizer, args, kwargs)"});
+  methods.push_back({"current_step", py_current_step, METH_NOARGS, "number of the running step"});
   methods.push_back({"stop", py_stop, METH_NOARGS, "stop the session; False if the trace could not be written"});
   methods.push_back({"flush", py_flush, METH_NOARGS, "drain buffers and write them to the file now"});
   methods.push_back({"running", py_running, METH_NOARGS, "is a session running"});

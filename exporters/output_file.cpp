@@ -36,40 +36,66 @@ bool OutputFile::open(const std::string& path, std::string* error) {
     return false;
   }
   buffer_.reserve(kBufferBytes + (64 << 10));
+  if (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0) {
+    gzip_ = std::make_unique<GzipStream>();
+    if (!gzip_->init(error)) return false;
+  }
   return true;
 }
 
 void OutputFile::write(const std::string& bytes) {
   if (fd_ < 0 || failed_errno_ != 0) return;
   buffer_ += bytes;
-  if (buffer_.size() >= kBufferBytes) {
-    std::string ignored;
-    flush(&ignored);  // a failure is remembered and reported by the next flush()
-  }
+  if (buffer_.size() >= kBufferBytes) write_out(GzipStream::Flush::kNone);  // failures are remembered
 }
 
 void OutputFile::wrote() {
   if (fd_ < 0 || failed_errno_ != 0) {
     buffer_.clear();  // what write() would have dropped
   } else if (buffer_.size() >= kBufferBytes) {
-    std::string ignored;
-    flush(&ignored);  // a failure is remembered and reported by the next flush()
+    write_out(GzipStream::Flush::kNone);  // a failure is remembered and reported by the next flush()
   }
 }
 
-bool OutputFile::flush(std::string* error) {
+bool OutputFile::write_all(const char* data, size_t size) {
   size_t done = 0;
-  while (fd_ >= 0 && failed_errno_ == 0 && done < buffer_.size()) {
-    ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
+  while (done < size) {
+    ssize_t n = ::write(fd_, data + done, size - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       failed_errno_ = n < 0 ? errno : EIO;
-      break;
+      return false;
     }
     done += static_cast<size_t>(n);
   }
-  flushed_ += done;
+  return true;
+}
+
+bool OutputFile::write_out(GzipStream::Flush flush) {
+  if (fd_ < 0 || failed_errno_ != 0) {
+    buffer_.clear();
+    return false;
+  }
+  bool ok;
+  if (gzip_) {
+    compressed_.clear();
+    ok = gzip_->compress(buffer_.data(), buffer_.size(), flush, &compressed_);
+    if (!ok) failed_errno_ = EIO;
+    ok = ok && write_all(compressed_.data(), compressed_.size());
+  } else {
+    ok = write_all(buffer_.data(), buffer_.size());
+  }
+  if (ok) flushed_ += buffer_.size();  // bytes of the text no longer in the buffer
   buffer_.clear();
+  return ok;
+}
+
+bool OutputFile::flush(std::string* error) {
+  write_out(GzipStream::Flush::kSync);
+  return report(error);
+}
+
+bool OutputFile::report(std::string* error) const {
   if (failed_errno_ != 0) {
     *error = "writing " + path_ + " failed (" + std::strerror(failed_errno_) + ")";
     return false;
@@ -80,6 +106,9 @@ bool OutputFile::flush(std::string* error) {
 void OutputFile::patch(size_t offset, const std::string& bytes) {
   if (fd_ < 0 || failed_errno_ != 0) return;
   size_t i = 0;
+  if (gzip_) {
+    while (i < bytes.size() && offset + i < flushed_) ++i;  // compressed already: left as it was
+  }
   for (; i < bytes.size() && offset + i < flushed_; ++i) {
     if (::pwrite(fd_, bytes.data() + i, 1, static_cast<off_t>(offset + i)) != 1) failed_errno_ = errno;
   }
@@ -91,7 +120,8 @@ void OutputFile::patch(size_t offset, const std::string& bytes) {
 
 bool OutputFile::close(std::string* error) {
   if (fd_ < 0) return true;
-  bool ok = flush(error);
+  write_out(gzip_ ? GzipStream::Flush::kFinish : GzipStream::Flush::kSync);
+  bool ok = report(error);
   if (::close(fd_) != 0 && ok) {
     *error = "closing " + path_ + " failed (" + std::strerror(errno) + ")";
     ok = false;

@@ -5,6 +5,7 @@
 // total covers its children. Memory is bounded by (modules × phases × distinct op names).
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <map>
 #include <unordered_map>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "exporters/exporter.h"
 #include "exporters/json_text.h"
 #include "exporters/output_file.h"
+#include "exporters/step_times.h"
 
 namespace fqntrace {
 namespace {
@@ -87,6 +89,11 @@ class SummaryExporter final : public Exporter {
       ++p.collectives;
       ++p.ops;  // an issuing c10d op is an op like any other
     } else if (r.kind == EventKind::kUserScope) {
+      static const std::string kStep = "ProfilerStep#";
+      if (e.name.compare(0, kStep.size(), kStep) == 0) {
+        steps_.step_range(std::strtoull(e.name.c_str() + kStep.size(), nullptr, 10), e.ts_ns,
+                          e.ts_ns + e.dur_ns);
+      }
       return;
     } else if (r.kind == EventKind::kOp) {
       p.flops += r.range.op.flops;
@@ -108,6 +115,7 @@ class SummaryExporter final : public Exporter {
         pending.high = r.depth + 1u;
       }
       p.self_ns += own;
+      steps_.op(e.ts_ns, r.range.fqn_id, static_cast<int>(r.phase), own);
       OpStats& op = p.top_level_ops[r.range.name_id];
       if (op.name == nullptr) op.name = &e.name;
       op.ns += own;
@@ -142,6 +150,10 @@ class SummaryExporter final : public Exporter {
     append_ms(out, traced_ns);
     out += ", \"dropped_events\": ";
     json::append_uint(out, fin.dropped_events);
+    StepTimes::Medians step_medians;  // per-step medians, when the trace has steps
+    std::unordered_map<uint32_t, const std::string*> fqn_of;
+    for (const auto& [id, stats] : modules_) fqn_of[id] = stats.fqn;
+    steps_.finish(fqn_of, kPhases, &out, &step_medians);
     out += ", \"modules\": {";
     bool first_module = true;
     for (auto it = by_fqn.begin(); it != by_fqn.end(); ++it) {
@@ -205,7 +217,17 @@ class SummaryExporter final : public Exporter {
           json::append_uint(out, ops[i].second.count);
           out += "}";
         }
-        out += "]}";
+        out += "]";
+        if (!steps_.empty()) {
+          auto med = step_medians.find(fqn);
+          uint64_t sub = med != step_medians.end() ? med->second[static_cast<size_t>(ph)].first : 0;
+          uint64_t self = med != step_medians.end() ? med->second[static_cast<size_t>(ph)].second : 0;
+          out += ", \"step_median_ms\": ";
+          append_ms(out, sub);
+          out += ", \"step_self_median_ms\": ";
+          append_ms(out, self);
+        }
+        out += "}";
       }
       out += "}";
     }
@@ -219,6 +241,7 @@ class SummaryExporter final : public Exporter {
   OutputFile file_;
   std::unordered_map<uint32_t, ModuleStats> modules_;
   std::unordered_map<uint32_t, PendingTime> pending_;  // by OS thread id
+  StepTimes steps_;
 };
 
 }  // namespace

@@ -53,6 +53,7 @@ struct AutoStart {
         return;
       }
       if (!result.config->note.empty()) log_line(result.config->note);
+      if (!result.config->warning.empty()) log_line(result.config->warning);
       for (const std::string& warning : result.config->warnings) log_line(warning);
       std::string error;
       if (!start_session(*result.config, &error)) {

@@ -113,9 +113,12 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
     i = close;
   }
 
-  if (ends_with(out, ".jsonl")) {
+  // run.json.gz / run.jsonl.gz: the same formats, gzip-compressed as they are written.
+  const std::string gz = ends_with(out, ".gz") ? ".gz" : "";
+  const std::string plain = out.substr(0, out.size() - gz.size());
+  if (ends_with(plain, ".jsonl")) {
     config.format = Format::kJsonLines;
-  } else if (ends_with(out, ".json")) {
+  } else if (ends_with(plain, ".json")) {
     config.format = Format::kChrome;
   } else {
     size_t slash = out.find_last_of('/');
@@ -124,13 +127,14 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
                           ? std::string("no extension")
                           : "extension '" + out.substr(dot) + "'";
     result.problem = "unknown trace format (" + ext + ")";
-    result.fix = "End the path with .json (Chrome trace) or .jsonl (JSON Lines).";
+    result.fix = "End the path with .json (Chrome trace) or .jsonl (JSON Lines), or with "
+                 ".json.gz / .jsonl.gz for gzip.";
     return result;
   }
 
   // Several ranks writing one file would overwrite each other: give each rank its own file.
   if (config.world_size > 1 && !has_rank) {
-    size_t dot = out.find_last_of('.');
+    size_t dot = plain.find_last_of('.');
     out = out.substr(0, dot) + ".rank" + std::to_string(config.rank) + out.substr(dot);
     if (config.rank == 0) {
       config.note = "FQNTRACE=" + raw + " has no {rank} and WORLD_SIZE=" +
@@ -154,7 +158,7 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
   config.path = out;
 
   // Extra outputs beside the main one share its stem: trace.json → trace.jsonl, trace.summary.json.
-  const std::string stem = out.substr(0, out.find_last_of('.'));
+  const std::string stem = out.substr(0, out.find_last_of('.', out.size() - gz.size() - 1));
   config.outputs.push_back({config.format == Format::kChrome ? Output::Kind::kChrome
                                                              : Output::Kind::kJsonLines,
                             out});
@@ -171,11 +175,16 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
         o = {Output::Kind::kChrome, stem + ".json"};
       } else if (item == "jsonl") {
         o = {Output::Kind::kJsonLines, stem + ".jsonl"};
+      } else if (item == "chrome.gz") {
+        o = {Output::Kind::kChrome, stem + ".json.gz"};
+      } else if (item == "jsonl.gz") {
+        o = {Output::Kind::kJsonLines, stem + ".jsonl.gz"};
       } else if (item == "summary") {
         o = {Output::Kind::kSummary, stem + ".summary.json"};
       } else {
         result.problem = "FQNTRACE_FORMATS has an unknown format '" + item + "'";
-        result.fix = "Set FQNTRACE_FORMATS to a comma-separated list of chrome, jsonl, summary.";
+        result.fix = "Set FQNTRACE_FORMATS to a comma-separated list of chrome, jsonl, summary "
+                     "(chrome.gz, jsonl.gz: gzip).";
         return result;
       }
       bool duplicate = false;
@@ -195,6 +204,14 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
   }
   config.flops = env_switch(env, "FQNTRACE_FLOPS", &config.warnings);
   config.shapes = env_switch(env, "FQNTRACE_SHAPES", &config.warnings);
+  if (const char* steps = env("FQNTRACE_STEPS"); steps != nullptr && *steps != '\0') {
+    std::string problem;
+    if (!parse_step_window(steps, &config.steps, &problem)) {
+      config.warning = "FQNTRACE_STEPS=" + std::string(steps) + ": " + problem +
+                       "; every step is traced. Set FQNTRACE_STEPS to FIRST:END or "
+                       "FIRST:END:PERIOD, e.g. 10:20 (steps 10 to 19) or 10:20:100.";
+    }
+  }
   result.config = config;
   return result;
 }

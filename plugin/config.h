@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "plugin/step_window.h"
+
 namespace fqntrace {
 
 enum class Format { kChrome, kJsonLines };
@@ -25,8 +27,10 @@ struct Config {
   bool flops = false;  // FQNTRACE_FLOPS=1: ask for op inputs to count FLOPs (every op then pays)
   bool monotonic_clock = false;  // FQNTRACE_CLOCK=monotonic: clock_gettime even where the TSC would do
   bool shapes = false;          // FQNTRACE_SHAPES=1: Kineto's "Input Dims" / "Input type" args
+  StepWindow steps;             // FQNTRACE_STEPS: the steps recorded (default: all)
   int rank = 0;
   int world_size = 1;
+  std::string warning;     // a bad value that does not stop tracing (FQNTRACE_STEPS), or empty
   std::string note;        // an informational line to print once (e.g. rank inserted), or empty
   // Values that were ignored (tracing goes on without them): one stderr line each.
   std::vector<std::string> warnings;

@@ -19,6 +19,7 @@
 #include "plugin/seq_map.h"
 #include "plugin/session_state.h"
 #include "plugin/shapes_encoder.h"
+#include "plugin/steps.h"
 
 namespace fqntrace::observer {
 namespace {
@@ -65,6 +66,11 @@ struct ThreadState {
   bool ran_backward = false;  // this thread has run an autograd node: graph tasks happen here
   uint32_t pending_accumulate_fqn = 0;
   uint32_t graphs_open = 0;  // compiled graphs running (nested ones past the array are ignored)
+  // A step range waiting for the range it ends with (steps::end_step(at_enclosing_end)): written
+  // when a range opened below depth `step_close_above` ends. 0: none waiting.
+  uint32_t step_close_above = 0;
+  uint32_t step_name_id = 0;
+  uint64_t step_start = 0;
   GraphCursor graphs[kMaxGraphNesting];
   NameCache names;
   Frame frames[kMaxDepth];
@@ -108,6 +114,7 @@ ThreadState* attach(uint64_t generation) {
   }
   ts->generation = generation;
   ts->depth = 0;  // ranges opened under an earlier session never end here
+  ts->step_close_above = 0;
   ts->graphs_open = 0;
   return ts->buffer != nullptr ? ts : nullptr;
 }
@@ -335,6 +342,11 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
     e.depth = static_cast<uint8_t>(i);
     e.flags = f.flags | ((f.in_op && (i == 0 || !ts->frames[i - 1].in_op)) ? kTopOp : 0);
     if (ts->buffer->ring.push(e) == EventRing::Push::kHalfFull) session_state::wake_drain();
+    if (__builtin_expect(i < ts->step_close_above, 0)) {
+      // The range the step waited for ended: the step ends with it, around it.
+      ts->step_close_above = 0;
+      steps::write_range(ts->step_name_id, ts->step_start, end_ns);
+    }
   } catch (...) {
     session_state::fail_from_callback("an internal error in the end callback");
   }
@@ -351,6 +363,15 @@ at::CallbackHandle install(bool need_inputs) {
 }
 
 void uninstall(at::CallbackHandle handle) { at::removeCallback(handle); }
+
+bool defer_step_range(uint32_t name_id, uint64_t start_ticks) {
+  ThreadState* ts = session_state::running() ? current_state() : nullptr;
+  if (ts == nullptr || ts->depth == 0) return false;
+  ts->step_close_above = ts->depth;
+  ts->step_name_id = name_id;
+  ts->step_start = start_ticks;
+  return true;
+}
 
 void set_pending_module(uint32_t fqn_id, uint32_t type_id) {
   ThreadState* ts = session_state::running() ? current_state() : nullptr;

@@ -28,6 +28,11 @@ void clear_pending_module();  // clears both
 // The next AccumulateGrad node on this thread accumulates into a parameter of module `fqn_id`.
 void set_accumulate_owner(uint32_t fqn_id);
 
+// Training steps (plugin/steps.cpp): the step `name_id` that began at `start_ticks` ends with the
+// innermost range open on this thread (the optimizer's `Optimizer.step#…` range its hooks run in):
+// when that range ends, the observer calls steps::write_range(). false when no range is open.
+bool defer_step_range(uint32_t name_id, uint64_t start_ticks);
+
 // Compiled code (docs/compile.md). `Torch-Compiled Region` ranges ask the resolver which module
 // is being called (the Python binding reads it from the interpreter's frames); 0: unknown.
 using RegionRootResolver = uint32_t (*)();

@@ -21,6 +21,7 @@
 #include "plugin/log.h"
 #include "plugin/observer.h"
 #include "plugin/session_state.h"
+#include "plugin/steps.h"
 
 #ifndef FQNTRACE_VERSION
 #define FQNTRACE_VERSION "dev"
@@ -221,8 +222,10 @@ bool start_session(const Config& config, std::string* error) {
   // Op inputs cost every op (the dispatcher boxes its arguments), so only when something needs
   // them: FLOPs, shapes, or a distributed job (collectives' bytes and group size).
   session->callback_inputs = config.flops || config.shapes || config.world_size > 1;
-  session->callback = observer::install(session->callback_inputs);
-  session->callback_installed = true;
+  if (steps::begin_session(config.steps)) {  // else the callback waits for the step window
+    session->callback = observer::install(session->callback_inputs);
+    session->callback_installed = true;
+  }
   Session* raw = session.release();
   session_state::allow_drain();
   g_drain_alive.store(true, std::memory_order_release);
@@ -273,13 +276,26 @@ void set_session_backend(const std::string& backend) {
   std::lock_guard<std::mutex> drain_lock(g_session->drain_mu);
   g_session->info.backend = backend;
   g_session->drain->backend_known(backend);
-  if (g_session->callback_installed && !g_session->callback_inputs) {
+  if (!g_session->callback_installed) {
+    g_session->callback_inputs = true;  // outside the step window: installed with inputs later
+  } else if (!g_session->callback_inputs) {
     // A process group without WORLD_SIZE in the environment (e.g. mp.spawn): from now on the
     // collectives need their inputs. Ranges already open keep the callback they started with.
     observer::uninstall(g_session->callback);
     g_session->callback = observer::install(true);
     g_session->callback_inputs = true;
   }
+}
+
+void set_session_recording(bool on) {
+  std::lock_guard<std::mutex> lock(g_lifecycle_mu);
+  if (g_session == nullptr || g_session->callback_installed == on) return;
+  if (on) {
+    g_session->callback = observer::install(g_session->callback_inputs);
+  } else {
+    observer::uninstall(g_session->callback);
+  }
+  g_session->callback_installed = on;
 }
 
 void flush_session() {

@@ -17,6 +17,9 @@ bool session_running();
 // Records the distributed backend ("gloo", "nccl") once init_process_group ran; the trace
 // header's distributedInfo.backend is filled in place.
 void set_session_backend(const std::string& backend);
+// Steps (plugin/steps.cpp): installs or removes the observer's callback when the step window
+// opens or closes. The session keeps running either way.
+void set_session_recording(bool on);
 // Drain now and push bytes to the OS (tests and fqntrace.flush()).
 void flush_session();
 

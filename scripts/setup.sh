@@ -8,8 +8,8 @@ cd "$ROOT"
 TORCH_VERSION="2.13.0"
 # libbenchmark-dev: only for scripts/bench.sh's exporter benchmark (P4); the tests never need it.
 # chromium: the HTML report's browser tests (headless, driven over the DevTools protocol).
-# tmux: the tests drive `python -m fqntrace top` in a tmux pane.
-APT_PACKAGES=(nlohmann-json3-dev libgtest-dev jq libbenchmark-dev chromium tmux)
+# tmux: the tests drive `python -m fqntrace top` in a tmux pane. zlib1g-dev: gzip outputs.
+APT_PACKAGES=(nlohmann-json3-dev libgtest-dev jq libbenchmark-dev chromium tmux zlib1g-dev)
 log() { echo "[setup] $*" >&2; }
 
 # --- Debian packages -------------------------------------------------------------------------

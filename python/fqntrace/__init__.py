@@ -11,13 +11,16 @@ or in code::
     with fqntrace.profile("trace.json"):
         loss = model(x).sum(); loss.backward()
 
+Steps: every torch.optim optimizer step ends a step (``ProfilerStep#N``); a loop without one calls
+``fqntrace.step()``. ``FQNTRACE_STEPS=10:20`` records steps 10 to 19 only.
+
 This module stays light (no torch import) so that `python -m fqntrace` and the start-up hook cost
 nothing; the native library is loaded on first use.
 """
 import os as _os
 
 __version__ = "0.1.0"
-__all__ = ["library_path", "profile", "ModTracker", "ModuleTracker", "flush", "tracing"]
+__all__ = ["library_path", "profile", "ModTracker", "ModuleTracker", "flush", "tracing", "step"]
 
 _PACKAGE_DIR = _os.path.dirname(_os.path.abspath(__file__))
 
@@ -35,6 +38,9 @@ def __getattr__(name):
     if name in ("ModTracker", "ModuleTracker"):
         from fqntrace import mod_tracker
         return getattr(mod_tracker, name)
+    if name in ("step", "current_step"):
+        from fqntrace import _steps
+        return getattr(_steps, name)
     if name in ("flush", "tracing"):
         from fqntrace import _native
         return getattr(_native, name)

@@ -1,20 +1,39 @@
 """fqntrace.profile(): trace the body of a with-block (for code that prefers it to FQNTRACE)."""
 import contextlib
 
-from fqntrace import _distributed, _exit, _fsdp, _hooks, _native
+from fqntrace import _distributed, _exit, _fsdp, _hooks, _native, _steps
+
+
+def _steps_text(steps):
+    """FQNTRACE_STEPS syntax from a `steps` argument: "A:B[:P]", range(A, B) or (A, B[, P])."""
+    if steps is None or isinstance(steps, str):
+        return steps
+    if isinstance(steps, range):
+        if steps.step != 1:
+            raise ValueError(f"fqntrace: steps={steps!r}: a range of consecutive steps, "
+                             "e.g. range(10, 20); for a period use \"10:20:100\"")
+        return f"{steps.start}:{steps.stop}"
+    if isinstance(steps, (tuple, list)) and len(steps) in (2, 3):
+        return ":".join(str(v) for v in steps)
+    raise ValueError(f"fqntrace: steps={steps!r}: expected \"FIRST:END[:PERIOD]\", "
+                     "range(FIRST, END) or (FIRST, END[, PERIOD])")
 
 
 @contextlib.contextmanager
-def profile(path):
-    """Traces everything the body runs to `path` (.json: Chrome trace, .jsonl: JSON Lines;
-    {pid} and {rank} are expanded). Yields the expanded path. Raises ValueError for a bad path
-    and RuntimeError if a session is already running (e.g. FQNTRACE is set)."""
+def profile(path, steps=None):
+    """Traces everything the body runs to `path` (.json: Chrome trace, .jsonl: JSON Lines, .gz
+    after either: gzip; {pid} and {rank} are expanded). Yields the expanded path.
+    `steps`: only these training steps are recorded ("10:20", range(10, 20), "10:20:100"; the
+    FQNTRACE_STEPS syntax, docs/trace-format.md); a step ends at every optimizer step or
+    fqntrace.step(). Raises ValueError for a bad path or steps and RuntimeError if a session is
+    already running (e.g. FQNTRACE is set)."""
     C = _native.load()
-    expanded = C.start(str(path))
+    expanded = C.start(str(path), _steps_text(steps))
     _exit.finish_before_teardown()  # a body that never ends (os._exit, abort) still leaves a file
     _hooks.install()
     _distributed.watch_process_group()
     _fsdp.install()
+    _steps.install()
     try:
         yield expanded
     finally:

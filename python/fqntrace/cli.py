@@ -25,7 +25,7 @@ import json
 import os
 import sys
 
-from fqntrace import crossrank, diff, merge, repair, report, summarize, table, validate
+from fqntrace import crossrank, diff, merge, repair, report, step_times, summarize, table, validate
 from fqntrace.traceio import PHASES, TraceError
 
 PROG = "python -m fqntrace"
@@ -82,11 +82,19 @@ def _depth(text):
 # The verbs: each hands its arguments to its module and prints the result.
 
 
+def _step_list(text):
+    try:
+        return step_times.parse_step_list(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def cmd_summary(args):
     paths = crossrank.expand_paths(args.traces)
     if len(paths) > 1:
         return _summary_of_ranks(args, paths)
-    summary = summarize.load_for_summary(paths[0], note=_note)
+    summary = summarize.load_for_summary(paths[0], note=_note,
+                                           exclude_steps=args.exclude_steps)
     if args.json:
         sys.stdout.write(json.dumps(summarize.filter_depth(summary, args.depth), indent=2,
                                     ensure_ascii=False) + "\n")
@@ -178,9 +186,10 @@ def build_parser():
 
     p = verbs.add_parser("summary", help="per-module table of forward / backward / recompute time",
                          description="Per-module table: op time of each module and its submodules "
-                         "per phase, its share of all op time, op count and forward calls. Reads "
-                         ".json and .jsonl traces (a cut-off one is repaired in memory) and "
-                         ".summary.json files.")
+                         "per phase, its share of all op time, op count and forward calls. With "
+                         "training steps in the trace: the median per step, step 0 left out. Reads "
+                         ".json and .jsonl traces, gzipped too (a cut-off one is repaired in "
+                         "memory) and .summary.json files.")
     p.add_argument("traces", nargs="+", metavar="TRACE",
                    help="a trace (.json, .jsonl, .gz) or a .summary.json; several traces (or a "
                    "quoted pattern such as 'run.*.json') compare ranks: per module the median "
@@ -196,6 +205,10 @@ def build_parser():
                    help="show only this phase's time (and order siblings by it)")
     p.add_argument("--json", action="store_true",
                    help="print the summary as JSON (the .summary.json shape) instead of a table")
+    p.add_argument("--exclude-steps", type=_step_list, default=step_times.DEFAULT_EXCLUDED,
+                   metavar="LIST", help="steps left out of the per-step medians when the trace has "
+                   "ProfilerStep ranges: e.g. 0,1 or 0-2, or none (default: 0, the warm-up step "
+                   "with its one-time costs)")
     p.set_defaults(func=cmd_summary)
 
     p = verbs.add_parser("validate", help="check a trace and print its first problem",

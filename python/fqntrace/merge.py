@@ -34,7 +34,7 @@ class RankTrace(NamedTuple):
 def merge_traces(paths, output, note=lambda message: None):
     """Merges per-rank traces into output; returns (ranks, events written). `note(message)`
     hears about inputs that are merged although cut off."""
-    if str(output).lower().endswith(".jsonl"):
+    if traceio.plain_path(output).lower().endswith(".jsonl"):
         raise TraceError(f"{output}: merge writes a Chrome trace; name the output .json")
     ranks = [_scan_rank(path, note) for path in paths]
     path_of_rank = {}

@@ -22,7 +22,7 @@ Rules (the same as the C++ summary exporter, so `summary --json` and <stem>.summ
 import json
 import os
 
-from fqntrace import traceio, tracestream
+from fqntrace import steps, step_times, traceio, tracestream
 from fqntrace.traceio import PHASES, TraceError
 
 TOP_OPS = 5
@@ -119,9 +119,11 @@ def _owner(args):
     return args.get("phase"), args.get("fqn")
 
 
-def summarize(trace):
+def summarize(trace, exclude_steps=step_times.DEFAULT_EXCLUDED):
     """The summary of a loaded trace (traceio.Trace) in the JSON shape of <stem>.summary.json.
-    Holds every event; summarize_stream() gives the same numbers reading a file as a stream."""
+    Holds every event; summarize_stream() gives the same numbers reading a file as a stream.
+    With training steps (ProfilerStep#N ranges) the summary also has per-step numbers;
+    `exclude_steps`: step numbers left out of the per-step medians (default {0})."""
     slices = list(_valid_slices(trace.events))
     parents, _, starts, ends = traceio.nest(slices)
     is_op = [e.get("cat") == "cpu_op" for e in slices]
@@ -152,13 +154,16 @@ def summarize(trace):
                 excluded[j] += ends[i] - starts[i]
 
     totals = _Totals()
+    per_step = step_times.StepTimes(slices, starts, ends)
     for i, e in enumerate(slices):
         p = totals.add_event(e, starts[i], is_op[i])
         if p is not None and counted[i]:
-            totals.add_time(p, _name(e), max(ends[i] - starts[i] - excluded[i], 0))
+            own = max(ends[i] - starts[i] - excluded[i], 0)
+            totals.add_time(p, _name(e), own)
+            per_step.add(e, starts[i], e["args"]["fqn"], e["args"].get("phase"), own)
     merged = trace.header.get("ranks")
     return _result(totals, trace.header, trace.tail, trace.incomplete, trace.path,
-                   merged if isinstance(merged, list) else None)
+                   merged if isinstance(merged, list) else None, per_step, exclude_steps)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,9 +221,12 @@ class StreamSummary:
 
     TOL = traceio.NEST_TOLERANCE_NS
 
-    def __init__(self):
+    def __init__(self, per_step=None):
         self.totals = _Totals()
         self.threads = {}  # (pid, tid) -> [stack of _Pending, last end]
+        # step_times.StepTimes with the trace's step ranges (a first pass), or None: each op's
+        # self time is then also kept per step (contributions keyed by (name, step)).
+        self.per_step = per_step
 
     def add(self, e):
         if not isinstance(e, dict) or e.get("ph") != "X":
@@ -267,7 +275,8 @@ class StreamSummary:
                         self.commit(g_owner, g, end)
                     else:
                         excluded += g[1]
-            contrib = {} if p is None else {_name(e): [max(end - start - excluded, 0), 1]}
+            step = None if self.per_step is None else self.per_step.step_of(e.get("pid"), start)
+            contrib = {} if p is None else {(_name(e), step): [max(end - start - excluded, 0), 1]}
             groups = {owner: [end - start, excluded, contrib, p]}
         else:
             groups = {}
@@ -287,8 +296,11 @@ class StreamSummary:
         """A frontier group's ops count: their self time is added (they ended by when_ns)."""
         p = group[3]
         if p is not None:
-            for name, (ns, count) in group[2].items():
+            phase, fqn = owner
+            for (name, step), (ns, count) in group[2].items():
                 _Totals.add_time(p, name, ns, count)
+                if self.per_step is not None:
+                    self.per_step.add_to_step(step, fqn, phase, ns)
 
     def commit_pending(self, outermost_only=False):
         """Counts what is still pending (at the end of the file). outermost_only: only subtrees
@@ -307,15 +319,38 @@ class StreamSummary:
         self.commit_pending()
         merged = header.get("ranks")
         return _result(self.totals, header, tail, incomplete, path,
-                       merged if isinstance(merged, list) else None)
+                       merged if isinstance(merged, list) else None, self.per_step,
+                       self.exclude_steps)
+
+    exclude_steps = step_times.DEFAULT_EXCLUDED
 
 
-def summarize_stream(path, note=lambda message: None):
-    """The summary of a trace file read as a stream (tracestream): the same numbers as
-    summarize(traceio.load(path)). A file whose threads are not in end order (not written by
-    the core) is loaded whole instead."""
+def _step_ranges(path):
+    """First pass for a trace with training steps: {pid: [(start_ns, end_ns, step)]}, or None
+    when the file has no ProfilerStep ranges (checked on the raw bytes first)."""
+    if steps.file_has_step_ranges(path) is False:
+        return None
+    ranges = {}
     with tracestream.TraceStream(path) as stream:
-        acc = StreamSummary()
+        for e in stream:
+            if not isinstance(e, dict) or e.get("ph") != "X":
+                continue
+            step = step_times.step_number(e)
+            if step is not None and traceio.is_number(e.get("ts")) and traceio.is_number(e.get("dur")):
+                start = round(e["ts"] * 1000)
+                ranges.setdefault(e.get("pid"), []).append((start, start + round(e["dur"] * 1000), step))
+    return ranges or None
+
+
+def summarize_stream(path, note=lambda message: None, exclude_steps=step_times.DEFAULT_EXCLUDED):
+    """The summary of a trace file read as a stream (tracestream): the same numbers as
+    summarize(traceio.load(path)). A trace with training steps is read twice (its step ranges
+    first). A file whose threads are not in end order (not written by the core) is loaded whole
+    instead."""
+    ranges = _step_ranges(path)
+    with tracestream.TraceStream(path) as stream:
+        acc = StreamSummary(step_times.StepTimes.from_ranges(ranges) if ranges else None)
+        acc.exclude_steps = exclude_steps
         try:
             for e in stream:
                 acc.add(e)
@@ -326,7 +361,7 @@ def summarize_stream(path, note=lambda message: None):
             return acc.result(stream.header, stream.tail, stream.incomplete, path)
     trace = traceio.load(path)
     _note_cut(trace, note, len(trace.events))
-    return summarize(trace)
+    return summarize(trace, exclude_steps)
 
 
 def _note_cut(trace, note, n_events=None):
@@ -340,7 +375,8 @@ def _note_cut(trace, note, n_events=None):
              f"events{partial}{hint}")
 
 
-def _result(totals, header, tail, incomplete, path, merged_ranks):
+def _result(totals, header, tail, incomplete, path, merged_ranks, per_step=None,
+            exclude_steps=step_times.DEFAULT_EXCLUDED):
     modules = totals.modules
     first_seen = totals.first_seen
 
@@ -400,6 +436,9 @@ def _result(totals, header, tail, incomplete, path, merged_ranks):
         "complete": not incomplete,
         "modules": out_modules,
     }
+    step_summary = per_step.summary(exclude_steps, out_modules) if per_step is not None else None
+    if step_summary is not None:
+        out["steps"] = step_summary
     if merged_ranks is not None:  # a merged trace: every rank's time is added up
         out["rank"] = None
         out["ranks"] = [r.get("rank") for r in merged_ranks if isinstance(r, dict)]
@@ -446,14 +485,14 @@ def filter_depth(summary, depth):
 SUMMARY_FILE_LIMIT = 1 << 28  # a summary file is small; a bigger non-trace is not one
 
 
-def load_for_summary(path, note=lambda message: None):
+def load_for_summary(path, note=lambda message: None, exclude_steps=step_times.DEFAULT_EXCLUDED):
     """A summary dict from a trace (.json / .jsonl / .gz, cut-off ones too), read as a stream,
     or from a .summary.json. `note(message)` hears about a cut-off trace summarized as far as
     it goes."""
     if is_summary_path(path):
         return load_summary(path)
     try:
-        return summarize_stream(path, note)
+        return summarize_stream(path, note, exclude_steps)
     except TraceError:
         # A summary under another name (`summary --json > out.json`) is read as one.
         try:

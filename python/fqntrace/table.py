@@ -4,13 +4,14 @@ shape of <stem>.summary.json, see fqntrace.summarize).
 One row per module, indented two spaces per fqn level; a path that only exists as a parent (a
 ModuleList) sums its children. Columns: time per phase (subtree), share of all op time, op count,
 GFLOPs when the trace counted them, forward calls. At most `width` columns: long names are cut
-with an ellipsis.
+with an ellipsis. When the trace has training steps, the time columns are medians per step
+(fqntrace.step_times; step 0 left out by default) and the title gives the step count and spread.
 """
 import os
 import re
 import sys
 
-from fqntrace import traceio
+from fqntrace import step_times, traceio
 from fqntrace.traceio import PHASES
 
 PHASE_SHORT = {"forward": "fwd", "backward": "bwd", "recompute": "recomp"}
@@ -101,11 +102,16 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH):
     sort_phase = {"fwd": ["forward"], "bwd": ["backward"], "total": list(PHASES)}.get(
         sort, [sort] if sort in PHASES else None)
 
+    per_step = step_times.has_steps(summary)
+    time_field = "step_median_ms" if per_step else "total_ms"
+
     def key(node):
-        return sum(_phase_value(node, p, "total_ms") for p in sort_phase)
+        return sum(_phase_value(node, p, time_field) for p in sort_phase)
 
     step_ms = _number(summary.get("step_ms"))
-    if not step_ms:
+    if per_step:
+        step_ms = _number(summary["steps"].get("median_op_ms"))
+    elif not step_ms:
         step_ms = sum(_number(m.get(p, {}).get("self_ms")) for m in modules.values()
                       for p in PHASES if isinstance(m.get(p), dict))
 
@@ -138,23 +144,33 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH):
     name_w = max(len("module"), min(name_w, width - fixed))
 
     header = ["module".ljust(name_w), "type".ljust(type_w)]
-    header += [f"{PHASE_SHORT[p]} ms".rjust(num_w) for p in phases]
+    unit = "ms/st" if per_step else "ms"
+    header += [f"{PHASE_SHORT[p]} {unit}".rjust(num_w) for p in phases]
     header += ["%".rjust(pct_w), "ops".rjust(ops_w)]
     header += ["GFLOPs".rjust(gf_w)] if show_flops else []
     header += ["calls".rjust(calls_w)]
     lines = []
     rank = summary.get("rank")
-    total_by_phase = {p: sum(_phase_value(r, p, "total_ms") for r in roots) for p in PHASES}
+    total_by_phase = {p: sum(_phase_value(r, p, time_field) for r in roots) for p in PHASES}
     title = os.path.basename(str(summary.get("trace") or "trace"))
     if isinstance(summary.get("ranks"), list):
         title = f"merged trace, {len(summary['ranks'])} ranks summed"
     elif rank is not None:
         title += f" (rank {rank})"
-    title += f": {step_ms:.3f} ms op time"
+    title += f": {step_ms:.3f} ms op time" + (" per step (median)" if per_step else "")
     title += " (" + ", ".join(f"{PHASE_SHORT[p]} {total_by_phase[p]:.3f}" for p in PHASES) + ")"
     n_modules = sum(1 for n in _all_nodes(roots) if n.entry is not None and n.fqn != "Global")
     title += f", {n_modules} modules"
     lines.append(_fit(title, width, ell))
+    if per_step:
+        st = summary["steps"]
+        left_out = st.get("excluded") or []
+        lines.append(_fit(
+            f"{st['count']} steps, median {_number(st.get('median_ms')):.3f} ms (min "
+            f"{_number(st.get('min_ms')):.3f}, max {_number(st.get('max_ms')):.3f}, MAD "
+            f"{_number(st.get('mad_ms')):.3f}); "
+            + (f"left out: step {', '.join(str(s) for s in left_out)} (--exclude-steps)"
+               if left_out else "no step left out"), width, ell))
     if summary.get("complete") is False or _number(summary.get("dropped_events")):
         lines.append(_fit("note: incomplete trace (cut off, repaired or events dropped): the "
                           "numbers cover what was recorded", width, ell))
@@ -163,7 +179,7 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH):
     lines.append("-" * min(width, len(" ".join(header))))
     for node, (indent, label) in zip(rows, labels):
         entry = node.entry or {}
-        values = [_phase_value(node, p, "total_ms") for p in phases]
+        values = [_phase_value(node, p, time_field) for p in phases]
         ops = sum(_phase_value(node, p, "ops") for p in phases)
         pct = 100.0 * sum(values) / step_ms if step_ms else 0.0
         name = indent + _fit(label, max(1, name_w - len(indent)), ell)
@@ -179,8 +195,12 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH):
     if not rows:
         lines.append("(no modules: the trace has no events with an fqn)")
     lines.append("")
-    lines.append(_fit("ms: op time of the module and its submodules; %: share of all op time; "
-                      "calls: forward calls", width, ell))
+    if per_step:
+        lines.append(_fit("ms/st: median op time per step, module and submodules; %: of a "
+                          "step's op time; ops, calls: all steps", width, ell))
+    else:
+        lines.append(_fit("ms: op time of the module and its submodules; %: share of all op "
+                          "time; calls: forward calls", width, ell))
     if show_flops:
         lines.append(_fit("GFLOPs: FLOPs of the module and its submodules, all phases shown",
                           width, ell))

@@ -9,6 +9,10 @@ Both formats the C++ core writes are handled:
 * JSON Lines (``.jsonl``): a ``{"ph": "header", ...}`` line, one event object per line, and a
   ``{"ph": "footer", ...}`` line at normal exit.
 
+Either may be gzip-compressed (``.json.gz``, ``.jsonl.gz``, or any file starting with gzip's magic
+bytes): the core sync-flushes the compressor at every periodic flush, so a file cut off by a crash
+decompresses to a text cut off after its last flush, which is then read as any cut-off text.
+
 A cut-off file is "repaired in memory": every complete event is kept and a partial last line is
 dropped. Damage anywhere but at the end (a bad line followed by more lines) is not a cut and is
 reported instead of guessed around.
@@ -16,17 +20,21 @@ reported instead of guessed around.
 Times: ``ts`` / ``dur`` are microseconds with three decimals; everything here works in integer
 nanoseconds (:func:`to_ns`) so nesting checks and sums are exact.
 """
+import gzip
 import json
 import os
 import re
 import tempfile
 import time
+import zlib
 
 CHROME = "chrome"
 JSONL = "jsonl"
 PHASES = ("forward", "backward", "recompute")
 MODULE_SPAN_PREFIX = "nn.Module: "
 NEST_TOLERANCE_NS = 1  # ts and dur are each rounded to 1 ns when written
+GZIP_MAGIC = b"\x1f\x8b"
+GZIP_SUFFIX = ".gz"
 
 TRACE_EVENTS_KEY = re.compile(r'"traceEvents"\s*:\s*\[')
 _DECODER = json.JSONDecoder()
@@ -117,9 +125,36 @@ def read_text(path):
         raise TraceError(f"{path}: permission denied (check the file's permissions)") from None
     except OSError as error:
         raise TraceError(f"{path}: cannot read ({error.strerror or error})") from None
+    if data.startswith(GZIP_MAGIC):
+        data = _gunzip(path, data)
     if b"\x00" in data[:4096]:
         raise TraceError(f"{path}: binary data, not a trace (fqntrace writes .json or .jsonl text)")
     return data.decode("utf-8", errors="surrogateescape")
+
+
+def _gunzip(path, data):
+    """The decompressed bytes of a gzip file, as far as they go: a stream cut off by a crash
+    yields everything up to the cut (the core flushed the compressor at least every 0.5 s)."""
+    out = []
+    while data.startswith(GZIP_MAGIC):
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out.append(inflater.decompress(data))
+        except zlib.error as error:
+            if not out:
+                raise TraceError(f"{path}: damaged gzip data ({error}); the file was not written "
+                                 "by fqntrace or was overwritten") from None
+            break
+        if not inflater.eof:
+            break  # cut off: keep what decoded
+        data = inflater.unused_data  # another gzip member may follow
+    return b"".join(out)
+
+
+def plain_path(path):
+    """`path` without a trailing .gz (the suffix that names the trace's format)."""
+    text = str(path)
+    return text[:-len(GZIP_SUFFIX)] if text.lower().endswith(GZIP_SUFFIX) else text
 
 
 def write_atomic(path, text, like=None):
@@ -133,7 +168,8 @@ def write_atomic_chunks(path, chunks, like=None):
     The temporary file has no name while it is written (O_TMPFILE), so a writer killed midway
     leaves nothing behind; where the file system cannot do that, a named one is used, and stale
     ones (.fqntrace-*.tmp not modified for STALE_TMP_S: their writer is gone) are removed first.
-    An exception raised by the iterable (a TraceError) removes the temporary file."""
+    A path ending in .gz is written gzip-compressed. An exception raised by the iterable (a
+    TraceError) removes the temporary file."""
     folder = os.path.dirname(os.path.abspath(path))
     _remove_stale_temporaries(folder)
     tmp = None
@@ -147,9 +183,14 @@ def write_atomic_chunks(path, chunks, like=None):
     except OSError as error:
         raise TraceError(f"{path}: cannot write in {folder} ({error.strerror or error})") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
+        gzipped = str(path).lower().endswith(GZIP_SUFFIX)
+        compressor = zlib.compressobj(6, zlib.DEFLATED, 31) if gzipped else None  # 31: gzip
+        with os.fdopen(fd, "wb") as f:
             for text in chunks:
-                f.write(text)
+                data = text.encode("utf-8", errors="surrogateescape")
+                f.write(compressor.compress(data) if gzipped else data)
+            if gzipped:
+                f.write(compressor.flush())
             f.flush()
             os.fsync(f.fileno())
             mode = 0o644 & ~_umask()
@@ -213,7 +254,7 @@ def _umask():
 
 def detect_format(path, text):
     """JSONL by extension (.jsonl), else by content: a first line that is a whole header object."""
-    lower = path.lower()
+    lower = plain_path(path).lower()
     if lower.endswith(".jsonl"):
         return JSONL
     if lower.endswith(".json"):

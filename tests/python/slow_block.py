@@ -54,7 +54,8 @@ class Other(nn.Module):
 
 def train(model, path, steps=3, inputs=None, step_ranges=False, formats=None):
     """A few training steps, the first one untraced (warm-up); returns the trace path.
-    step_ranges: wrap each step in a ProfilerStep#N range, as torch.profiler names steps.
+    step_ranges: each step is a training step (ProfilerStep#N ranges: fqntrace ends a step at
+    every optimizer step); without, the parameters are updated by hand, so no step is seen.
     formats: FQNTRACE_FORMATS for this session (e.g. "summary": <stem>.summary.json too)."""
     torch.manual_seed(0)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -64,7 +65,13 @@ def train(model, path, steps=3, inputs=None, step_ranges=False, formats=None):
         loss = model(x).pow(2).mean()
         optimizer.zero_grad()
         loss.backward()
-        optimizer.step()
+        if step_ranges:
+            optimizer.step()
+        else:
+            with torch.no_grad():
+                for p in model.parameters():
+                    if p.grad is not None:
+                        p -= 0.01 * p.grad
 
     # One intra-op thread: a multi-threaded op on a loaded machine waits for its slowest
     # (preempted) thread, which puts noise of hundreds of ms on tiny ops.
@@ -76,12 +83,8 @@ def train(model, path, steps=3, inputs=None, step_ranges=False, formats=None):
     try:
         step()
         with fqntrace.profile(str(path)) as written:
-            for i in range(steps):
-                if step_ranges:
-                    with torch.profiler.record_function(f"ProfilerStep#{i}"):
-                        step()
-                else:
-                    step()
+            for _ in range(steps):
+                step()
     finally:
         torch.set_num_threads(threads)
         os.environ.pop("FQNTRACE_FORMATS", None)

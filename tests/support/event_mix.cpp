@@ -1,5 +1,7 @@
 #include "tests/support/event_mix.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -330,6 +332,14 @@ void die(const std::string& error) {
   std::exit(1);
 }
 
+// A path ending in .gz that discards what is written (a symbolic link to /dev/null).
+std::string null_gz_path() {
+  std::string path = "/tmp/fqntrace-null-" + std::to_string(::getpid()) + ".json.gz";
+  ::unlink(path.c_str());
+  if (::symlink("/dev/null", path.c_str()) != 0) die("cannot create " + path);
+  return path;
+}
+
 }  // namespace
 
 MixPipeline::MixPipeline(const std::string& format, const std::string& path) {
@@ -351,10 +361,17 @@ MixPipeline::MixPipeline(const std::string& format, const std::string& path) {
   bool dev_null = path == "/dev/null";
   if (format == "chrome" || format == "all") add(make_chrome_trace_exporter(), path);
   if (format == "jsonl" || format == "all") add(make_json_lines_exporter(), dev_null ? path : path + ".jsonl");
+  // gzip outputs are chosen by the .gz suffix: to discard them, a .gz name that is /dev/null.
+  if (format == "chrome_gz") add(make_chrome_trace_exporter(), dev_null ? null_gz_path() : path + ".gz");
+  if (format == "jsonl_gz") {
+    add(make_json_lines_exporter(), dev_null ? null_gz_path() : path + ".jsonl.gz");
+  }
   if (format == "summary" || format == "all") {
     add(make_summary_exporter(), dev_null ? path : path + ".summary.json");
   }
-  if (exporters.empty()) die("unknown format '" + format + "' (chrome, jsonl, summary, all)");
+  if (exporters.empty()) {
+    die("unknown format '" + format + "' (chrome, jsonl, summary, all, chrome_gz, jsonl_gz)");
+  }
   drainer_ = std::make_unique<Drainer>(std::move(exporters), EventMix::origin_ns(), /*shapes=*/false);
   drainer_->start_clock();  // the mix's times are ns already: no tick source chosen, identity
   for (int t = 0; t < kMixThreads; ++t) {

@@ -1,0 +1,42 @@
+"""Training steps with no code change: every torch.optim optimizer step ends a step.
+
+One global optimizer post hook (torch.optim.optimizer.register_optimizer_step_post_hook) fires
+after the step() of any torch Optimizer, HF's and FSDP's included (accelerate's wrapper calls the
+wrapped optimizer's step()). The hook is the C function itself: no Python frame per step. It runs
+inside the optimizer's ``Optimizer.step#…`` range, so the core ends the step where that range ends.
+
+A program that calls fqntrace.step() itself decides where steps end: its first call removes the
+optimizer hook, so a step is never ended twice.
+"""
+from fqntrace import _native
+
+_handle = None
+_explicit = False
+
+
+def install():
+    """Installs the optimizer hook once (idempotent); nothing once step() has been called."""
+    global _handle
+    if _handle is not None or _explicit:
+        return
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    _handle = register_optimizer_step_post_hook(_native.load().optimizer_step)
+
+
+def step():
+    """Ends the current training step (``ProfilerStep#N`` in the trace; FQNTRACE_STEPS counts
+    these). Call it once per iteration in a loop without a torch.optim optimizer, or to choose
+    the boundaries yourself. Does nothing when not tracing."""
+    global _explicit, _handle
+    if not _explicit:
+        _explicit = True
+        if _handle is not None:
+            _handle.remove()
+            _handle = None
+    _native.load().step()
+
+
+def current_step():
+    """Number of the step running now (steps ended so far in this session)."""
+    return _native.load().current_step()

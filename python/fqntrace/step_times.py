@@ -1,0 +1,146 @@
+"""Training steps in a trace: the ``ProfilerStep#N`` ranges (Kineto's name, which HTA's step
+analysis reads) and each module's time per step, for `python -m fqntrace summary`.
+
+An event belongs to step N when its start lies in ``[ts, ts + dur)`` of the ``ProfilerStep#N``
+range of its process, on any thread (the rule HTA applies). Events before the first step range or
+after the last belong to no step.
+"""
+import bisect
+import re
+import statistics
+
+from fqntrace import traceio
+from fqntrace.traceio import PHASES
+
+STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+DEFAULT_EXCLUDED = frozenset({0})
+
+
+def parse_step_list(text):
+    """Step numbers from "0", "0,1", "0-2,5" or "none" (the empty set). Raises ValueError."""
+    text = text.strip()
+    if text.lower() in ("none", ""):
+        return frozenset()
+    out = set()
+    for part in text.split(","):
+        part = part.strip()
+        first, dash, last = part.partition("-")
+        if not first.isdigit() or (dash and not last.isdigit()):
+            raise ValueError(f"expected step numbers such as 0 or 0,1 or 0-2, or none; got {part!r}")
+        lo, hi = int(first), int(last) if dash else int(first)
+        if hi < lo:
+            raise ValueError(f"{part!r}: the range goes backwards")
+        out.update(range(lo, hi + 1))
+    return frozenset(out)
+
+
+def _ms(ns):
+    return round(ns / 1e6, 6)
+
+
+def step_number(event):
+    """N of a ProfilerStep#N range (user_annotation), else None."""
+    name = event.get("name")
+    if event.get("cat") != "user_annotation" or not isinstance(name, str):
+        return None
+    m = STEP_NAME.match(name)
+    return int(m.group(1)) if m else None
+
+
+class StepTimes:
+    """Per-step op time of every (fqn, phase), filled op by op by summarize()."""
+
+    def __init__(self, slices, starts, ends):
+        ranges = {}  # pid -> [(start, end, step)]
+        for i, e in enumerate(slices):
+            step = step_number(e)
+            if step is not None:
+                ranges.setdefault(e.get("pid"), []).append((starts[i], ends[i], step))
+        self._set_ranges(ranges)
+
+    @classmethod
+    def from_ranges(cls, ranges):
+        """From {pid: [(start_ns, end_ns, step)]} (a first pass over a streamed trace)."""
+        self = cls.__new__(cls)
+        self._set_ranges(ranges)
+        return self
+
+    def _set_ranges(self, ranges):
+        self._ranges = {pid: sorted(r) for pid, r in ranges.items()}
+        self._starts = {pid: [r[0] for r in rs] for pid, rs in self._ranges.items()}
+        self.durations = {}  # step -> ns (summed over processes in a merged trace)
+        for rs in self._ranges.values():
+            for start, end, step in rs:
+                self.durations[step] = self.durations.get(step, 0) + (end - start)
+        self._times = {}  # step -> {(fqn, phase): ns}
+
+    def step_of(self, pid, ts_ns):
+        starts = self._starts.get(pid)
+        if not starts:
+            return None
+        k = bisect.bisect_right(starts, ts_ns) - 1
+        if k < 0:
+            return None
+        start, end, step = self._ranges[pid][k]
+        return step if ts_ns < end else None
+
+    def add(self, event, start_ns, fqn, phase, ns):
+        if not self._ranges:
+            return
+        self.add_to_step(self.step_of(event.get("pid"), start_ns), fqn, phase, ns)
+
+    def add_to_step(self, step, fqn, phase, ns):
+        if step is None:
+            return
+        per = self._times.setdefault(step, {})
+        per[(fqn, phase)] = per.get((fqn, phase), 0) + ns
+
+    def summary(self, exclude, modules):
+        """The summary's `steps` object, and step_median_ms / step_self_median_ms in each of
+        `modules`' phase objects; None when the trace has no step ranges."""
+        if not self.durations:
+            return None
+        all_steps = sorted(self.durations)
+        kept = [s for s in all_steps if s not in exclude]
+        per_step = []
+        for s in all_steps:
+            op_ns = sum(self._times.get(s, {}).values())
+            per_step.append({"step": s, "ms": _ms(self.durations[s]), "op_ms": _ms(op_ns),
+                             "excluded": s in exclude})
+        out = {"count": len(kept), "recorded": len(all_steps),
+               "excluded": sorted(s for s in all_steps if s in exclude), "per_step": per_step}
+        if kept:
+            ms = [self.durations[s] / 1e6 for s in kept]
+            median = statistics.median(ms)
+            out.update({"median_ms": round(median, 6), "min_ms": round(min(ms), 6),
+                        "max_ms": round(max(ms), 6),
+                        "mad_ms": round(statistics.median(abs(v - median) for v in ms), 6),
+                        "median_op_ms": round(statistics.median(
+                            sum(self._times.get(s, {}).values()) / 1e6 for s in kept), 6)})
+        # Per module: the median over the kept steps of its time in each (0 in a step it did not
+        # run in), for itself and with its submodules (each fqn's time added to its ancestors).
+        subtrees = []
+        for s in kept:
+            sub = {}
+            for (f, p), ns in self._times.get(s, {}).items():
+                parts = f.split(".")
+                for k in range(1, len(parts) + 1):
+                    key = (".".join(parts[:k]), p)
+                    sub[key] = sub.get(key, 0) + ns
+            subtrees.append(sub)
+        for fqn, entry in modules.items():
+            for phase in PHASES:
+                p = entry.get(phase)
+                if not isinstance(p, dict):
+                    continue
+                own = [self._times.get(s, {}).get((fqn, phase), 0) for s in kept]
+                subtree = [sub.get((fqn, phase), 0) for sub in subtrees]
+                p["step_median_ms"] = _ms(statistics.median(subtree)) if kept else 0.0
+                p["step_self_median_ms"] = _ms(statistics.median(own)) if kept else 0.0
+        return out
+
+
+def has_steps(summary):
+    """The summary has per-step medians to show (steps recorded, some not excluded)."""
+    s = summary.get("steps")
+    return isinstance(s, dict) and traceio.is_number(s.get("count")) and s["count"] > 0
