@@ -565,9 +565,11 @@ def test_sigkilled_rank_leaves_both_files_repairable(tmp_path):
         assert trace["distributedInfo"]["rank"] == r
         # Everything up to the moment the job stopped is there: the three finished steps with
         # their gradient all-reduces (1 bucket in step 0, then the rebuilt buckets).
-        assert sorted(steps(trace)) == [0, 1, 2]
+        # Step 3 may be there too: the rank that was not killed can unwind its step 3 range
+        # (gloo raises once the peer is gone) before torchrun's SIGTERM ends it.
+        assert sorted(steps(trace))[:3] == [0, 1, 2] and set(steps(trace)) <= {0, 1, 2, 3}
         grads = [e for e in issuers(trace) if e["name"] == "c10d::allreduce_"]
-        finished = [e for e in grads if step_of(e, trace) is not None]
+        finished = [e for e in grads if step_of(e, trace) in (0, 1, 2)]
         assert len(finished) == 1 + 2 * 8, len(finished)
         if r == 0:
             # rank 0 got into step 3 and issued its all-reduces before blocking on them
