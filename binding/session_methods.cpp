@@ -76,10 +76,11 @@ PyObject* py_flush(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
-PyObject* py_set_backend(PyObject*, PyObject* arg) {
-  const char* backend = PyUnicode_AsUTF8(arg);
-  if (backend == nullptr) return nullptr;
-  set_session_backend(backend);
+PyObject* py_set_process_group(PyObject*, PyObject* args) {
+  const char* backend = nullptr;
+  int rank = 0, world_size = 1;
+  if (!PyArg_ParseTuple(args, "sii", &backend, &rank, &world_size)) return nullptr;
+  set_session_process_group(backend, rank, world_size);
   Py_RETURN_NONE;
 }
 
@@ -112,7 +113,8 @@ void add_session_methods(std::vector<PyMethodDef>& methods) {
   methods.push_back({"stop", py_stop, METH_NOARGS, "stop the session; False if the trace could not be written"});
   methods.push_back({"flush", py_flush, METH_NOARGS, "drain buffers and write them to the file now"});
   methods.push_back({"running", py_running, METH_NOARGS, "is a session running"});
-  methods.push_back({"set_backend", py_set_backend, METH_O, "the distributed backend, for distributedInfo"});
+  methods.push_back({"set_process_group", py_set_process_group, METH_VARARGS,
+                     "(backend, rank, world_size) once init_process_group ran, for distributedInfo"});
 }
 
 }  // namespace fqntrace::binding

@@ -92,8 +92,17 @@ std::vector<std::string> Drainer::finish(uint64_t dropped_events) {
   return errors;
 }
 
-void Drainer::backend_known(const std::string& backend) {
-  for (auto& ex : exporters_) ex->backend_known(backend);
+void Drainer::process_group_known(const TraceInfo& group) {
+  for (auto& ex : exporters_) ex->process_group_known(group);
+}
+
+std::vector<std::string> Drainer::move_outputs(const std::vector<std::string>& paths) {
+  std::vector<std::string> errors;
+  for (size_t i = 0; i < exporters_.size() && i < paths.size(); ++i) {
+    std::string error;
+    if (!exporters_[i]->move_to(paths[i], &error)) errors.push_back(error);
+  }
+  return errors;
 }
 
 }  // namespace fqntrace

@@ -33,7 +33,9 @@ class Drainer {
   bool flush(std::string* error);
   // Completes every output; the errors of those that failed (empty when all succeeded).
   std::vector<std::string> finish(uint64_t dropped_events);
-  void backend_known(const std::string& backend);
+  void process_group_known(const TraceInfo& group);
+  // Renames each output to the path at its index; the errors of those left where they were.
+  std::vector<std::string> move_outputs(const std::vector<std::string>& paths);
   void fail() { failed_ = true; }
   bool failed() const { return failed_; }
   uint64_t events_written() const { return events_written_; }

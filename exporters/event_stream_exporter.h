@@ -16,8 +16,9 @@ class EventStreamExporter : public Exporter {
     info_ = info;
     if (!file_.open(info.path, error)) return false;
     std::string head;
-    append_header(head, info, &backend_offset_);
-    json::append_process_name(head, info.pid, info.process_name, info.rank, separator(), &first_);
+    append_header(head, info, &distributed_offset_);
+    json::append_process_name(head, info.pid, info.process_name, info.rank, separator(), &first_,
+                              &labels_offset_);
     file_.write(head);
     return file_.flush(error);  // the header reaches the file at once: a crash leaves a repairable file
   }
@@ -33,9 +34,15 @@ class EventStreamExporter : public Exporter {
     file_.wrote();
   }
 
-  void backend_known(const std::string& backend) final {
-    file_.patch(backend_offset_, json::backend_slot(backend));
+  void process_group_known(const TraceInfo& group) final {
+    info_.backend = group.backend;
+    info_.rank = group.rank;
+    info_.world_size = group.world_size;
+    file_.patch(distributed_offset_, json::distributed_slot(info_));
+    file_.patch(labels_offset_, json::labels_slot(info_.rank));
   }
+
+  bool move_to(const std::string& path, std::string* error) final { return file_.move_to(path, error); }
 
   bool flush(std::string* error) final { return file_.flush(error); }
 
@@ -47,8 +54,9 @@ class EventStreamExporter : public Exporter {
   }
 
  protected:
-  // Everything before the first event line; *backend_offset: where the backend slot starts.
-  virtual void append_header(std::string& out, const TraceInfo& info, size_t* backend_offset) = 0;
+  // Everything before the first event line; *distributed_offset: where json::distributed_slot
+  // starts.
+  virtual void append_header(std::string& out, const TraceInfo& info, size_t* distributed_offset) = 0;
   virtual const char* separator() const = 0;
   virtual void append_tail(std::string& out, const FinishInfo& fin) = 0;
   const TraceInfo& info() const { return info_; }
@@ -56,7 +64,8 @@ class EventStreamExporter : public Exporter {
  private:
   TraceInfo info_;
   OutputFile file_;
-  size_t backend_offset_ = 0;
+  size_t distributed_offset_ = 0;
+  size_t labels_offset_ = 0;
   bool first_ = true;
 };
 

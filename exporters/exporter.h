@@ -52,8 +52,12 @@ class Exporter {
   // Opens the output; false (with *error set) if it cannot be written. Nothing else is called then.
   virtual bool open(const TraceInfo& info, std::string* error) = 0;
   virtual void thread_seen(uint32_t tid, const std::string& thread_name) = 0;
-  // The distributed backend became known after open (init_process_group ran later).
-  virtual void backend_known(const std::string& backend) {}
+  // The process group started after open (init_process_group ran later): `group` is the
+  // TraceInfo given to open() with its backend, rank and world size filled in.
+  virtual void process_group_known(const TraceInfo& group) {}
+  // Renames the open output to `path` (never replacing an existing file); false with *error
+  // when it stays where it is. Writing goes on either way.
+  virtual bool move_to(const std::string& path, std::string* error) = 0;
   virtual void event(const EventRecord& e) = 0;
   // Pushes buffered bytes to the OS. false (with *error) when the write failed (e.g. disk full).
   virtual bool flush(std::string* error) = 0;

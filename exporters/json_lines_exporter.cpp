@@ -7,9 +7,9 @@ namespace {
 
 class JsonLinesExporter final : public EventStreamExporter {
  protected:
-  void append_header(std::string& head, const TraceInfo& info, size_t* backend_offset) override {
+  void append_header(std::string& head, const TraceInfo& info, size_t* distributed_offset) override {
     head += "{\"ph\": \"header\", \"schemaVersion\": 1, ";
-    json::append_distributed_info(head, info, backend_offset);
+    json::append_distributed_info(head, info, distributed_offset);
     head += ", \"baseTimeNanoseconds\": ";
     json::append_uint(head, info.base_time_ns);
     head += ", \"traceName\": ";

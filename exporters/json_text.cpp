@@ -198,7 +198,7 @@ void append_thread_name(std::string& out, long pid, uint32_t tid, const std::str
 }
 
 void append_process_name(std::string& out, long pid, const std::string& name, int rank,
-                         const char* separator, bool* first) {
+                         const char* separator, bool* first, size_t* labels_offset) {
   begin_line(out, separator, first);
   out += "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":";
   append_int(out, pid);
@@ -209,29 +209,38 @@ void append_process_name(std::string& out, long pid, const std::string& name, in
   out += "{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":";
   append_int(out, pid);
   out += ",\"tid\":0, \"args\":{\"labels\":";
-  append_string(out, "rank " + std::to_string(rank));
+  if (labels_offset != nullptr) *labels_offset = out.size();
+  out += labels_slot(rank);
   out += "}}";
 }
 
-std::string backend_slot(const std::string& backend) {
+std::string labels_slot(int rank) {
   std::string value;
-  if (backend.empty() || backend.size() + 2 > kBackendSlot) {
-    value = "null";
-  } else {
-    append_string(value, backend);
-  }
-  value.resize(kBackendSlot, ' ');
+  append_string(value, "rank " + std::to_string(rank));
+  value.resize(kLabelsSlot, ' ');
   return value;
 }
 
-void append_distributed_info(std::string& out, const TraceInfo& info, size_t* backend_offset) {
-  out += "\"distributedInfo\": {\"backend\": ";
-  if (backend_offset != nullptr) *backend_offset = out.size();
-  out += backend_slot(info.backend);
-  out += ", \"rank\": ";
-  append_int(out, info.rank);
-  out += ", \"world_size\": ";
-  append_int(out, info.world_size);
+std::string distributed_slot(const TraceInfo& info) {
+  std::string value = "\"backend\": ";
+  const size_t numbers_room = 2 * 11 + sizeof(", \"rank\": , \"world_size\": ") - 1;
+  if (info.backend.empty() || value.size() + info.backend.size() + 2 + numbers_room > kDistributedSlot) {
+    value += "null";  // unknown, or too long to fit (never seen: "cpu:gloo,cuda:nccl" fits)
+  } else {
+    append_string(value, info.backend);
+  }
+  value += ", \"rank\": ";
+  append_int(value, info.rank);
+  value += ", \"world_size\": ";
+  append_int(value, info.world_size);
+  value.resize(kDistributedSlot, ' ');
+  return value;
+}
+
+void append_distributed_info(std::string& out, const TraceInfo& info, size_t* slot_offset) {
+  out += "\"distributedInfo\": {";
+  if (slot_offset != nullptr) *slot_offset = out.size();
+  out += distributed_slot(info);
   out += "}";
 }
 

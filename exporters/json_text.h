@@ -25,15 +25,19 @@ void append_event(std::string& out, const EventRecord& e, long pid, const char* 
                   bool* first);
 void append_thread_name(std::string& out, long pid, uint32_t tid, const std::string& name,
                         const char* separator, bool* first);
+// The process group is usually not known when the header is written: the backend comes with
+// init_process_group, and a process started without RANK (an mp.spawn child) learns its rank and
+// world size only then. So the fields that say it are written padded with spaces to a fixed
+// width, *offset (if given) receives where that slot starts in `out`, and the *_slot() functions
+// make the bytes that overwrite it in place later.
 void append_process_name(std::string& out, long pid, const std::string& name, int rank,
-                         const char* separator, bool* first);
+                         const char* separator, bool* first, size_t* labels_offset = nullptr);
 // `"distributedInfo": {"backend": ..., "rank": R, "world_size": W}` — "rank": R with the space,
 // which HolisticTraceAnalysis' rank pattern requires.
-// The backend is usually not known when the header is written: its value is written as `null`
-// padded with spaces to kBackendSlot characters, and *backend_offset (if given) receives where
-// that slot starts in `out`, so backend_slot() can overwrite it in place later.
-constexpr size_t kBackendSlot = 24;
-void append_distributed_info(std::string& out, const TraceInfo& info, size_t* backend_offset = nullptr);
-std::string backend_slot(const std::string& backend);
+constexpr size_t kDistributedSlot = 96;
+constexpr size_t kLabelsSlot = 24;
+void append_distributed_info(std::string& out, const TraceInfo& info, size_t* slot_offset = nullptr);
+std::string distributed_slot(const TraceInfo& info);
+std::string labels_slot(int rank);  // the process_labels value, "rank R"
 
 }  // namespace fqntrace::json

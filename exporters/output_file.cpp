@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>  // renameat2
 #include <cstring>
 
 namespace fqntrace {
@@ -116,6 +117,23 @@ void OutputFile::patch(size_t offset, const std::string& bytes) {
     size_t at = offset + i - flushed_;
     if (at < buffer_.size()) buffer_[at] = bytes[i];
   }
+}
+
+bool OutputFile::move_to(const std::string& path, std::string* error) {
+  if (fd_ < 0 || path == path_) return fd_ >= 0;
+  // RENAME_NOREPLACE: another process's file of that name is never replaced. File systems
+  // without it get the same guarantee from link(2), which fails on an existing name.
+  int moved = ::renameat2(AT_FDCWD, path_.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE);
+  if (moved != 0 && (errno == EINVAL || errno == ENOSYS)) {
+    moved = ::link(path_.c_str(), path.c_str());
+    if (moved == 0) ::unlink(path_.c_str());
+  }
+  if (moved != 0) {
+    *error = "cannot rename " + path_ + " to " + path + " (" + std::strerror(errno) + ")";
+    return false;
+  }
+  path_ = path;
+  return true;
 }
 
 bool OutputFile::close(std::string* error) {

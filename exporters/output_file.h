@@ -24,6 +24,8 @@ class OutputFile {
   // only be patched while the bytes are still in the buffer (before the first flush).
   void patch(size_t offset, const std::string& bytes);
   bool flush(std::string* error);
+  // Renames the open file (the lock goes with it); never replaces an existing file.
+  bool move_to(const std::string& path, std::string* error);
   bool close(std::string* error);
 
  private:

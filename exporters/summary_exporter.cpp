@@ -68,6 +68,14 @@ class SummaryExporter final : public Exporter {
 
   void thread_seen(uint32_t, const std::string&) override {}
 
+  void process_group_known(const TraceInfo& group) override {
+    info_.backend = group.backend;
+    info_.rank = group.rank;
+    info_.world_size = group.world_size;
+  }
+
+  bool move_to(const std::string& path, std::string* error) override { return file_.move_to(path, error); }
+
   void event(const EventRecord& e) override {
     const RawEvent& r = e.raw;
     ModuleStats& m = modules_[r.range.fqn_id];

@@ -69,6 +69,8 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
   Config config;
   config.raw_value = raw;
   config.rank = env_int(env, "RANK", 0);
+  const char* rank_value = env("RANK");
+  config.rank_given = rank_value != nullptr && *rank_value != '\0';
   config.world_size = env_int(env, "WORLD_SIZE", 1);
   const char* world_value = env("WORLD_SIZE");
   if (world_value != nullptr && *world_value != '\0' && config.rank >= config.world_size) {
@@ -159,6 +161,7 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
 
   // Extra outputs beside the main one share its stem: trace.json → trace.jsonl, trace.summary.json.
   const std::string stem = out.substr(0, out.find_last_of('.', out.size() - gz.size() - 1));
+  config.stem = stem;
   config.outputs.push_back({config.format == Format::kChrome ? Output::Kind::kChrome
                                                              : Output::Kind::kJsonLines,
                             out});

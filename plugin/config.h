@@ -24,12 +24,14 @@ struct Config {
   std::string path;        // placeholders expanded
   Format format = Format::kChrome;
   std::vector<Output> outputs;  // the main one (from the extension) first, then FQNTRACE_FORMATS'
+  std::string stem;             // every output's path is this plus its own ending
   bool flops = false;  // FQNTRACE_FLOPS=1: ask for op inputs to count FLOPs (every op then pays)
   bool monotonic_clock = false;  // FQNTRACE_CLOCK=monotonic: clock_gettime even where the TSC would do
   bool shapes = false;          // FQNTRACE_SHAPES=1: Kineto's "Input Dims" / "Input type" args
   StepWindow steps;             // FQNTRACE_STEPS: the steps recorded (default: all)
   int rank = 0;
   int world_size = 1;
+  bool rank_given = false;  // RANK was set at start; otherwise the process group may tell it later
   std::string warning;     // a bad value that does not stop tracing (FQNTRACE_STEPS), or empty
   std::string note;        // an informational line to print once (e.g. rank inserted), or empty
   // Values that were ignored (tracing goes on without them): one stderr line each.

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -270,12 +271,46 @@ bool session_running() {
   return g_session != nullptr;
 }
 
-void set_session_backend(const std::string& backend) {
+namespace {
+
+// The outputs' paths had RANK and WORLD_SIZE been set to the group's at start: the stem the value
+// gives then, with each output's own ending. The process has marked itself as the traced parent
+// since, so whether it inherited FQNTRACE is said as it was.
+std::vector<std::string> paths_for_group(const Config& config, int rank, int world_size) {
+  const std::string rank_text = std::to_string(rank), world_text = std::to_string(world_size);
+  const std::string parent_text = "0:" + config.raw_value;
+  EnvLookup env = [&](const char* name) -> const char* {
+    if (std::strcmp(name, "RANK") == 0) return rank_text.c_str();
+    if (std::strcmp(name, "WORLD_SIZE") == 0) return world_text.c_str();
+    if (std::strcmp(name, kParentVariable) == 0) return config.inherited ? parent_text.c_str() : nullptr;
+    return std::getenv(name);
+  };
+  ConfigResult again = parse_config(config.raw_value.c_str(), env, ::getpid());
+  std::vector<std::string> paths;
+  if (!again.config) return paths;
+  for (const Output& output : config.outputs) {
+    paths.push_back(again.config->stem + output.path.substr(config.stem.size()));
+  }
+  return paths;
+}
+
+}  // namespace
+
+void set_session_process_group(const std::string& backend, int rank, int world_size) {
   std::lock_guard<std::mutex> lock(g_lifecycle_mu);
   if (g_session == nullptr) return;
   std::lock_guard<std::mutex> drain_lock(g_session->drain_mu);
-  g_session->info.backend = backend;
-  g_session->drain->backend_known(backend);
+  TraceInfo& info = g_session->info;
+  info.backend = backend;
+  const Config& config = g_session->config;
+  if (!config.rank_given && world_size > 0 && rank >= 0 && rank < world_size &&
+      (rank != info.rank || world_size != info.world_size)) {
+    info.rank = rank;
+    info.world_size = world_size;
+    std::vector<std::string> errors = g_session->drain->move_outputs(paths_for_group(config, rank, world_size));
+    for (const std::string& error : errors) log_line(error + "; the trace keeps its name.");
+  }
+  g_session->drain->process_group_known(info);
   if (!g_session->callback_installed) {
     g_session->callback_inputs = true;  // outside the step window: installed with inputs later
   } else if (!g_session->callback_inputs) {

@@ -14,9 +14,11 @@ bool start_session(const Config& config, std::string* error);
 // could not be written completely (the reason was logged).
 bool stop_session();
 bool session_running();
-// Records the distributed backend ("gloo", "nccl") once init_process_group ran; the trace
-// header's distributedInfo.backend is filled in place.
-void set_session_backend(const std::string& backend);
+// Records the process group once init_process_group ran: the trace header's distributedInfo
+// (backend; rank and world size too) is filled in place. A process that started without RANK
+// (an mp.spawn child) learns its rank only now: its files are renamed to the names its rank
+// gives (`mps.{rank}.json`: `mps.0.pid<PID>.json` → `mps.1.pid<PID>.json`).
+void set_session_process_group(const std::string& backend, int rank, int world_size);
 // Steps (plugin/steps.cpp): installs or removes the observer's callback when the step window
 // opens or closes. The session keeps running either way.
 void set_session_recording(bool on);

@@ -4,9 +4,12 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
+#include "exporters/json_text.h"
 #include "exporters/output_file.h"
+#include "plugin/session.h"
 #include "plugin/session_state.h"
 #include "tests/cpp/test_util.h"
 #include "tests/support/event_mix.h"
@@ -71,4 +74,75 @@ TEST(OutputFileTest, NeverTruncatesAFileAnotherWriterHolds) {
   third.write("x");
   ASSERT_TRUE(third.close(&error)) << error;
   EXPECT_EQ(read_all(path), "x");
+}
+
+namespace {
+void start_with_env(const std::string& value, const std::map<std::string, std::string>& env) {
+  ConfigResult r = parse_config(
+      value.c_str(),
+      [&](const char* name) -> const char* {
+        auto it = env.find(name);
+        return it == env.end() ? nullptr : it->second.c_str();
+      },
+      getpid());
+  ASSERT_TRUE(r.config.has_value()) << r.problem;
+  std::string error;
+  ASSERT_TRUE(start_session(*r.config, &error)) << error;
+}
+
+std::string labels_of(const nlohmann::json& trace) {
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.value("name", "") == "process_labels") return e.at("args").at("labels").get<std::string>();
+  }
+  return "";
+}
+}  // namespace
+
+// A process started without RANK (an mp.spawn child) learns its rank from init_process_group:
+// its files take the names its rank gives, and the header and labels say that rank.
+TEST(SessionTest, ProcessGroupGivesAProcessWithoutRankItsFiles) {
+  const std::string dir = make_temp_dir();
+  start_with_env(dir + "/mps.{rank}.json", {{"FQNTRACE_FORMATS", "summary"}});
+  set_session_process_group("gloo", 1, 2);
+  nlohmann::json trace = stop_and_load(dir + "/mps.1.json");
+  EXPECT_EQ(trace.at("distributedInfo"),
+            nlohmann::json({{"backend", "gloo"}, {"rank", 1}, {"world_size", 2}}));
+  EXPECT_EQ(labels_of(trace), "rank 1");
+  EXPECT_EQ(nlohmann::json::parse(read_all(dir + "/mps.1.summary.json")).at("rank"), 1);
+  EXPECT_FALSE(std::ifstream(dir + "/mps.0.json").good());
+  EXPECT_FALSE(std::ifstream(dir + "/mps.0.summary.json").good());
+}
+
+// The rank's name is taken by another file: this one keeps its name (never replaces a file),
+// and still says its rank.
+TEST(SessionTest, ProcessGroupNeverRenamesOntoAnExistingFile) {
+  const std::string dir = make_temp_dir();
+  std::ofstream(dir + "/run.1.json") << "someone else's";
+  start_tracing(dir + "/run.{rank}.json");
+  set_session_process_group("gloo", 1, 2);
+  nlohmann::json trace = stop_and_load(dir + "/run.0.json");
+  EXPECT_EQ(trace.at("distributedInfo").at("rank"), 1);
+  EXPECT_EQ(read_all(dir + "/run.1.json"), "someone else's");
+}
+
+// A rank given by the environment (torchrun) is never second-guessed: only the backend is added.
+TEST(SessionTest, ProcessGroupKeepsARankTheEnvironmentGave) {
+  const std::string dir = make_temp_dir();
+  start_with_env(dir + "/run.{rank}.json", {{"RANK", "1"}, {"WORLD_SIZE", "2"}});
+  set_session_process_group("gloo", 1, 2);
+  nlohmann::json trace = stop_and_load(dir + "/run.1.json");
+  EXPECT_EQ(trace.at("distributedInfo"),
+            nlohmann::json({{"backend", "gloo"}, {"rank", 1}, {"world_size", 2}}));
+}
+
+TEST(JsonTextTest, DistributedSlotKeepsItsWidthWhateverItSays) {
+  TraceInfo info;
+  const size_t unknown = json::distributed_slot(info).size();
+  info.backend = "cpu:gloo,cuda:nccl";
+  info.rank = 2147483647;
+  info.world_size = 2147483647;
+  const std::string full = json::distributed_slot(info);
+  EXPECT_EQ(full.size(), unknown);
+  EXPECT_NE(full.find("\"backend\": \"cpu:gloo,cuda:nccl\", \"rank\": 2147483647"), std::string::npos);
+  EXPECT_EQ(json::labels_slot(7).size(), json::labels_slot(2147483647).size());
 }

@@ -174,7 +174,9 @@ if __name__ == "__main__":
 
 def test_mp_spawn_ranks_write_their_own_files(tmp_path):
     """mp.spawn's children have no RANK when tracing starts: {rank} expands to 0 and the pid
-    tells them apart (mps.0.pid<PID>.json); the parent keeps mps.0.json."""
+    tells them apart (mps.0.pid<PID>.json) until init_process_group gives them their rank:
+    then each file takes its rank's name (mps.<R>.pid<PID>.json) and its header says the rank
+    and world size. The parent keeps mps.0.json."""
     trace = tmp_path / "mps.{rank}.json"
     proc = run_script(tmp_path, MP_SPAWN_DDP, trace)
     aborted = proc.returncode != 0
@@ -188,7 +190,7 @@ def test_mp_spawn_ranks_write_their_own_files(tmp_path):
         if not line.strip():
             continue
         rank, pid = line.split()
-        path = tmp_path / f"mps.0.pid{pid}.json"
+        path = tmp_path / f"mps.{rank}.pid{pid}.json"
         if aborted:
             assert cli("repair", str(path)).returncode == 0
             assert cli("validate", str(path)).returncode == 0
@@ -196,7 +198,12 @@ def test_mp_spawn_ranks_write_their_own_files(tmp_path):
         else:
             child = valid_trace(path)
         assert f"rank{rank}_step" in names(child)
-        assert child["distributedInfo"]["backend"] == "gloo"
+        assert child["distributedInfo"] == {"backend": "gloo", "rank": int(rank), "world_size": 2}
+        labels = [e["args"]["labels"] for e in child["traceEvents"] if e.get("name") == "process_labels"]
+        assert labels == [f"rank {rank}"]
+    assert sorted(p.name for p in tmp_path.glob("mps.*.json")) == sorted(
+        ["mps.0.json"] + [f"mps.{line.split()[0]}.pid{line.split()[1]}.json"
+                          for line in proc.stdout.split("\n") if line.strip()])
 
 
 def test_a_file_another_live_process_writes_is_never_truncated(tmp_path):
