@@ -39,6 +39,18 @@ PyObject* py_accumulate_owner(PyObject*, PyObject* arg) {
   Py_RETURN_NONE;
 }
 
+// A parameter's gradient hook, functools.partial(accumulate_owner_hook, fqn_id): no Python frame
+// per gradient. Returns None: the gradient is unchanged.
+PyObject* py_accumulate_owner_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  uint32_t fqn = 0;
+  if (nargs < 1 || !arg_u32(args[0], &fqn)) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "accumulate_owner_hook(fqn_id, grad)");
+    return nullptr;
+  }
+  announce_accumulate_owner(fqn);
+  Py_RETURN_NONE;
+}
+
 PyObject* py_serve_enter(PyObject*, PyObject* arg) {
   uint32_t fqn = 0;
   if (!arg_u32(arg, &fqn)) return nullptr;
@@ -76,15 +88,13 @@ bool ids_of(PyObject* info, uint32_t* fqn, uint32_t* type) {
   return arg_u32(PyTuple_GET_ITEM(info, 1), fqn) && arg_u32(PyTuple_GET_ITEM(info, 2), type);
 }
 
-// The global forward pre-hook (module, args), registered directly: no Python frame per module
-// call, and Dynamo traces it as a no-op (a polyfill in _compile.py) instead of breaking the graph.
-// Whatever fails here is reported once and never reaches the user's forward.
-PyObject* py_module_pre_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs < 1 || g_names == nullptr) {
+// Opens `module`'s scope, naming it first if needed. Whatever fails here is reported once and
+// never reaches the user's forward (the scope is then opened unnamed: enter and exit stay paired).
+void open_module_scope(PyObject* module) {
+  if (g_names == nullptr) {
     module_enter_unnamed();
-    Py_RETURN_NONE;
+    return;
   }
-  PyObject* module = args[0];
   PyObject* key = PyWeakref_NewRef(module, nullptr);
   PyObject* owned = nullptr;
   PyObject* info = nullptr;
@@ -119,8 +129,51 @@ PyObject* py_module_pre_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs)
   }
   Py_XDECREF(owned);
   PyErr_Clear();
+}
+
+// The global forward pre-hook (module, args), registered directly: no Python frame per module
+// call, and Dynamo traces it as a no-op (a polyfill in _compile.py) instead of breaking the graph.
+PyObject* py_module_pre_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs < 1) {
+    module_enter_unnamed();
+  } else {
+    open_module_scope(args[0]);
+  }
   Py_RETURN_NONE;
 }
+
+// --- nn.Module.__call__ ----------------------------------------------------------------------
+// Global forward hooks cost every module call torch's slow path in _call_impl (a closure, the
+// hook loops, the always-call bookkeeping), which outweighs the hooks themselves. Instead,
+// fqntrace puts module_call in nn.Module.__call__'s place (_hooks.py): it opens the scope, runs
+// torch's own __call__ (which then finds no global hooks and takes its fast path), and closes the
+// scope whether forward returned or raised. Dynamo inlines torch's __call__ in its place (a
+// polyfill in _compile.py).
+PyObject* g_torch_module_call = nullptr;  // the nn.Module.__call__ that module_call runs
+
+PyObject* py_module_call(PyObject*, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  if (g_torch_module_call == nullptr || PyVectorcall_NARGS(nargsf) < 1) {
+    PyErr_SetString(PyExc_TypeError, "module_call(module, *args, **kwargs) before set_module_call");
+    return nullptr;
+  }
+  open_module_scope(args[0]);
+  PyObject* result = PyObject_Vectorcall(g_torch_module_call, args, nargsf, kwnames);
+  module_exit();  // touches no Python state: an exception from forward passes through unchanged
+  return result;
+}
+
+PyObject* py_set_module_call(PyObject*, PyObject* arg) {
+  if (!PyCallable_Check(arg)) {
+    PyErr_SetString(PyExc_TypeError, "set_module_call(torch's nn.Module.__call__)");
+    return nullptr;
+  }
+  Py_INCREF(arg);
+  Py_XSETREF(g_torch_module_call, arg);
+  Py_RETURN_NONE;
+}
+
+// A C function as a class attribute does not bind to the instance; an instancemethod does.
+PyObject* py_as_method(PyObject*, PyObject* arg) { return PyInstanceMethod_New(arg); }
 
 template <typename F>
 PyCFunction as_cfunction(F f) {
@@ -152,10 +205,17 @@ void add_module_scope_methods(std::vector<PyMethodDef>& methods) {
                      "module_exit(*ignored): close the innermost module scope (also a forward hook)"});
   methods.push_back({"module_pre_hook", as_cfunction(py_module_pre_hook), METH_FASTCALL,
                      "module_pre_hook(module, args): forward pre-hook opening the module's scope"});
+  methods.push_back({"module_call", as_cfunction(py_module_call), METH_FASTCALL | METH_KEYWORDS,
+                     "module_call(module, *args, **kwargs): nn.Module.__call__ inside a module scope"});
+  methods.push_back({"set_module_call", py_set_module_call, METH_O,
+                     "set_module_call(call): torch's nn.Module.__call__, which module_call runs"});
+  methods.push_back({"as_method", py_as_method, METH_O, "as_method(f): f bound like a function"});
   methods.push_back({"set_module_names", as_cfunction(py_set_module_names), METH_FASTCALL,
                      "set_module_names(dict, set, name_of): the tables module_pre_hook reads"});
   methods.push_back({"accumulate_owner", py_accumulate_owner, METH_O,
                      "the next AccumulateGrad on this thread belongs to module fqn_id"});
+  methods.push_back({"accumulate_owner_hook", as_cfunction(py_accumulate_owner_hook), METH_FASTCALL,
+                     "accumulate_owner_hook(fqn_id, grad): a parameter's tensor hook, through partial"});
   methods.push_back({"serve_enter", py_serve_enter, METH_O,
                      "serve_enter(fqn_id): what runs until serve_exit is done for module fqn_id"});
   methods.push_back({"serve_exit", py_serve_exit, METH_NOARGS, "close the innermost serve scope"});

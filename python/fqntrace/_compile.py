@@ -1,8 +1,9 @@
 """torch.compile: tracing never changes the compiled program, and compiled code keeps its
 module names (docs/compile.md).
 
-- Dynamo sees fqntrace's module hooks (C functions) as no-ops through polyfills, so hooks add no
-  graph break and no guard of their own; inside compiled code module scopes are not opened.
+- Dynamo sees fqntrace's nn.Module.__call__ (a C function, _hooks.py) as torch's own __call__
+  through a polyfill, and the C forward hooks as no-ops, so fqntrace adds no graph break and no
+  guard of its own; inside compiled code module scopes are not opened.
 - A `Torch-Compiled Region` takes the fqn of the module being called (the C resolver reads the
   caller's `nn.Module._call_impl` frame), so `module.compile()` keeps its name.
 - Inductor: while a graph is generated, every kernel and extern call it emits is recorded with the
@@ -18,7 +19,6 @@ import os
 import re
 import sys
 import threading
-import warnings
 import weakref
 
 from fqntrace import _native, _on_import
@@ -27,20 +27,19 @@ _capture = threading.local()  # .sites: the calls of the graph being generated, 
 _installed = False
 
 
-def install():
+_torch_call = None  # torch's nn.Module.__call__, which Dynamo inlines where fqntrace's runs
+
+
+def install(torch_call):
     """Sets up compile support once per process; the compiler modules are patched only when
-    the program imports them."""
-    global _installed
+    the program imports them. `torch_call`: torch's nn.Module.__call__ (_hooks.install)."""
+    global _installed, _torch_call
     if _installed:
         return
     _installed = True
+    _torch_call = torch_call
     from torch.nn.modules.module import Module
 
-    # torch warns on every torch.compile(module) call while any global module hook exists; ours
-    # are invisible to the compiled code, and the scope the wrapper and the module both open is
-    # opened once (module_scope.cpp).
-    warnings.filterwarnings("ignore", category=UserWarning,
-                            message=r"Using `torch.compile\(module\)` when there are global hooks")
     _native.load().set_region_codes((Module._call_impl.__code__, Module._wrapped_call_impl.__code__))
     for name, set_up in (("torch._dynamo", _hide_hooks_from_dynamo),
                          ("torch._inductor.config", _cache_apart),
@@ -76,8 +75,14 @@ def _hide_hooks_from_dynamo(_dynamo):
         def module_exit(*args, **kwargs):
             return None
 
+        torch_call = _torch_call
+
+        def module_call(module, *args, **kwargs):
+            return torch_call(module, *args, **kwargs)
+
         substitute_in_graph(C.module_pre_hook, skip_signature_check=True)(module_pre_hook)
         substitute_in_graph(C.module_exit, skip_signature_check=True)(module_exit)
+        substitute_in_graph(C.module_call, skip_signature_check=True)(module_call)
     except Exception as error:
         # Traced by Dynamo, the hooks would break graphs: better no module names than that.
         from fqntrace import _hooks

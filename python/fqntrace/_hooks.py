@@ -69,10 +69,6 @@ def known_fqn(module):
     return None if info is None else info[0]
 
 
-def _announce_owner(fqn_id, _grad):
-    _native._C.accumulate_owner(fqn_id)
-
-
 def _hook_parameters(C, root, root_fqn):
     global _param_owner
     if _param_owner is None:
@@ -86,39 +82,49 @@ def _hook_parameters(C, root, root_fqn):
             if not param.requires_grad or param in _param_owner:
                 continue
             _param_owner[param] = fqn
-            param.register_hook(functools.partial(_announce_owner, C.intern(fqn)))
+            # A C function through partial: no Python frame per gradient.
+            param.register_hook(functools.partial(C.accumulate_owner_hook, C.intern(fqn)))
+
+
+_torch_call = None  # nn.Module.__call__ as torch defined it, while ours is in its place
 
 
 def install():
-    """Installs the global forward hooks once per process (idempotent)."""
-    global _installed
+    """Puts fqntrace's module call in nn.Module.__call__'s place once per process (idempotent).
+
+    `_C.module_call` (C, no Python frame) opens the module's scope, runs torch's own __call__ and
+    closes the scope, also when forward raises. No global forward hooks: they would put every
+    module call on the slow path of torch's _call_impl, which costs more than the scope itself
+    (docs/benchmarks.md). Dynamo inlines torch's __call__ in its place (_compile.py). It reads
+    the dict and set behind _names and _walked directly, with a weak reference to the module as
+    key, and calls name_of() only for a module not yet named."""
+    global _installed, _torch_call
     if _installed:
         return
     C = _native.load()
-    from torch.nn.modules.module import (
-        register_module_forward_hook,
-        register_module_forward_pre_hook,
-    )
+    import torch
 
     from fqntrace import _compile
 
-    # Both hooks are C functions (no Python frame per module call; Dynamo sees them as no-ops,
-    # _compile.py). The pre-hook reads the dict and set behind _names and _walked directly, with
-    # a weak reference to the module as key, and calls name_of() only for a module not yet named.
     C.set_module_names(_names.data, _walked.data, name_of)
-    _compile.install()
-    _handles.append(register_module_forward_pre_hook(C.module_pre_hook))
-    _handles.append(register_module_forward_hook(C.module_exit, always_call=True))
+    _torch_call = torch.nn.Module.__call__
+    C.set_module_call(_torch_call)
+    _compile.install(_torch_call)
+    torch.nn.Module.__call__ = C.as_method(C.module_call)
     _installed = True
 
 
 def uninstall():
-    """Removes the global forward hooks (parameter hooks stay: they only announce owners); the
-    next install() puts them back. For measurements that alternate traced and untraced code."""
+    """Gives nn.Module.__call__ back to torch (parameter hooks stay: they only announce owners);
+    the next install() puts fqntrace's back. For measurements that alternate traced and untraced
+    code."""
     global _installed
-    for handle in _handles:
-        handle.remove()
-    _handles.clear()
+    if not _installed:
+        return
+    import torch
+
+    if torch.nn.Module.__dict__.get("__call__") is not _torch_call:
+        torch.nn.Module.__call__ = _torch_call
     _installed = False
 
 
