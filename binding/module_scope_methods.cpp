@@ -70,12 +70,64 @@ PyObject* g_walked = nullptr;  // set of weakref(module): modules whose children
 PyObject* g_name_of = nullptr;  // name_of(module) -> (fqn, fqn_id, type_id)
 bool g_hook_failed = false;
 
+// A direct-mapped cache in front of the tables, keyed by the module's address, so a module call
+// costs a probe instead of a weak reference, a dict lookup and a set lookup. An entry keeps a
+// weak reference to its module: once the module dies the reference is dead, so a new module at
+// the same address never matches. Entries carry the tables' version; a rename
+// (names_changed(), from _hooks.py) makes them all stale. Only touched with the GIL held.
+struct CachedName {
+  PyObject* module = nullptr;  // borrowed: compared, never dereferenced
+  PyObject* ref = nullptr;     // owned weak reference to it
+  uint64_t version = 0;
+  uint32_t fqn = 0;
+  uint32_t type = 0;
+};
+constexpr size_t kCachedNames = 4096;
+CachedName g_cached_names[kCachedNames];
+uint64_t g_names_version = 1;
+
+CachedName& cache_slot(PyObject* module) {
+  uintptr_t bits = reinterpret_cast<uintptr_t>(module) >> 4;  // objects are 16-byte aligned
+  return g_cached_names[(bits * 0x9E3779B97F4A7C15ull) >> 52];  // top 12 bits: 4096 slots
+}
+
+bool cached_ids(PyObject* module, uint32_t* fqn, uint32_t* type) {
+  const CachedName& slot = cache_slot(module);
+  if (slot.module != module || slot.version != g_names_version ||
+      PyWeakref_GET_OBJECT(slot.ref) != module) {
+    return false;
+  }
+  *fqn = slot.fqn;
+  *type = slot.type;
+  return true;
+}
+
+void cache_ids(PyObject* module, uint32_t fqn, uint32_t type) {
+  PyObject* ref = PyWeakref_NewRef(module, nullptr);
+  if (ref == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  CachedName& slot = cache_slot(module);
+  Py_XSETREF(slot.ref, ref);
+  slot.module = module;
+  slot.version = g_names_version;
+  slot.fqn = fqn;
+  slot.type = type;
+}
+
+PyObject* py_names_changed(PyObject*, PyObject*) {
+  ++g_names_version;
+  Py_RETURN_NONE;
+}
+
 PyObject* py_set_module_names(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 3 || !PyDict_Check(args[0]) || !PySet_Check(args[1]) || !PyCallable_Check(args[2])) {
     PyErr_SetString(PyExc_TypeError, "set_module_names(dict, set, name_of)");
     return nullptr;
   }
   for (int i = 0; i < 3; ++i) Py_INCREF(args[i]);
+  ++g_names_version;
   Py_XSETREF(g_names, args[0]);
   Py_XSETREF(g_walked, args[1]);
   Py_XSETREF(g_name_of, args[2]);
@@ -95,6 +147,11 @@ void open_module_scope(PyObject* module) {
     module_enter_unnamed();
     return;
   }
+  uint32_t fqn = 0, type = 0;
+  if (cached_ids(module, &fqn, &type)) {
+    module_enter(fqn, type);
+    return;
+  }
   PyObject* key = PyWeakref_NewRef(module, nullptr);
   PyObject* owned = nullptr;
   PyObject* info = nullptr;
@@ -106,8 +163,8 @@ void open_module_scope(PyObject* module) {
     }
     Py_DECREF(key);
   }
-  uint32_t fqn = 0, type = 0;
   if (!PyErr_Occurred() && ids_of(info, &fqn, &type)) {
+    if (owned == nullptr) cache_ids(module, fqn, type);  // named and walked before this call
     module_enter(fqn, type);
   } else {
     module_enter_unnamed();
@@ -145,15 +202,15 @@ PyObject* py_module_pre_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs)
 // --- nn.Module.__call__ ----------------------------------------------------------------------
 // Global forward hooks cost every module call torch's slow path in _call_impl (a closure, the
 // hook loops, the always-call bookkeeping), which outweighs the hooks themselves. Instead,
-// fqntrace puts module_call in nn.Module.__call__'s place (_hooks.py): it opens the scope, runs
+// fqntrace's nn.Module.__call__ (_hooks.py) calls module_call, which opens the scope, runs
 // torch's own __call__ (which then finds no global hooks and takes its fast path), and closes the
 // scope whether forward returned or raised. Dynamo inlines torch's __call__ in its place (a
-// polyfill in _compile.py).
+// polyfill, _compile.py).
 PyObject* g_torch_module_call = nullptr;  // the nn.Module.__call__ that module_call runs
 
 PyObject* py_module_call(PyObject*, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   if (g_torch_module_call == nullptr || PyVectorcall_NARGS(nargsf) < 1) {
-    PyErr_SetString(PyExc_TypeError, "module_call(module, *args, **kwargs) before set_module_call");
+    PyErr_SetString(PyExc_TypeError, "module_call(module, *args, **kwargs) after set_module_call");
     return nullptr;
   }
   open_module_scope(args[0]);
@@ -171,9 +228,6 @@ PyObject* py_set_module_call(PyObject*, PyObject* arg) {
   Py_XSETREF(g_torch_module_call, arg);
   Py_RETURN_NONE;
 }
-
-// A C function as a class attribute does not bind to the instance; an instancemethod does.
-PyObject* py_as_method(PyObject*, PyObject* arg) { return PyInstanceMethod_New(arg); }
 
 template <typename F>
 PyCFunction as_cfunction(F f) {
@@ -209,7 +263,8 @@ void add_module_scope_methods(std::vector<PyMethodDef>& methods) {
                      "module_call(module, *args, **kwargs): nn.Module.__call__ inside a module scope"});
   methods.push_back({"set_module_call", py_set_module_call, METH_O,
                      "set_module_call(call): torch's nn.Module.__call__, which module_call runs"});
-  methods.push_back({"as_method", py_as_method, METH_O, "as_method(f): f bound like a function"});
+  methods.push_back({"names_changed", py_names_changed, METH_NOARGS,
+                     "a module's name changed: module_call's cache of names is stale"});
   methods.push_back({"set_module_names", as_cfunction(py_set_module_names), METH_FASTCALL,
                      "set_module_names(dict, set, name_of): the tables module_pre_hook reads"});
   methods.push_back({"accumulate_owner", py_accumulate_owner, METH_O,

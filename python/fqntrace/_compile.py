@@ -28,16 +28,18 @@ _installed = False
 
 
 _torch_call = None  # torch's nn.Module.__call__, which Dynamo inlines where fqntrace's runs
+_our_call = None    # fqntrace's nn.Module.__call__ (_hooks.py)
 
 
-def install(torch_call):
+def install(torch_call, our_call):
     """Sets up compile support once per process; the compiler modules are patched only when
-    the program imports them. `torch_call`: torch's nn.Module.__call__ (_hooks.install)."""
-    global _installed, _torch_call
+    the program imports them. `torch_call`: torch's nn.Module.__call__; `our_call`: the one
+    fqntrace puts in its place (_hooks.install)."""
+    global _installed, _torch_call, _our_call
     if _installed:
         return
     _installed = True
-    _torch_call = torch_call
+    _torch_call, _our_call = torch_call, our_call
     from torch.nn.modules.module import Module
 
     _native.load().set_region_codes((Module._call_impl.__code__, Module._wrapped_call_impl.__code__))
@@ -83,6 +85,13 @@ def _hide_hooks_from_dynamo(_dynamo):
         substitute_in_graph(C.module_pre_hook, skip_signature_check=True)(module_pre_hook)
         substitute_in_graph(C.module_exit, skip_signature_check=True)(module_exit)
         substitute_in_graph(C.module_call, skip_signature_check=True)(module_call)
+        # Dynamo never compiles our __call__'s frame as a frame of its own (it would count one
+        # more frame, and one more graph break wherever a module's forward breaks the graph):
+        # the frames below it (torch's __call__, _call_impl, forward) are compiled as they are
+        # without fqntrace. Called from traced code, it is inlined as usual.
+        from torch._dynamo.eval_frame import skip_code
+
+        skip_code(_our_call.__code__)
     except Exception as error:
         # Traced by Dynamo, the hooks would break graphs: better no module names than that.
         from fqntrace import _hooks

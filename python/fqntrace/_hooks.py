@@ -37,7 +37,9 @@ def _compiled_inner(module):
 def _register(C, module, fqn):
     shown = _compiled_inner(module) or module
     info = (fqn, C.intern(fqn), C.intern(type(shown).__name__))
-    _names[module] = info
+    if _names.get(module) != info:
+        _names[module] = info
+        C.names_changed()  # the C side caches names by module (module_scope_methods.cpp)
     return info
 
 
@@ -89,11 +91,23 @@ def _hook_parameters(C, root, root_fqn):
 _torch_call = None  # nn.Module.__call__ as torch defined it, while ours is in its place
 
 
+def _module_call_method(module_call):
+    # Named as torch names the function it replaces: torch.compile(module) adds a frame of its own
+    # around a module's __call__ unless its name is one of torch's module call functions, and that
+    # frame would cost a graph break wherever the module's forward breaks the graph.
+    def _wrapped_call_impl(self, *args, **kwargs):
+        return module_call(self, *args, **kwargs)
+
+    return _wrapped_call_impl
+
+
 def install():
     """Puts fqntrace's module call in nn.Module.__call__'s place once per process (idempotent).
 
-    `_C.module_call` (C, no Python frame) opens the module's scope, runs torch's own __call__ and
-    closes the scope, also when forward raises. No global forward hooks: they would put every
+    fqntrace's __call__ hands the call to `_C.module_call`, which opens the module's scope, runs
+    torch's own __call__ and closes the scope, also when forward raises. It is a plain Python
+    function so that it binds like torch's and survives code that saves and restores
+    nn.Module.__call__ (torch.fx); _compile.py keeps Dynamo from seeing it as a frame of its own. No global forward hooks: they would put every
     module call on the slow path of torch's _call_impl, which costs more than the scope itself
     (docs/benchmarks.md). Dynamo inlines torch's __call__ in its place (_compile.py). It reads
     the dict and set behind _names and _walked directly, with a weak reference to the module as
@@ -109,8 +123,9 @@ def install():
     C.set_module_names(_names.data, _walked.data, name_of)
     _torch_call = torch.nn.Module.__call__
     C.set_module_call(_torch_call)
-    _compile.install(_torch_call)
-    torch.nn.Module.__call__ = C.as_method(C.module_call)
+    ours = _module_call_method(C.module_call)
+    _compile.install(_torch_call, ours)
+    torch.nn.Module.__call__ = ours
     _installed = True
 
 
