@@ -25,9 +25,7 @@ PyObject* py_module_enter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-// Ignores its arguments, so it also serves directly as an nn.Module forward hook
-// (module, args, output): no Python frame per module call.
-PyObject* py_module_exit(PyObject*, PyObject* const*, Py_ssize_t) {
+PyObject* py_module_exit(PyObject*, PyObject*) {
   module_exit();
   Py_RETURN_NONE;
 }
@@ -188,17 +186,6 @@ void open_module_scope(PyObject* module) {
   PyErr_Clear();
 }
 
-// The global forward pre-hook (module, args), registered directly: no Python frame per module
-// call, and Dynamo traces it as a no-op (a polyfill in _compile.py) instead of breaking the graph.
-PyObject* py_module_pre_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs < 1) {
-    module_enter_unnamed();
-  } else {
-    open_module_scope(args[0]);
-  }
-  Py_RETURN_NONE;
-}
-
 // --- nn.Module.__call__ ----------------------------------------------------------------------
 // Global forward hooks cost every module call torch's slow path in _call_impl (a closure, the
 // hook loops, the always-call bookkeeping), which outweighs the hooks themselves. Instead,
@@ -255,10 +242,7 @@ void add_module_scope_methods(std::vector<PyMethodDef>& methods) {
   methods.push_back({"intern", py_intern, METH_O, "intern(str) -> id"});
   methods.push_back({"module_enter", as_cfunction(py_module_enter), METH_FASTCALL,
                      "module_enter(fqn_id, type_id): open a module scope"});
-  methods.push_back({"module_exit", as_cfunction(py_module_exit), METH_FASTCALL,
-                     "module_exit(*ignored): close the innermost module scope (also a forward hook)"});
-  methods.push_back({"module_pre_hook", as_cfunction(py_module_pre_hook), METH_FASTCALL,
-                     "module_pre_hook(module, args): forward pre-hook opening the module's scope"});
+  methods.push_back({"module_exit", py_module_exit, METH_NOARGS, "close the innermost module scope"});
   methods.push_back({"module_call", as_cfunction(py_module_call), METH_FASTCALL | METH_KEYWORDS,
                      "module_call(module, *args, **kwargs): nn.Module.__call__ inside a module scope"});
   methods.push_back({"set_module_call", py_set_module_call, METH_O,

@@ -1,9 +1,9 @@
 """torch.compile: tracing never changes the compiled program, and compiled code keeps its
 module names (docs/compile.md).
 
-- Dynamo sees fqntrace's nn.Module.__call__ (a C function, _hooks.py) as torch's own __call__
-  through a polyfill, and the C forward hooks as no-ops, so fqntrace adds no graph break and no
-  guard of its own; inside compiled code module scopes are not opened.
+- Dynamo sees fqntrace's nn.Module.__call__ (_hooks.py) as torch's own __call__ (a polyfill for
+  the C call inside it; its own frame is never compiled alone), so fqntrace adds no graph break,
+  no frame and no guard of its own; inside compiled code module scopes are not opened.
 - A `Torch-Compiled Region` takes the fqn of the module being called (the C resolver reads the
   caller's `nn.Module._call_impl` frame), so `module.compile()` keeps its name.
 - Inductor: while a graph is generated, every kernel and extern call it emits is recorded with the
@@ -71,19 +71,11 @@ def _hide_hooks_from_dynamo(_dynamo):
     try:
         from torch._dynamo.decorators import substitute_in_graph
 
-        def module_pre_hook(*args, **kwargs):
-            return None
-
-        def module_exit(*args, **kwargs):
-            return None
-
         torch_call = _torch_call
 
         def module_call(module, *args, **kwargs):
             return torch_call(module, *args, **kwargs)
 
-        substitute_in_graph(C.module_pre_hook, skip_signature_check=True)(module_pre_hook)
-        substitute_in_graph(C.module_exit, skip_signature_check=True)(module_exit)
         substitute_in_graph(C.module_call, skip_signature_check=True)(module_call)
         # Dynamo never compiles our __call__'s frame as a frame of its own (it would count one
         # more frame, and one more graph break wherever a module's forward breaks the graph):

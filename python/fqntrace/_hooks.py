@@ -1,5 +1,5 @@
-"""nn.Module record scopes: global forward hooks open and close each module's range in the C++
-core, named the way ModTracker names modules.
+"""nn.Module record scopes: fqntrace's nn.Module.__call__ opens and closes each module's range in
+the C++ core, named the way ModTracker names modules.
 
 Naming (ModTracker's rule): a module first seen without a name is a root and is named by its
 class; when a module is first seen, each child is named ``<parent>.<attribute>`` and the walk goes
@@ -107,11 +107,12 @@ def install():
     fqntrace's __call__ hands the call to `_C.module_call`, which opens the module's scope, runs
     torch's own __call__ and closes the scope, also when forward raises. It is a plain Python
     function so that it binds like torch's and survives code that saves and restores
-    nn.Module.__call__ (torch.fx); _compile.py keeps Dynamo from seeing it as a frame of its own. No global forward hooks: they would put every
+    nn.Module.__call__ (torch.fx); _compile.py keeps Dynamo from seeing it as a frame of its own
+    and has it inline torch's __call__ in its place. No global forward hooks: they would put every
     module call on the slow path of torch's _call_impl, which costs more than the scope itself
-    (docs/benchmarks.md). Dynamo inlines torch's __call__ in its place (_compile.py). It reads
-    the dict and set behind _names and _walked directly, with a weak reference to the module as
-    key, and calls name_of() only for a module not yet named."""
+    (docs/benchmarks.md). The C side reads the dict and set behind _names and _walked directly
+    (a weak reference to the module as key; a cache by address in front), and calls name_of()
+    only for a module not yet named."""
     global _installed, _torch_call
     if _installed:
         return
@@ -148,7 +149,7 @@ def uninstall():
 
 
 def installed():
-    """True while the global forward hooks are installed."""
+    """True while fqntrace's nn.Module.__call__ is installed."""
     return _installed
 
 
@@ -159,14 +160,14 @@ def known_fqn_id(module):
 
 
 # The dict and set behind _names and _walked, read directly with a weak reference to the module
-# (weak references hash and compare as their referent), as the C pre-hook does.
+# (weak references hash and compare as their referent), as _C.module_call does.
 _names_data = _names.data
 _walked_data = _walked.data
 _ref = weakref.ref
 
 
 def naming(module):
-    """`module`'s naming record, naming it and its subtree first if needed (as the pre-hook
+    """`module`'s naming record, naming it and its subtree first if needed (as _C.module_call
     does). Opaque: a rename replaces it, so `is` tells whether a name changed since it was last
     seen. Reads the tables behind the weak containers directly: this runs on every module call."""
     key = _ref(module)
