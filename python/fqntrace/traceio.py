@@ -111,12 +111,11 @@ class Trace:
 # Files
 
 
-def read_text(path):
-    """The file as text. Invalid UTF-8 is kept byte-exact (surrogateescape) so a repair writes
-    back exactly what it read; a character cut in half at the end lands in the dropped line."""
+def open_trace(path):
+    """The file opened for binary reading; a TraceError whose one line says what to do when it
+    cannot be (shared by both readers: this module's and tracestream's)."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        return open(path, "rb")
     except FileNotFoundError:
         raise TraceError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -125,6 +124,16 @@ def read_text(path):
         raise TraceError(f"{path}: permission denied (check the file's permissions)") from None
     except OSError as error:
         raise TraceError(f"{path}: cannot read ({error.strerror or error})") from None
+
+
+def read_text(path):
+    """The file as text. Invalid UTF-8 is kept byte-exact (surrogateescape) so a repair writes
+    back exactly what it read; a character cut in half at the end lands in the dropped line."""
+    with open_trace(path) as f:
+        try:
+            data = f.read()
+        except OSError as error:
+            raise TraceError(f"{path}: cannot read ({error.strerror or error})") from None
     if data.startswith(GZIP_MAGIC):
         data = _gunzip(path, data)
     if b"\x00" in data[:4096]:

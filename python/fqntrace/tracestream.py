@@ -22,7 +22,7 @@ import re
 import zlib
 
 from fqntrace import traceio
-from fqntrace.traceio import CHROME, JSONL, DamagedTrace, TraceError
+from fqntrace.traceio import CHROME, JSONL, DamagedTrace, TraceError, open_trace
 
 CHUNK_BYTES = 1 << 22  # 4 MiB per read
 CHUNK_CHARS = CHUNK_BYTES
@@ -48,16 +48,7 @@ class _TextSource:
 
     def __init__(self, path):
         self.path = path
-        try:
-            self._file = open(path, "rb")
-        except FileNotFoundError:
-            raise TraceError(f"{path}: no such file") from None
-        except IsADirectoryError:
-            raise TraceError(f"{path}: is a directory, not a trace file") from None
-        except PermissionError:
-            raise TraceError(f"{path}: permission denied (check the file's permissions)") from None
-        except OSError as error:
-            raise TraceError(f"{path}: cannot read ({error.strerror or error})") from None
+        self._file = open_trace(path)
         self._inflate = zlib.decompressobj(wbits=31) if is_gzip(path) else None
         self._text = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
         self._done = False
