@@ -15,10 +15,11 @@
 namespace fqntrace::binding {
 namespace {
 
-// start(path, steps=None): `steps` (FIRST:END[:PERIOD]) stands in for FQNTRACE_STEPS.
+// start(path, steps=None, memory=None): `steps` (FIRST:END[:PERIOD]) stands in for
+// FQNTRACE_STEPS, `memory` (a bool) for FQNTRACE_MEMORY.
 PyObject* py_start(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs < 1 || nargs > 2) {
-    PyErr_SetString(PyExc_TypeError, "start(path, steps=None)");
+  if (nargs < 1 || nargs > 3) {
+    PyErr_SetString(PyExc_TypeError, "start(path, steps=None, memory=None)");
     return nullptr;
   }
   const char* value = PyUnicode_AsUTF8(args[0]);
@@ -28,8 +29,15 @@ PyObject* py_start(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     steps = PyUnicode_AsUTF8(args[1]);
     if (steps == nullptr) return nullptr;
   }
-  EnvLookup env = [steps](const char* name) -> const char* {
+  const char* memory = nullptr;
+  if (nargs == 3 && args[2] != Py_None) {
+    int on = PyObject_IsTrue(args[2]);
+    if (on < 0) return nullptr;
+    memory = on != 0 ? "1" : "0";
+  }
+  EnvLookup env = [steps, memory](const char* name) -> const char* {
     if (steps != nullptr && std::string(name) == "FQNTRACE_STEPS") return steps;
+    if (memory != nullptr && std::string(name) == "FQNTRACE_MEMORY") return memory;
     return std::getenv(name);
   };
   ConfigResult result = config_from_value(value, env, static_cast<long>(getpid()));

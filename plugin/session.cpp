@@ -19,6 +19,7 @@
 #include "drain/drainer.h"
 #include "exporters/exporter.h"
 #include "plugin/log.h"
+#include "plugin/memory_reporter.h"
 #include "plugin/observer.h"
 #include "plugin/session_state.h"
 #include "plugin/steps.h"
@@ -186,6 +187,7 @@ bool start_session(const Config& config, std::string* error) {
   info.world_size = config.world_size;
   info.process_name = read_process_name();
   info.version = FQNTRACE_VERSION;
+  info.memory = config.memory;
   uint64_t wall = wall_ns();
   uint64_t mono = monotonic_ns();
   info.base_time_ns = wall - wall % 1000000000ull;  // a whole second, as Kineto does
@@ -219,6 +221,7 @@ bool start_session(const Config& config, std::string* error) {
   session_state::g_generation.fetch_add(1, std::memory_order_relaxed);
   session_state::g_running.store(true, std::memory_order_relaxed);
   session_state::g_shapes.store(config.shapes, std::memory_order_relaxed);
+  memory::set_enabled(config.memory);
   // Op inputs cost every op (the dispatcher boxes its arguments), so only when something needs
   // them: FLOPs, shapes, or a distributed job (collectives' bytes and group size).
   session->callback_inputs = config.flops || config.shapes || config.world_size > 1;
@@ -245,6 +248,7 @@ bool stop_session() {
   std::unique_ptr<Session> session(g_session);
   g_session = nullptr;
   session_state::g_running.store(false, std::memory_order_relaxed);
+  memory::set_enabled(false);
   if (session->callback_installed) observer::uninstall(session->callback);
   session_state::stop_drain();
   if (session->drain_thread.joinable()) session->drain_thread.join();
