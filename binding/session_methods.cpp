@@ -9,6 +9,7 @@
 
 #include "plugin/config.h"
 #include "plugin/log.h"
+#include "plugin/observer.h"
 #include "plugin/session.h"
 #include "plugin/steps.h"
 
@@ -108,6 +109,12 @@ PyObject* py_current_step(PyObject*, PyObject*) { return PyLong_FromUnsignedLong
 
 PyObject* py_running(PyObject*, PyObject*) { return PyBool_FromLong(session_running()); }
 
+// torch.profiler is starting on this thread (python/fqntrace/_coexist.py).
+PyObject* py_memory_yield_slot(PyObject*, PyObject*) {
+  observer::yield_memory_slot();
+  Py_RETURN_NONE;
+}
+
 }  // namespace
 
 void add_session_methods(std::vector<PyMethodDef>& methods) {
@@ -120,6 +127,8 @@ void add_session_methods(std::vector<PyMethodDef>& methods) {
   methods.push_back({"stop", py_stop, METH_NOARGS, "stop the session; False if the trace could not be written"});
   methods.push_back({"flush", py_flush, METH_NOARGS, "drain buffers and write them to the file now"});
   methods.push_back({"running", py_running, METH_NOARGS, "is a session running"});
+  methods.push_back({"memory_yield_slot", py_memory_yield_slot, METH_NOARGS,
+                     "torch.profiler starts on this thread: give the allocator's slot back"});
   methods.push_back({"set_backend", py_set_backend, METH_O, "the distributed backend, for distributedInfo"});
 }
 

@@ -442,6 +442,10 @@ void record_memory(uint64_t ptr, int64_t bytes, uint64_t total_allocated, uint64
   }
 }
 
+void yield_memory_slot() noexcept {
+  if (tls_state != nullptr) memory::leave(tls_state->memory_slot);
+}
+
 void set_compiled_region_resolver(RegionRootResolver resolver) {
   region_root_resolver.store(resolver, std::memory_order_release);
 }

@@ -1,7 +1,7 @@
 """fqntrace.profile(): trace the body of a with-block (for code that prefers it to FQNTRACE)."""
 import contextlib
 
-from fqntrace import _distributed, _exit, _fsdp, _hooks, _native, _steps
+from fqntrace import _coexist, _distributed, _exit, _fsdp, _hooks, _native, _steps
 
 
 def _steps_text(steps):
@@ -35,6 +35,7 @@ def profile(path, steps=None, memory=None):
     _distributed.watch_process_group()
     _fsdp.install()
     _steps.install()
+    _coexist.install()
     try:
         yield expanded
     finally:

@@ -218,3 +218,83 @@ def test_a_free_without_its_allocation_counts_as_freed_only():
     assert fields["freed_bytes"] == 4096
     assert fields["alloc_bytes"] == 150
     assert fields["peak_bytes"] == 150
+
+
+COEXIST = """
+import json, sys, torch, fqntrace
+import torch.profiler as tp
+net = torch.nn.Sequential(torch.nn.Linear(32, 128), torch.nn.ReLU(), torch.nn.Linear(128, 1))
+x = torch.randn(64, 32)
+def step(): net(x).sum().backward()
+def prof_mem(prof, path):
+    prof.export_chrome_trace(path)
+    ev = json.load(open(path))["traceEvents"]
+    return sum(1 for e in ev if e.get("name") == "[memory]")
+def fq_mem(path):
+    ev = json.load(open(path))["traceEvents"]
+    return sorted({e["args"]["phase"] for e in ev if e.get("name") == "[memory]"}), sum(1 for e in ev if e.get("name") == "[memory]")
+mode = sys.argv[1]
+d = sys.argv[2]
+if mode == "around":
+    with tp.profile(activities=[tp.ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+        with fqntrace.profile(d + "/fq.json", memory=True):
+            step()
+        step()
+    print("prof", prof_mem(prof, d + "/tp.json"), "fq", fq_mem(d + "/fq.json"))
+elif mode == "inside":
+    with fqntrace.profile(d + "/fq.json", memory=True):
+        step()
+        with tp.profile(activities=[tp.ProfilerActivity.CPU], profile_memory=True) as prof:
+            step()
+        step()
+    print("prof", prof_mem(prof, d + "/tp.json"), "fq", fq_mem(d + "/fq.json"))
+elif mode == "after":
+    with fqntrace.profile(d + "/fq.json", memory=True):
+        step()
+    with tp.profile(activities=[tp.ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    print("prof", prof_mem(prof, d + "/tp.json"), "fq", fq_mem(d + "/fq.json"))
+elif mode == "before":
+    with tp.profile(activities=[tp.ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    with fqntrace.profile(d + "/fq.json", memory=True):
+        step()
+    print("prof", prof_mem(prof, d + "/tp.json"), "fq", fq_mem(d + "/fq.json"))
+elif mode == "inrange":
+    # torch.profiler started while a traced range is open on this thread
+    with fqntrace.profile(d + "/fq.json", memory=True):
+        with torch.autograd.profiler.record_function("outer"):
+            with tp.profile(activities=[tp.ProfilerActivity.CPU], profile_memory=True) as prof:
+                step()
+        step()
+    print("prof", prof_mem(prof, d + "/tp.json"), "fq", fq_mem(d + "/fq.json"))
+"""
+
+
+def _coexist(run, tmp_path, mode):
+    script = tmp_path / "coexist.py"
+    script.write_text(COEXIST)
+    proc = subprocess.run([sys.executable, str(script), mode, str(tmp_path)], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    line = [x for x in proc.stdout.splitlines() if x.startswith("prof ")][-1]
+    prof_count = int(line.split()[1])
+    fq = json.load(open(tmp_path / "fq.json"))
+    fq_mem = [e for e in fq["traceEvents"] if e.get("name") == "[memory]"]
+    return prof_count, fq_mem, proc.stderr
+
+
+def test_torch_profiler_before_after_and_inside_a_session_both_record_memory(run, tmp_path):
+    for mode in ("before", "after", "inside", "inrange"):
+        prof_count, fq_mem, stderr = _coexist(run, tmp_path, mode)
+        assert prof_count > 0, mode  # torch.profiler's own profile_memory events are there
+        assert {e["args"]["phase"] for e in fq_mem} == {"forward", "backward"}, mode
+        assert "Traceback" not in stderr, mode
+
+
+def test_torch_profiler_around_a_session_keeps_the_slot_and_fqntrace_says_so(run, tmp_path):
+    prof_count, fq_mem, stderr = _coexist(run, tmp_path, "around")
+    assert prof_count > 0
+    assert fq_mem == []
+    assert stderr.count("torch.profiler holds the allocator's reporting slot") == 1
