@@ -1,6 +1,7 @@
 """fqntrace's per-module memory against torch's MemTracker (TorchDispatchMode + ModTracker) on the
 same model, input and first iteration. Run as a script: prints JSON rows
-{model, fqn, mt_fw_peak, fq_fw_peak, mt_act, fq_act} for every module MemTracker saw.
+{model, fqn, mt_fw_peak, fq_fw_peak, mt_act, fq_act, mt_output} for every module MemTracker
+saw (mt_output: MemTracker's output_mem of the module).
 
 What is compared (docs/memory.md, "Against MemTracker"):
   forward peak: MemTracker's Peak-Forward total minus its Pre-Forward total (the most memory
@@ -9,6 +10,9 @@ What is compared (docs/memory.md, "Against MemTracker"):
     forward left alive) against fqntrace's activation_bytes (allocated in forward, freed in
     backward). They differ by design for a module whose output is freed in forward after it
     returns (MemTracker counts the output, fqntrace does not: it was not kept for backward).
+  A kernel's own scratch memory (oneDNN's convolution allocates an output-sized buffer and frees
+  it inside the op) is seen by the allocator, not by a dispatch mode: fqntrace's peak of such a
+  module is higher.
 """
 import copy
 import json
@@ -72,7 +76,8 @@ def memtracker_numbers(model, loss_of):
         pre, post, peak = (snaps[s][0][dev] for s in
                            (_ModState.PRE_FW, _ModState.POST_FW, _ModState.PEAK_FW))
         out[stats.mod_fqn] = {"fw_peak": peak["Total"] - pre["Total"],
-                              "act": post.get("Activation", 0) - pre.get("Activation", 0)}
+                              "act": post.get("Activation", 0) - pre.get("Activation", 0),
+                              "output": stats.output_mem}
     return out
 
 
@@ -98,7 +103,8 @@ def main():
         for fqn, m in mt.items():
             f = fq.get(fqn, {"fw_peak": 0, "act": 0})
             rows.append({"model": name, "fqn": fqn, "mt_fw_peak": m["fw_peak"],
-                         "fq_fw_peak": f["fw_peak"], "mt_act": m["act"], "fq_act": f["act"]})
+                         "fq_fw_peak": f["fw_peak"], "mt_act": m["act"], "fq_act": f["act"],
+                         "mt_output": m["output"]})
     json.dump(rows, sys.stdout)
 
 

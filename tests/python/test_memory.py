@@ -298,3 +298,33 @@ def test_torch_profiler_around_a_session_keeps_the_slot_and_fqntrace_says_so(run
     assert prof_count > 0
     assert fq_mem == []
     assert stderr.count("torch.profiler holds the allocator's reporting slot") == 1
+
+
+def test_against_memtracker_on_gpt2_and_a_conv_net():
+    """Per module, forward peak and activations agree with MemTracker within 10 %, where both
+    count the same thing (tests/python/memtracker_compare.py says where they differ)."""
+    import os
+    script = os.path.join(os.path.dirname(__file__), "memtracker_compare.py")
+    proc = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = json.loads(proc.stdout)
+    assert {r["model"] for r in rows} == {"gpt2", "convnet"}
+
+    def near(a, b):
+        return abs(a - b) <= 0.1 * max(a, b)
+
+    for r in rows:
+        what = (r["model"], r["fqn"])
+        # Peak: the same, but where a kernel allocates scratch memory MemTracker cannot see
+        # (oneDNN convolution): then fqntrace's is higher, by at most that op's output again.
+        if r["fqn"].endswith("conv"):
+            assert r["mt_fw_peak"] <= r["fq_fw_peak"] <= 2 * r["mt_fw_peak"] + 64, what
+        else:
+            assert near(r["fq_fw_peak"], r["mt_fw_peak"]), what
+        # Activations: the same, or less by at most the module's outputs: an output alive when
+        # the module returned but freed in forward is MemTracker's, not kept for backward.
+        slack = 0.1 * r["mt_act"]
+        assert r["mt_act"] - r["mt_output"] - slack <= r["fq_act"] <= r["mt_act"] + slack, what
+    big = [r for r in rows if r["mt_act"] >= 1 << 18]
+    assert big and all(near(r["fq_act"], r["mt_act"]) for r in big
+                       if r["fqn"].count(".") <= 1), big  # whole blocks and stages: the same
