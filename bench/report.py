@@ -599,8 +599,37 @@ def p5_table(results):
 
 
 # Section name (as in the document's markers) → its content.
+def memory_section(results):
+    """FQNTRACE_MEMORY's cost per op and per allocator report, beside profile_memory's."""
+    m = results.get("memory")
+    if not m:
+        return None
+    run = results.get("memory_run", results)
+    lines = [f"- Run: bench/memory/cost.py ({run.get('kind')} run, {run.get('date')}, commit "
+             f"{run.get('git_commit')}); {m['n_ops']:,} ops per round, best of the rounds' "
+             "medians per mode.",
+             "",
+             "| mode | `x = a + b` in a module (ns/op, 2 reports) | `a.add_(b)` at top level (ns/op, 0 reports) |",
+             "|---|---:|---:|"]
+    labels = {"baseline": "baseline", "fqntrace": "fqntrace", "fqntrace_memory":
+              "**fqntrace, FQNTRACE_MEMORY=1**", "profiler": "torch.profiler (CPU)",
+              "profiler_memory": "torch.profiler, profile_memory=True"}
+    for mode, label in labels.items():
+        lines.append(f"| {label} | {m[mode]['alloc']:.0f} | {m[mode]['inplace']:.0f} |")
+    lines += ["", "| memory on costs | per op (alloc) | per report | per op without allocations |",
+              "|---|---:|---:|---:|"]
+    for name, on, off in (("fqntrace", "fqntrace_memory", "fqntrace"),
+                          ("torch.profiler", "profiler_memory", "profiler")):
+        per_op = m[on]["alloc"] - m[off]["alloc"]
+        per_report = per_op / m["reports_per_op"]["alloc"]
+        lines.append(f"| {name} | {per_op:.0f} ns | {per_report:.0f} ns | "
+                     f"{m[on]['inplace'] - m[off]['inplace']:.0f} ns |")
+    return "\n".join(lines)
+
+
 SECTIONS = {
     "run": run_section,
+    "memory": memory_section,
     "p1-settings": p1_settings, "p1": p1_section, "p1-ratios": p1_ratios,
     "p2-settings": p2_settings, "p2": p2_section, "p2-ab": p2_ab_section,
     "p2-compiled-ab": lambda results: p2_ab_section(results, "compiled_ab"),

@@ -342,7 +342,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
     const Frame& f = ts->frames[i];
     if (f.issue_mark != 0) collectives::end_issue(f.issue_mark);
     if (f.alloc_bytes != 0 && i > 0) ts->frames[i - 1].alloc_bytes += f.alloc_bytes;
-    if (i == 0) memory::leave(ts->memory_slot);
+    if (i == 0 && ts->memory_slot.held) memory::leave(ts->memory_slot);
     if (f.kind == EventKind::kServe) return;
     RawEvent e;
     e.range = f.range;

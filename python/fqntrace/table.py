@@ -361,7 +361,7 @@ def render_memory_table(summary, depth=None, width=TABLE_WIDTH):
             walk(node.children)
 
     walk(roots)
-    cell = 11
+    cell = 12
     name_width = max(width - cell * len(MEMORY_COLUMNS), 16)
     ell = _ellipsis()
     lines = [f"Memory per module: {summary.get('trace', '')}",
