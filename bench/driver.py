@@ -653,13 +653,19 @@ def main():
                 log(f"callgrind failed (skipped):\n{out.stderr[-2000:]}")
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
-    results["machine"]["loadavg_end"] = os.getloadavg()
-    results["seconds"] = time.time() - started
-    results["processes"] = runner.count
+    # `--only memory` keeps the earlier run's machine record; its own goes with its results.
+    record = results["memory_run"] if "memory_run" in results else results
+    if record is results:
+        results["machine"]["loadavg_end"] = os.getloadavg()
+    else:
+        record["loadavg_end"] = os.getloadavg()
+    record["seconds"] = time.time() - started
+    if record is results:
+        results["processes"] = runner.count
     with open(args.results, "w") as f:
         json.dump(results, f, indent=1)
         f.write("\n")
-    log(f"wrote {os.path.relpath(args.results, ROOT)} ({results['seconds']:.0f} s, "
+    log(f"wrote {os.path.relpath(args.results, ROOT)} ({record['seconds']:.0f} s, "
         f"{runner.count} processes)")
     sys.path.insert(0, HERE)
     import report

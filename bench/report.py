@@ -602,28 +602,32 @@ def p5_table(results):
 def memory_section(results):
     """FQNTRACE_MEMORY's cost per op and per allocator report, beside profile_memory's."""
     m = results.get("memory")
-    if not m:
+    if not m or "fqntrace" not in m or "memory_cost" not in m["fqntrace"]:
         return None
     run = results.get("memory_run", results)
-    lines = [f"- Run: bench/memory/cost.py ({run.get('kind')} run, {run.get('date')}, commit "
-             f"{run.get('git_commit')}); {m['n_ops']:,} ops per round, best of the rounds' "
-             "medians per mode.",
+    lines = [f"- Run: `bench/memory/cost.py` ({run.get('kind')} run, {run.get('date')}, commit "
+             f"{run.get('git_commit')}): {m['n_ops']:,} ops per round, {m['rounds']} rounds per "
+             f"variant alternating off/on in one process, median over {m['processes']} "
+             "process(es).",
              "",
-             "| mode | `x = a + b` in a module (ns/op, 2 reports) | `a.add_(b)` at top level (ns/op, 0 reports) |",
-             "|---|---:|---:|"]
-    labels = {"baseline": "baseline", "fqntrace": "fqntrace", "fqntrace_memory":
-              "**fqntrace, FQNTRACE_MEMORY=1**", "profiler": "torch.profiler (CPU)",
-              "profiler_memory": "torch.profiler, profile_memory=True"}
-    for mode, label in labels.items():
-        lines.append(f"| {label} | {m[mode]['alloc']:.0f} | {m[mode]['inplace']:.0f} |")
-    lines += ["", "| memory on costs | per op (alloc) | per report | per op without allocations |",
-              "|---|---:|---:|---:|"]
-    for name, on, off in (("fqntrace", "fqntrace_memory", "fqntrace"),
-                          ("torch.profiler", "profiler_memory", "profiler")):
-        per_op = m[on]["alloc"] - m[off]["alloc"]
-        per_report = per_op / m["reports_per_op"]["alloc"]
-        lines.append(f"| {name} | {per_op:.0f} ns | {per_report:.0f} ns | "
-                     f"{m[on]['inplace'] - m[off]['inplace']:.0f} ns |")
+             "| tracer | memory | alloc loop (ns/op) | + session stop | in-place loop (ns/op) | + session stop |",
+             "|---|---|---:|---:|---:|---:|"]
+    labels = {"baseline": "none", "fqntrace": "fqntrace", "profiler": "torch.profiler (CPU)"}
+    for tracer, label in labels.items():
+        for variant in ("off", "on"):
+            v = m[tracer][variant]
+            memory = {"off": "off", "on": "**on**"}[variant] if tracer != "baseline" else "-"
+            if tracer == "baseline" and variant == "on":
+                continue
+            lines.append(f"| {label} | {memory} | {v['alloc']:.0f} | {v['alloc_with_stop']:.0f} | "
+                         f"{v['inplace']:.0f} | {v['inplace_with_stop']:.0f} |")
+    lines += ["", "| memory on costs | per op (alloc loop) | per report | + session stop, per report "
+              "| per op without allocations |", "|---|---:|---:|---:|---:|"]
+    per = m["reports_per_op"]["alloc"]
+    for tracer in ("fqntrace", "profiler"):
+        c = m[tracer]["memory_cost"]
+        lines.append(f"| {labels[tracer]} | {c['alloc']:.0f} ns | {c['alloc'] / per:.0f} ns | "
+                     f"{c['alloc_with_stop'] / per:.0f} ns | {c['inplace']:.0f} ns |")
     return "\n".join(lines)
 
 

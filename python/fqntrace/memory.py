@@ -34,6 +34,7 @@ class MemoryStats:
         self.live = {}     # address -> (bytes, seq, thread, node, phase)
         self.seq = 0
         self.seen = False
+        self.live_grad = {}  # id(node) -> backward bytes still alive at finish() (gradients)
 
     def _node(self, fqn):
         node = self.nodes.get(fqn)
@@ -119,10 +120,11 @@ class MemoryStats:
             for run in runs:
                 self._close(run)
             runs.clear()
+        # Recomputed at each call (a live view asks again later), never added twice.
+        self.live_grad = {}
         for b_size, _, _, b_node, b_phase in self.live.values():
             if b_phase == "backward":
-                b_node[b_phase]["grad_bytes"] += b_size
-        self.live.clear()
+                self.live_grad[id(b_node)] = self.live_grad.get(id(b_node), 0) + b_size
 
     def fields(self, fqn, phase, subtree):
         """The phase object's memory fields: sums over `subtree` (fqns), the module's own peak."""
@@ -132,6 +134,8 @@ class MemoryStats:
             if node is not None:
                 for field in ("alloc_bytes", "freed_bytes", "activation_bytes", "grad_bytes"):
                     out[field] += node[phase][field]
+                if phase == "backward":
+                    out["grad_bytes"] += self.live_grad.get(id(node), 0)
         node = self.nodes.get(fqn)
         out["peak_bytes"] = node[phase]["peak_bytes"] if node is not None else 0
         return out

@@ -373,5 +373,5 @@ def render_memory_table(summary, depth=None, width=TABLE_WIDTH):
         lines.append(_fit(label, name_width - 1, ell).ljust(name_width) + cells)
     lines.append("alloc: bytes allocated by the module and its submodules; peak: most live bytes "
                  "allocated during one run; activations: forward bytes freed in backward; grads: "
-                 ".grad allocations (docs/memory.md)")
+                 "backward bytes kept after it (.grad) (docs/memory.md)")
     return lines
