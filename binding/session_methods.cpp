@@ -26,7 +26,7 @@ PyObject* py_start(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   const char* value = PyUnicode_AsUTF8(args[0]);
   if (value == nullptr) return nullptr;
   const char* steps = nullptr;
-  if (nargs == 2 && args[1] != Py_None) {
+  if (nargs >= 2 && args[1] != Py_None) {
     steps = PyUnicode_AsUTF8(args[1]);
     if (steps == nullptr) return nullptr;
   }

@@ -162,6 +162,7 @@ void on_fork_child() {
   g_forked_child = true;
   g_drain_alive.store(false, std::memory_order_relaxed);  // SIGTERM must not wait for it here
   session_state::g_running.store(false, std::memory_order_relaxed);
+  memory::set_enabled(false);  // the allocator stops asking our reporter (and its own table)
   g_session = nullptr;
 }
 
@@ -221,7 +222,6 @@ bool start_session(const Config& config, std::string* error) {
   session_state::g_generation.fetch_add(1, std::memory_order_relaxed);
   session_state::g_running.store(true, std::memory_order_relaxed);
   session_state::g_shapes.store(config.shapes, std::memory_order_relaxed);
-  memory::set_enabled(config.memory);
   // Op inputs cost every op (the dispatcher boxes its arguments), so only when something needs
   // them: FLOPs, shapes, or a distributed job (collectives' bytes and group size).
   session->callback_inputs = config.flops || config.shapes || config.world_size > 1;
@@ -229,6 +229,7 @@ bool start_session(const Config& config, std::string* error) {
     session->callback = observer::install(session->callback_inputs);
     session->callback_installed = true;
   }
+  memory::set_enabled(config.memory && session->callback_installed);
   Session* raw = session.release();
   session_state::allow_drain();
   g_drain_alive.store(true, std::memory_order_release);
@@ -300,6 +301,8 @@ void set_session_recording(bool on) {
     observer::uninstall(g_session->callback);
   }
   g_session->callback_installed = on;
+  // Outside the step window the allocator's reports are not recorded either.
+  memory::set_enabled(on && g_session->config.memory);
 }
 
 void flush_session() {

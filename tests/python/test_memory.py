@@ -328,3 +328,25 @@ def test_against_memtracker_on_gpt2_and_a_conv_net():
     big = [r for r in rows if r["mt_act"] >= 1 << 18]
     assert big and all(near(r["fq_act"], r["mt_act"]) for r in big
                        if r["fqn"].count(".") <= 1), big  # whole blocks and stages: the same
+
+
+STEPS = f"""
+import torch, fqntrace
+net = torch.nn.Sequential(torch.nn.Linear({D}, {H}), torch.nn.ReLU())
+x = torch.randn({B}, {D})
+with fqntrace.profile(PATH, steps="1:2", memory=True):
+    for _ in range(3):
+        net(x).sum().backward()
+        fqntrace.step()
+"""
+
+
+def test_memory_is_recorded_only_inside_the_step_window(run, tmp_path):
+    path = tmp_path / "steps.json"
+    run(STEPS.replace("PATH", repr(str(path))), check_rc=0)
+    events = json.load(open(path))["traceEvents"]
+    steps = [e for e in events if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#")]
+    assert [e["name"] for e in steps] == ["ProfilerStep#1"]
+    start, end = steps[0]["ts"], steps[0]["ts"] + steps[0]["dur"]
+    mem = [e for e in events if e.get("name") == "[memory]"]
+    assert mem and all(start <= e["ts"] <= end for e in mem)
