@@ -195,6 +195,8 @@ def test_four_threads_allocating_at_once(run, tmp_path):
     trace = json.load(open(path))
     mem = [e for e in trace["traceEvents"] if e.get("name") == "[memory]"]
     assert len({e["tid"] for e in mem}) == 4
+    # Each thread's backward (the engine runs it on the calling thread for CPU graphs) reports too.
+    assert len({e["tid"] for e in mem if e["args"]["phase"] == "backward"}) == 4
     # Every forward allocates the Linear's output, on its own thread, under the same fqn.
     m = exported["modules"]
     assert m["Worker.fc"]["forward"]["alloc_bytes"] == 4 * iters * B * H * 4
@@ -350,3 +352,17 @@ def test_memory_is_recorded_only_inside_the_step_window(run, tmp_path):
     start, end = steps[0]["ts"], steps[0]["ts"] + steps[0]["dur"]
     mem = [e for e in events if e.get("name") == "[memory]"]
     assert mem and all(start <= e["ts"] <= end for e in mem)
+
+
+def test_json_lines_carry_the_same_memory(run, tmp_path):
+    path = tmp_path / "m.jsonl"
+    code = STACK.replace("CKPT", "False").replace("PATH", repr(str(path)))
+    run(code, {"FQNTRACE_FORMATS": "summary"}, check_rc=0)
+    lines = [json.loads(line) for line in open(path)]
+    assert lines[-1]["ph"] == "footer" and lines[-1]["memory"] is True
+    assert any(e.get("name") == "[memory]" for e in lines)
+    exported = json.load(open(tmp_path / "m.summary.json"))
+    cli = subprocess.run([sys.executable, "-m", "fqntrace", "summary", str(path), "--json"],
+                         capture_output=True, text=True, check=True)
+    _agree(exported, json.loads(cli.stdout))
+    assert exported["modules"]["Net.act"]["forward"]["activation_bytes"] == ACT
