@@ -31,7 +31,8 @@ class MemoryStats:
         self.nodes = {}    # fqn -> {phase: numbers}
         self.chains = {}   # fqn -> [self, parent, ..., root] as node dicts
         self.runs = {}     # thread -> [[node, phase, start_seq, live, peak]]
-        self.live = {}     # address -> (bytes, seq, thread, node, phase)
+        self.live = {}     # (pid, address) -> (bytes, seq, thread, node, phase); a merged trace
+                           # has several processes, whose addresses may repeat
         self.seq = 0
         self.seen = False
         self.live_grad = {}  # id(node) -> backward bytes still alive at finish() (gradients)
@@ -85,10 +86,10 @@ class MemoryStats:
             for run in runs:
                 run[3] += size
                 run[4] = max(run[4], run[3])
-            self.live[ptr] = (size, self.seq, thread, chain[0], phase)
+            self.live[(thread[0], ptr)] = (size, self.seq, thread, chain[0], phase)
         elif size < 0:
             own["freed_bytes"] += -size
-            block = self.live.pop(ptr, None)
+            block = self.live.pop((thread[0], ptr), None)
             if block is not None:
                 b_size, b_seq, b_thread, b_node, b_phase = block
                 for run in runs:

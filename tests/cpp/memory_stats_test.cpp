@@ -82,4 +82,5 @@ TEST(MemoryStatsTest, ThreadsKeepTheirOwnRuns) {
 TEST(MemoryJsonTest, DeviceLabels) {
   EXPECT_EQ(json::device_label(0, -1), "cpu");
   EXPECT_EQ(json::device_label(1, 3), "cuda:3");
+  EXPECT_EQ(json::device_label(12, 0), "xpu:0");
 }
