@@ -366,3 +366,23 @@ def test_json_lines_carry_the_same_memory(run, tmp_path):
                          capture_output=True, text=True, check=True)
     _agree(exported, json.loads(cli.stdout))
     assert exported["modules"]["Net.act"]["forward"]["activation_bytes"] == ACT
+
+
+LEGACY = """
+import torch, fqntrace
+net = torch.nn.Linear(8, 8)
+with fqntrace.profile(PATH, memory=True):
+    with torch.autograd.profiler.record_function("outer"):
+        with torch.autograd.profiler_legacy.profile(profile_memory=True) as p:
+            net(torch.randn(4, 8)).sum().backward()
+    net(torch.randn(4, 8)).sum().backward()
+print("legacy", sum(1 for e in p.function_events if e.cpu_memory_usage != 0))
+"""
+
+
+def test_the_legacy_profiler_started_inside_a_traced_range_works_too(run, tmp_path):
+    path = tmp_path / "legacy.json"
+    proc = run(LEGACY.replace("PATH", repr(str(path))), check_rc=0)
+    assert int(proc.stdout.split()[-1]) > 0  # its own memory numbers
+    mem = [e for e in json.load(open(path))["traceEvents"] if e.get("name") == "[memory]"]
+    assert {e["args"]["phase"] for e in mem} == {"forward", "backward"}
