@@ -590,20 +590,25 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds and ops (a smoke run)")
     parser.add_argument("--only", default=None,
-                        help="comma-separated subset of p1,p2,p3,p4,p5,callgrind (default: all; "
-                             "--quick skips callgrind)")
+                        help="comma-separated subset of p1,p2,p3,p4,p5,memory,callgrind (default: "
+                             "all; --quick skips callgrind). `--only memory` alone keeps the other "
+                             "results of bench/results.json")
     parser.add_argument("--results", default=os.path.join(HERE, "results.json"))
     parser.add_argument("--doc", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     args = parser.parse_args()
     kind = "quick" if args.quick else "full"
     s = SETTINGS[kind]
-    only = set((args.only or ("p1,p2,p3,p4,p5" if args.quick else "p1,p2,p3,p4,p5,callgrind"))
-               .split(","))
+    only = set((args.only or ("p1,p2,p3,p4,p5,memory" if args.quick
+                              else "p1,p2,p3,p4,p5,memory,callgrind")).split(","))
     started = time.time()
     results = {"kind": kind, "settings": s,
                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                "machine": machine(), "torch": torch_version(), "git_commit": git_commit(),
                "python": PY}
+    if only == {"memory"} and os.path.exists(args.results):
+        with open(args.results) as f:  # the other measurements stay as they were
+            results = {**json.load(f), "memory_run": {k: results[k] for k in ("kind", "date",
+                                                                              "git_commit")}}
     tmpdir = tempfile.mkdtemp(prefix="fqntrace-bench-")
     try:
         runner = Runner(tmpdir)
@@ -627,6 +632,15 @@ def main():
             results["p4"] = run_p4(s)
         if "p5" in only:
             results["p5"] = run_p5(runner, s)
+        if "memory" in only:
+            log("memory: FQNTRACE_MEMORY against torch.profiler's profile_memory")
+            env = dict(os.environ, FQNTRACE_BENCH_QUICK="1" if args.quick else "0")
+            out = subprocess.run([PY, os.path.join(HERE, "memory", "cost.py")], capture_output=True,
+                                 text=True, cwd=ROOT, timeout=1800, env=env)
+            if out.returncode == 0:
+                results["memory"] = json.loads(out.stdout.strip().splitlines()[-1])
+            else:
+                log(f"memory failed (skipped):\n{out.stderr[-2000:]}")
         if "callgrind" in only:
             log(f"callgrind: instructions per op, {s['callgrind_ops']:,} ops per mode")
             out = subprocess.run([PY, os.path.join(HERE, "callgrind_ops.py"), "--ops",
@@ -639,13 +653,19 @@ def main():
                 log(f"callgrind failed (skipped):\n{out.stderr[-2000:]}")
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
-    results["machine"]["loadavg_end"] = os.getloadavg()
-    results["seconds"] = time.time() - started
-    results["processes"] = runner.count
+    # `--only memory` keeps the earlier run's machine record; its own goes with its results.
+    record = results["memory_run"] if "memory_run" in results else results
+    if record is results:
+        results["machine"]["loadavg_end"] = os.getloadavg()
+    else:
+        record["loadavg_end"] = os.getloadavg()
+    record["seconds"] = time.time() - started
+    if record is results:
+        results["processes"] = runner.count
     with open(args.results, "w") as f:
         json.dump(results, f, indent=1)
         f.write("\n")
-    log(f"wrote {os.path.relpath(args.results, ROOT)} ({results['seconds']:.0f} s, "
+    log(f"wrote {os.path.relpath(args.results, ROOT)} ({record['seconds']:.0f} s, "
         f"{runner.count} processes)")
     sys.path.insert(0, HERE)
     import report

@@ -599,8 +599,41 @@ def p5_table(results):
 
 
 # Section name (as in the document's markers) → its content.
+def memory_section(results):
+    """FQNTRACE_MEMORY's cost per op and per allocator report, beside profile_memory's."""
+    m = results.get("memory")
+    if not m or "fqntrace" not in m or "memory_cost" not in m["fqntrace"]:
+        return None
+    run = results.get("memory_run", results)
+    lines = [f"- Run: `bench/memory/cost.py` ({run.get('kind')} run, {run.get('date')}, commit "
+             f"{run.get('git_commit')}): {m['n_ops']:,} ops per round, {m['rounds']} rounds per "
+             f"variant alternating off/on in one process, median over {m['processes']} "
+             "process(es).",
+             "",
+             "| tracer | memory | alloc loop (ns/op) | + session stop | in-place loop (ns/op) | + session stop |",
+             "|---|---|---:|---:|---:|---:|"]
+    labels = {"baseline": "none", "fqntrace": "fqntrace", "profiler": "torch.profiler (CPU)"}
+    for tracer, label in labels.items():
+        for variant in ("off", "on"):
+            v = m[tracer][variant]
+            memory = {"off": "off", "on": "**on**"}[variant] if tracer != "baseline" else "-"
+            if tracer == "baseline" and variant == "on":
+                continue
+            lines.append(f"| {label} | {memory} | {v['alloc']:.0f} | {v['alloc_with_stop']:.0f} | "
+                         f"{v['inplace']:.0f} | {v['inplace_with_stop']:.0f} |")
+    lines += ["", "| memory on costs | per op (alloc loop) | per report | + session stop, per report "
+              "| per op without allocations |", "|---|---:|---:|---:|---:|"]
+    per = m["reports_per_op"]["alloc"]
+    for tracer in ("fqntrace", "profiler"):
+        c = m[tracer]["memory_cost"]
+        lines.append(f"| {labels[tracer]} | {c['alloc']:.0f} ns | {c['alloc'] / per:.0f} ns | "
+                     f"{c['alloc_with_stop'] / per:.0f} ns | {c['inplace']:.0f} ns |")
+    return "\n".join(lines)
+
+
 SECTIONS = {
     "run": run_section,
+    "memory": memory_section,
     "p1-settings": p1_settings, "p1": p1_section, "p1-ratios": p1_ratios,
     "p2-settings": p2_settings, "p2": p2_section, "p2-ab": p2_ab_section,
     "p2-compiled-ab": lambda results: p2_ab_section(results, "compiled_ab"),

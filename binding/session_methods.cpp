@@ -9,27 +9,36 @@
 
 #include "plugin/config.h"
 #include "plugin/log.h"
+#include "plugin/observer.h"
 #include "plugin/session.h"
 #include "plugin/steps.h"
 
 namespace fqntrace::binding {
 namespace {
 
-// start(path, steps=None): `steps` (FIRST:END[:PERIOD]) stands in for FQNTRACE_STEPS.
+// start(path, steps=None, memory=None): `steps` (FIRST:END[:PERIOD]) stands in for
+// FQNTRACE_STEPS, `memory` (a bool) for FQNTRACE_MEMORY.
 PyObject* py_start(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs < 1 || nargs > 2) {
-    PyErr_SetString(PyExc_TypeError, "start(path, steps=None)");
+  if (nargs < 1 || nargs > 3) {
+    PyErr_SetString(PyExc_TypeError, "start(path, steps=None, memory=None)");
     return nullptr;
   }
   const char* value = PyUnicode_AsUTF8(args[0]);
   if (value == nullptr) return nullptr;
   const char* steps = nullptr;
-  if (nargs == 2 && args[1] != Py_None) {
+  if (nargs >= 2 && args[1] != Py_None) {
     steps = PyUnicode_AsUTF8(args[1]);
     if (steps == nullptr) return nullptr;
   }
-  EnvLookup env = [steps](const char* name) -> const char* {
+  const char* memory = nullptr;
+  if (nargs == 3 && args[2] != Py_None) {
+    int on = PyObject_IsTrue(args[2]);
+    if (on < 0) return nullptr;
+    memory = on != 0 ? "1" : "0";
+  }
+  EnvLookup env = [steps, memory](const char* name) -> const char* {
     if (steps != nullptr && std::string(name) == "FQNTRACE_STEPS") return steps;
+    if (memory != nullptr && std::string(name) == "FQNTRACE_MEMORY") return memory;
     return std::getenv(name);
   };
   ConfigResult result = config_from_value(value, env, static_cast<long>(getpid()));
@@ -101,6 +110,12 @@ PyObject* py_current_step(PyObject*, PyObject*) { return PyLong_FromUnsignedLong
 
 PyObject* py_running(PyObject*, PyObject*) { return PyBool_FromLong(session_running()); }
 
+// torch.profiler is starting on this thread (python/fqntrace/_coexist.py).
+PyObject* py_memory_yield_slot(PyObject*, PyObject*) {
+  observer::yield_memory_slot();
+  Py_RETURN_NONE;
+}
+
 }  // namespace
 
 void add_session_methods(std::vector<PyMethodDef>& methods) {
@@ -115,6 +130,8 @@ void add_session_methods(std::vector<PyMethodDef>& methods) {
   methods.push_back({"running", py_running, METH_NOARGS, "is a session running"});
   methods.push_back({"set_process_group", py_set_process_group, METH_VARARGS,
                      "(backend, rank, world_size) once init_process_group ran, for distributedInfo"});
+  methods.push_back({"memory_yield_slot", py_memory_yield_slot, METH_NOARGS,
+                     "torch.profiler starts on this thread: give the allocator's slot back"});
 }
 
 }  // namespace fqntrace::binding

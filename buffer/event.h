@@ -18,6 +18,7 @@ enum class EventKind : uint8_t {
                 // that runs it ("gloo:all_reduce")                                 payload: collective
   kShapes,      // not a range: a chunk of the next op's encoded input shapes       shapes (no range)
   kServe,       // never written: a scope that only lends its fqn to what runs inside it
+  kMemory,      // not a range: an allocation or free the allocator reported         memory
 };
 
 enum class Phase : uint8_t { kForward, kBackward, kRecompute };
@@ -25,7 +26,8 @@ enum class Phase : uint8_t { kForward, kBackward, kRecompute };
 const char* phase_name(Phase p);
 
 struct OpPayload {
-  uint64_t flops;  // outermost op of a FLOP-counted nest only, else 0
+  uint64_t flops;        // outermost op of a FLOP-counted nest only, else 0
+  uint64_t alloc_bytes;  // FQNTRACE_MEMORY: bytes allocated while the op ran (nested ops included)
 };
 
 struct NodePayload {
@@ -70,18 +72,33 @@ struct ShapesChunk {
   uint8_t bytes[kCapacity];
 };
 
+// kMemory: one report of the allocator (c10::reportMemoryUsageToProfiler), attributed to the
+// range open on the thread when it came (its fqn; the event's phase and depth are the range's).
+struct MemorySample {
+  uint64_t ts;               // ticks
+  uint64_t ptr;              // the block's address: pairs a free with its allocation
+  int64_t bytes;             // > 0 allocated, < 0 freed
+  uint64_t total_allocated;  // the allocator's own total after this report, for this device
+  uint64_t total_reserved;   // the allocator's reserve (caching allocators), 0 on CPU
+  uint32_t fqn_id;
+  int8_t device_type;        // c10::DeviceType
+  int8_t device_index;       // -1: the device has no index (CPU)
+};
+
 struct RawEvent {
   union {
-    Range range;         // every kind but kShapes
-    ShapesChunk shapes;  // kShapes
+    Range range;          // every kind but kShapes and kMemory
+    ShapesChunk shapes;   // kShapes
+    MemorySample memory;  // kMemory
   };
   EventKind kind;
   Phase phase;    // ranges only
   uint8_t depth;  // nesting depth among traced ranges on this thread (0 = outermost)
-  uint8_t flags;  // ranges only: kTopOp, kPhaseTop
+  uint8_t flags;  // ranges: kTopOp, kPhaseTop; kMemory: kMemGrad
 };
 static_assert(sizeof(Range) == 56, "a range fills the union: header 32 B + payload 24 B");
 static_assert(sizeof(ShapesChunk) <= sizeof(Range), "a shapes chunk must not grow the event");
+static_assert(sizeof(MemorySample) <= sizeof(Range), "a memory sample must not grow the event");
 static_assert(sizeof(RawEvent) == 64, "RawEvent is the unit of every buffer: one cache line");
 
 // The outermost cpu_op (op, node, engine wrapper or issuing collective) on its thread: its time
@@ -93,6 +110,8 @@ constexpr uint8_t kTopOp = 1;
 // phase and taken out of the enclosing op's, so recompute time shows up as recompute and a
 // compiled module's time under its submodules.
 constexpr uint8_t kPhaseTop = 2;
+// kMemory only: the report came under an AccumulateGrad node (a parameter's .grad).
+constexpr uint8_t kMemGrad = 1;
 
 // Is this range a cpu_op in the trace (category "cpu_op"), rather than a user annotation?
 inline bool is_cpu_op(const RawEvent& e) {

@@ -40,6 +40,14 @@ uint64_t Drainer::drain(ThreadBuffer& b, uint64_t generation) {
 void Drainer::deliver(const RawEvent& raw, uint32_t tid, bool shaped) {
   static const std::string kNone;
   const InternTable& names = InternTable::instance();
+  if (raw.kind == EventKind::kMemory) {
+    static const std::string kMemoryName = "[memory]";  // Kineto's name for the same reports
+    uint64_t ts = ticks_.to_ns(raw.memory.ts);
+    EventRecord record{raw,   tid, kMemoryName, names.str(raw.memory.fqn_id), kNone, kNone,
+                       ts > origin_ns_ ? ts - origin_ns_ : 0, 0, 0, 0};
+    for (const auto& ex : exporters_) ex->event(record);
+    return;
+  }
   const Range& r = raw.range;
   // Callbacks stamp ticks; everything past this point sees monotonic ns.
   uint64_t start_ns = ticks_.to_ns(r.start_ns);

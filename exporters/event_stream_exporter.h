@@ -6,6 +6,7 @@
 
 #include "exporters/exporter.h"
 #include "exporters/json_text.h"
+#include "exporters/memory_json.h"
 #include "exporters/output_file.h"
 
 namespace fqntrace {
@@ -30,7 +31,11 @@ class EventStreamExporter : public Exporter {
   }
 
   void event(const EventRecord& e) final {
-    json::append_event(file_.pending(), e, info_.pid, separator(), &first_);
+    if (e.raw.kind == EventKind::kMemory) {
+      json::append_memory_event(file_.pending(), e, info_.pid, separator(), &first_);
+    } else {
+      json::append_event(file_.pending(), e, info_.pid, separator(), &first_);
+    }
     file_.wrote();
   }
 

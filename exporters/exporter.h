@@ -22,12 +22,14 @@ struct TraceInfo {
   uint64_t mono_origin_ns = 0;  // monotonic clock reading that corresponds to base_time_ns
   std::string process_name;
   std::string version;
+  bool memory = false;          // FQNTRACE_MEMORY: kMemory records may come (summary numbers)
 };
 
 // A raw event with its strings resolved and its times relative to TraceInfo::base_time_ns.
 // The strings are interned: they stay valid (same address) until the exporter has finished.
 struct EventRecord {
-  const RawEvent& raw;          // a range (never kShapes or kServe); times still in ticks
+  const RawEvent& raw;          // a range or a kMemory sample (never kShapes or kServe); times
+                                // still in ticks
   uint32_t tid;                 // OS thread id
   const std::string& name;
   const std::string& fqn;

@@ -24,6 +24,7 @@ class JsonLinesExporter final : public EventStreamExporter {
     json::append_uint(tail, fin.events_written);
     tail += ", \"dropped_events\": ";
     json::append_uint(tail, fin.dropped_events);
+    if (info().memory) tail += ", \"memory\": true";
     tail += ", \"complete\": true}\n";
   }
 };

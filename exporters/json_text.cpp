@@ -1,6 +1,7 @@
 #include "exporters/json_text.h"
 
 #include <charconv>
+#include "exporters/memory_json.h"
 
 namespace fqntrace::json {
 namespace {
@@ -148,6 +149,7 @@ void append_event(std::string& out, const EventRecord& e, long pid, const char* 
         out += ",\"flops\":";
         append_uint(out, r.op.flops);
       }
+      append_op_memory(out, r.op);
       break;
     default: break;
   }

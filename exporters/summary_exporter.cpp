@@ -12,6 +12,7 @@
 
 #include "exporters/exporter.h"
 #include "exporters/json_text.h"
+#include "exporters/memory_stats.h"
 #include "exporters/output_file.h"
 #include "exporters/step_times.h"
 
@@ -58,6 +59,19 @@ void append_ms(std::string& out, uint64_t ns) {
   out += frac;
 }
 
+void append_memory(std::string& out, const MemoryStats::Numbers& n) {
+  out += ", \"alloc_bytes\": ";
+  json::append_uint(out, n.alloc);
+  out += ", \"freed_bytes\": ";
+  json::append_uint(out, n.freed);
+  out += ", \"peak_bytes\": ";
+  json::append_uint(out, n.peak);
+  out += ", \"activation_bytes\": ";
+  json::append_uint(out, n.activation);
+  out += ", \"grad_bytes\": ";
+  json::append_uint(out, n.grad);
+}
+
 class SummaryExporter final : public Exporter {
  public:
   bool open(const TraceInfo& info, std::string* error) override {
@@ -78,11 +92,18 @@ class SummaryExporter final : public Exporter {
 
   void event(const EventRecord& e) override {
     const RawEvent& r = e.raw;
+    if (r.kind == EventKind::kMemory) {
+      ModuleStats& m = modules_[r.memory.fqn_id];
+      if (m.fqn == nullptr) m.fqn = &e.fqn;
+      memory_.sample(e.tid, e.fqn, static_cast<int>(r.phase), r.memory.ptr, r.memory.bytes);
+      return;
+    }
     ModuleStats& m = modules_[r.range.fqn_id];
     if (m.fqn == nullptr) m.fqn = &e.fqn;
     if (r.kind == EventKind::kModule) {
       m.module_type = &e.module_type;
       if (r.phase == Phase::kForward) ++m.calls;
+      if (info_.memory) memory_.module_end(e.tid, e.fqn, static_cast<int>(r.phase));
       return;
     }
     PhaseStats& p = m.phase[static_cast<int>(r.phase)];
@@ -162,6 +183,7 @@ class SummaryExporter final : public Exporter {
     std::unordered_map<uint32_t, const std::string*> fqn_of;
     for (const auto& [id, stats] : modules_) fqn_of[id] = stats.fqn;
     steps_.finish(fqn_of, kPhases, &out, &step_medians);
+    memory_.finish();
     out += ", \"modules\": {";
     bool first_module = true;
     for (auto it = by_fqn.begin(); it != by_fqn.end(); ++it) {
@@ -178,6 +200,7 @@ class SummaryExporter final : public Exporter {
       for (int ph = 0; ph < kPhases; ++ph) {
         // Descendants follow their parent in sorted order and share the "fqn." prefix.
         uint64_t total_ns = 0, total_ops = 0, total_flops = 0;
+        MemoryStats::Numbers mem;  // summed over the subtree, but the peak: the module's own
         for (auto d = it; d != by_fqn.end(); ++d) {
           if (d != it && (d->first.size() <= fqn.size() || d->first.compare(0, fqn.size(), fqn) != 0 ||
                           d->first[fqn.size()] != '.')) {
@@ -188,7 +211,14 @@ class SummaryExporter final : public Exporter {
           total_ns += p.self_ns;
           total_ops += p.ops;
           total_flops += p.flops;
+          if (const MemoryStats::Numbers* n = memory_.find(d->first, ph)) {
+            mem.alloc += n->alloc;
+            mem.freed += n->freed;
+            mem.activation += n->activation;
+            mem.grad += n->grad;
+          }
         }
+        if (const MemoryStats::Numbers* n = memory_.find(fqn, ph)) mem.peak = n->peak;
         const PhaseStats& p = m.phase[ph];
         out += ", \"";
         out += phase_name(static_cast<Phase>(ph));
@@ -210,6 +240,7 @@ class SummaryExporter final : public Exporter {
         json::append_uint(out, p.comm_bytes);
         out += ", \"collectives\": ";
         json::append_uint(out, p.collectives);
+        if (info_.memory) append_memory(out, mem);
         out += ", \"top_ops\": [";
         std::vector<std::pair<uint32_t, OpStats>> ops(p.top_level_ops.begin(), p.top_level_ops.end());
         std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) {
@@ -250,6 +281,7 @@ class SummaryExporter final : public Exporter {
   std::unordered_map<uint32_t, ModuleStats> modules_;
   std::unordered_map<uint32_t, PendingTime> pending_;  // by OS thread id
   StepTimes steps_;
+  MemoryStats memory_;  // FQNTRACE_MEMORY
 };
 
 }  // namespace

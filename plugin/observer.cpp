@@ -15,6 +15,7 @@
 #include "plugin/collectives.h"
 #include "plugin/compiled_graph.h"
 #include "plugin/flops.h"
+#include "plugin/memory_reporter.h"
 #include "plugin/name_cache.h"
 #include "plugin/seq_map.h"
 #include "plugin/session_state.h"
@@ -41,6 +42,8 @@ struct Frame {
   uint32_t op_fqn;  // fqn of that cpu_op
   bool in_flop;  // this range or an enclosing one is a FLOP-counted op
   uint32_t issue_mark;  // issuing collective: what collectives::end_issue needs (0: none)
+  bool grad;     // this range or an enclosing one is an AccumulateGrad node
+  uint64_t alloc_bytes;  // FQNTRACE_MEMORY: bytes allocated inside this range so far
 };
 
 // A compiled graph running on this thread: ops opened at `depth` are the graph's own calls.
@@ -72,6 +75,7 @@ struct ThreadState {
   uint32_t step_name_id = 0;
   uint64_t step_start = 0;
   GraphCursor graphs[kMaxGraphNesting];
+  memory::ThreadSlot memory_slot;  // FQNTRACE_MEMORY: our reporter in the slot while depth > 0
   NameCache names;
   Frame frames[kMaxDepth];
 };
@@ -203,6 +207,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   try {
     ThreadState* ts = current_state();
     if (ts == nullptr || ts->depth >= kMaxDepth) return nullptr;
+    if (ts->depth == 0 && memory::enabled()) memory::enter(ts->memory_slot);
     Frame* parent = ts->depth > 0 ? &ts->frames[ts->depth - 1] : nullptr;
     Frame& f = ts->frames[ts->depth];
     f.rf = &fn;
@@ -211,6 +216,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     f.flags = 0;
     f.collective = false;
     f.issue_mark = 0;
+    f.alloc_bytes = 0;
+    f.grad = parent != nullptr && parent->grad;
     f.in_flop = parent != nullptr && parent->in_flop;
     const NameInfo& info = ts->names.lookup(fn.name());
     f.range.name_id = info.id;
@@ -260,6 +267,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
           f.range.node.fwd_thread_id = static_cast<uint32_t>(fn.forwardThreadId());
           f.range.fqn_id = ts->pending_accumulate_fqn;
           f.phase = Phase::kBackward;
+          f.grad = true;
         } else {
           attribute_node(fn, f, parent);
         }
@@ -333,6 +341,8 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
     ts->depth = i;  // ranges above i never reported their end: they are abandoned
     const Frame& f = ts->frames[i];
     if (f.issue_mark != 0) collectives::end_issue(f.issue_mark);
+    if (f.alloc_bytes != 0 && i > 0) ts->frames[i - 1].alloc_bytes += f.alloc_bytes;
+    if (i == 0 && ts->memory_slot.held) memory::leave(ts->memory_slot);
     if (f.kind == EventKind::kServe) return;
     RawEvent e;
     e.range = f.range;
@@ -341,6 +351,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
     e.phase = f.phase;
     e.depth = static_cast<uint8_t>(i);
     e.flags = f.flags | ((f.in_op && (i == 0 || !ts->frames[i - 1].in_op)) ? kTopOp : 0);
+    if (e.kind == EventKind::kOp) e.range.op.alloc_bytes = f.alloc_bytes;
     if (ts->buffer->ring.push(e) == EventRing::Push::kHalfFull) session_state::wake_drain();
     if (__builtin_expect(i < ts->step_close_above, 0)) {
       // The range the step waited for ended: the step ends with it, around it.
@@ -392,6 +403,47 @@ void clear_pending_module() {
 void set_accumulate_owner(uint32_t fqn_id) {
   ThreadState* ts = session_state::running() ? current_state() : nullptr;
   if (ts != nullptr) ts->pending_accumulate_fqn = fqn_id;
+}
+
+void record_memory(uint64_t ptr, int64_t bytes, uint64_t total_allocated, uint64_t total_reserved,
+                   int8_t device_type, int8_t device_index) noexcept {
+  ThreadState* ts = tls_state;
+  if (ts == nullptr || ts->buffer == nullptr || !session_state::running() ||
+      ts->generation != session_state::generation()) {
+    return;
+  }
+  try {
+    RawEvent e;
+    MemorySample& m = e.memory;
+    m.ts = now_ticks();
+    m.ptr = ptr;
+    m.bytes = bytes;
+    m.total_allocated = total_allocated;
+    m.total_reserved = total_reserved;
+    m.device_type = device_type;
+    m.device_index = device_index;
+    e.kind = EventKind::kMemory;
+    e.depth = static_cast<uint8_t>(ts->depth);
+    e.flags = 0;
+    if (ts->depth > 0) {
+      Frame& f = ts->frames[ts->depth - 1];
+      m.fqn_id = f.range.fqn_id;
+      e.phase = f.phase;
+      if (f.grad) e.flags = kMemGrad;
+      if (bytes > 0) f.alloc_bytes += static_cast<uint64_t>(bytes);
+    } else {
+      // Our reporter carried to a thread between ranges (at::ThreadLocalState): as an op there.
+      m.fqn_id = kGlobalFqnId;
+      e.phase = in_graph_task(ts) ? Phase::kBackward : Phase::kForward;
+    }
+    if (ts->buffer->ring.push(e) == EventRing::Push::kHalfFull) session_state::wake_drain();
+  } catch (...) {
+    session_state::fail_from_callback("an internal error in the memory reporter");
+  }
+}
+
+void yield_memory_slot() noexcept {
+  if (tls_state != nullptr) memory::leave(tls_state->memory_slot);
 }
 
 void set_compiled_region_resolver(RegionRootResolver resolver) {

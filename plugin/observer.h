@@ -42,4 +42,13 @@ void set_compiled_region_resolver(RegionRootResolver resolver);
 void enter_compiled_graph(CompiledGraph* graph);
 void exit_compiled_graph();
 
+// FQNTRACE_MEMORY (plugin/memory_reporter.cpp): an allocation (bytes > 0) or free the allocator
+// reported on this thread becomes a kMemory event attributed to the innermost open range, and
+// counts towards that range's allocated bytes. No lock, no allocation; never throws.
+void record_memory(uint64_t ptr, int64_t bytes, uint64_t total_allocated, uint64_t total_reserved,
+                   int8_t device_type, int8_t device_index) noexcept;
+// torch.profiler is about to start on this thread: give the reporting slot back now if we hold
+// it (torch refuses to start while anything sits there); ranges still open then record no memory.
+void yield_memory_slot() noexcept;
+
 }  // namespace fqntrace::observer

@@ -20,6 +20,7 @@
 #include "drain/drainer.h"
 #include "exporters/exporter.h"
 #include "plugin/log.h"
+#include "plugin/memory_reporter.h"
 #include "plugin/observer.h"
 #include "plugin/session_state.h"
 #include "plugin/steps.h"
@@ -162,6 +163,7 @@ void on_fork_child() {
   g_forked_child = true;
   g_drain_alive.store(false, std::memory_order_relaxed);  // SIGTERM must not wait for it here
   session_state::g_running.store(false, std::memory_order_relaxed);
+  memory::set_enabled(false);  // the allocator stops asking our reporter (and its own table)
   g_session = nullptr;
 }
 
@@ -187,6 +189,7 @@ bool start_session(const Config& config, std::string* error) {
   info.world_size = config.world_size;
   info.process_name = read_process_name();
   info.version = FQNTRACE_VERSION;
+  info.memory = config.memory;
   uint64_t wall = wall_ns();
   uint64_t mono = monotonic_ns();
   info.base_time_ns = wall - wall % 1000000000ull;  // a whole second, as Kineto does
@@ -227,6 +230,7 @@ bool start_session(const Config& config, std::string* error) {
     session->callback = observer::install(session->callback_inputs);
     session->callback_installed = true;
   }
+  memory::set_enabled(config.memory && session->callback_installed);
   Session* raw = session.release();
   session_state::allow_drain();
   g_drain_alive.store(true, std::memory_order_release);
@@ -246,6 +250,7 @@ bool stop_session() {
   std::unique_ptr<Session> session(g_session);
   g_session = nullptr;
   session_state::g_running.store(false, std::memory_order_relaxed);
+  memory::set_enabled(false);
   if (session->callback_installed) observer::uninstall(session->callback);
   session_state::stop_drain();
   if (session->drain_thread.joinable()) session->drain_thread.join();
@@ -331,6 +336,8 @@ void set_session_recording(bool on) {
     observer::uninstall(g_session->callback);
   }
   g_session->callback_installed = on;
+  // Outside the step window the allocator's reports are not recorded either.
+  memory::set_enabled(on && g_session->config.memory);
 }
 
 void flush_session() {

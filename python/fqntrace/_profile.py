@@ -1,7 +1,7 @@
 """fqntrace.profile(): trace the body of a with-block (for code that prefers it to FQNTRACE)."""
 import contextlib
 
-from fqntrace import _distributed, _exit, _fsdp, _hooks, _native, _steps
+from fqntrace import _coexist, _distributed, _exit, _fsdp, _hooks, _native, _steps
 
 
 def _steps_text(steps):
@@ -20,20 +20,22 @@ def _steps_text(steps):
 
 
 @contextlib.contextmanager
-def profile(path, steps=None):
+def profile(path, steps=None, memory=None):
     """Traces everything the body runs to `path` (.json: Chrome trace, .jsonl: JSON Lines, .gz
     after either: gzip; {pid} and {rank} are expanded). Yields the expanded path.
     `steps`: only these training steps are recorded ("10:20", range(10, 20), "10:20:100"; the
     FQNTRACE_STEPS syntax, docs/trace-format.md); a step ends at every optimizer step or
-    fqntrace.step(). Raises ValueError for a bad path or steps and RuntimeError if a session is
-    already running (e.g. FQNTRACE is set)."""
+    fqntrace.step(). `memory=True` records the allocator's reports per module
+    (FQNTRACE_MEMORY, docs/memory.md); None: as FQNTRACE_MEMORY says. Raises ValueError for a
+    bad path or steps and RuntimeError if a session is already running (e.g. FQNTRACE is set)."""
     C = _native.load()
-    expanded = C.start(str(path), _steps_text(steps))
+    expanded = C.start(str(path), _steps_text(steps), memory)
     _exit.finish_before_teardown()  # a body that never ends (os._exit, abort) still leaves a file
     _hooks.install()
     _distributed.watch_process_group()
     _fsdp.install()
     _steps.install()
+    _coexist.install()
     try:
         yield expanded
     finally:

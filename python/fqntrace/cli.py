@@ -99,7 +99,13 @@ def cmd_summary(args):
         sys.stdout.write(json.dumps(summarize.filter_depth(summary, args.depth), indent=2,
                                     ensure_ascii=False) + "\n")
         return 0
-    lines = table.render_table(summary, depth=args.depth, sort=args.sort, phase=args.phase)
+    if args.memory:
+        if not table.has_memory(summary):
+            raise UsageError(f"{paths[0]} has no memory numbers; record it with FQNTRACE_MEMORY=1 "
+                             "(or fqntrace.profile(..., memory=True))")
+        lines = table.render_memory_table(summary, depth=args.depth)
+    else:
+        lines = table.render_table(summary, depth=args.depth, sort=args.sort, phase=args.phase)
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 
@@ -205,6 +211,9 @@ def build_parser():
                    help="show only this phase's time (and order siblings by it)")
     p.add_argument("--json", action="store_true",
                    help="print the summary as JSON (the .summary.json shape) instead of a table")
+    p.add_argument("--memory", action="store_true",
+                   help="per-module memory table (a trace recorded with FQNTRACE_MEMORY=1): "
+                   "bytes allocated, peak, activations kept for backward, gradients")
     p.add_argument("--exclude-steps", type=_step_list, default=step_times.DEFAULT_EXCLUDED,
                    metavar="LIST", help="steps left out of the per-step medians when the trace has "
                    "ProfilerStep ranges: e.g. 0,1 or 0-2, or none (default: 0, the warm-up step "

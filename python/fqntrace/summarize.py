@@ -18,11 +18,13 @@ Rules (the same as the C++ summary exporter, so `summary --json` and <stem>.summ
 * step_ms: all top-level op time of the trace (every module, Global included, all phases).
 * Backend work ranges of collectives (args.async_work) run beside the training thread: they are
   reported as comm_ms and never added to op time.
+* Memory (FQNTRACE_MEMORY: "[memory]" events): alloc_bytes, freed_bytes, peak_bytes,
+  activation_bytes, grad_bytes per phase, by fqntrace.memory's rules (docs/memory.md).
 """
 import json
 import os
 
-from fqntrace import steps, step_times, traceio, tracestream
+from fqntrace import memory, steps, step_times, traceio, tracestream
 from fqntrace.traceio import PHASES, TraceError
 
 TOP_OPS = 5
@@ -56,6 +58,25 @@ class _Totals:
     def __init__(self):
         self.modules = {}
         self.first_seen = {}
+        self.memory = memory.MemoryStats()
+
+    def memory_event(self, e):
+        """A "[memory]" event, in file order (its module gets a row even without ops)."""
+        fqn = e["args"].get("fqn")
+        if isinstance(fqn, str) and fqn not in self.modules:
+            self.module(fqn)
+            ts = e.get("ts")
+            self.first_seen[fqn] = round(ts * 1000) if traceio.is_number(ts) else 0
+        self.memory.add(e)
+
+    def memory_order(self, e):
+        """Any event, in file order: what the memory numbers need from it."""
+        if not isinstance(e, dict):
+            return
+        if memory.is_memory_event(e):
+            self.memory_event(e)
+        elif e.get("ph") == "X" and isinstance(e.get("args"), dict) and "module_type" in e["args"]:
+            self.memory.module_end(e)
 
     def module(self, fqn):
         m = self.modules.get(fqn)
@@ -154,6 +175,8 @@ def summarize(trace, exclude_steps=step_times.DEFAULT_EXCLUDED):
                 excluded[j] += ends[i] - starts[i]
 
     totals = _Totals()
+    for e in trace.events:
+        totals.memory_order(e)
     per_step = step_times.StepTimes(slices, starts, ends)
     for i, e in enumerate(slices):
         p = totals.add_event(e, starts[i], is_op[i])
@@ -229,6 +252,7 @@ class StreamSummary:
         self.per_step = per_step
 
     def add(self, e):
+        self.totals.memory_order(e)
         if not isinstance(e, dict) or e.get("ph") != "X":
             return
         args = e.get("args")
@@ -398,13 +422,18 @@ def _result(totals, header, tail, incomplete, path, merged_ranks, per_step=None,
     step_ns = sum(p["self_ns"] for m in modules.values() for p in m["phases"].values())
     # Subtree sums through the tree, not a scan of every module per module.
     below = {fqn: {p: [] for p in PHASES} for fqn in modules}
+    below_fqns = {fqn: [] for fqn in modules}
     for fqn, m in modules.items():
         parts = fqn.split(".")
         for k in range(1, len(parts) + 1):
             path_k = ".".join(parts[:k])
             if path_k in below:
+                below_fqns[path_k].append(fqn)
                 for phase in PHASES:
                     below[path_k][phase].append(m["phases"][phase])
+    tail = tail if isinstance(tail, dict) else {}
+    with_memory = tail.get("memory") is True or totals.memory.seen
+    totals.memory.finish()
     out_modules = {}
     for fqn in order:
         m = modules[fqn]
@@ -423,11 +452,12 @@ def _result(totals, header, tail, incomplete, path, merged_ranks, per_step=None,
                 "comm_ms": _ms(p["comm_ns"]),
                 "comm_bytes": p["comm_bytes"],
                 "collectives": p["collectives"],
-                "top_ops": [{"name": name, "ms": _ms(ns), "count": count}
-                            for name, (ns, count) in tops],
             }
+            if with_memory:
+                entry[phase].update(totals.memory.fields(fqn, phase, below_fqns[fqn]))
+            entry[phase]["top_ops"] = [{"name": name, "ms": _ms(ns), "count": count}
+                                       for name, (ns, count) in tops]
         out_modules[fqn] = entry
-    tail = tail if isinstance(tail, dict) else {}
     out = {
         "trace": header.get("traceName", path),
         "rank": _rank_of(header),

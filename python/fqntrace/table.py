@@ -307,3 +307,71 @@ def render_cross_rank(result, depth=None, width=TABLE_WIDTH):
     lines.append(_fit("slowest: the rank furthest above the median and by how much (ms); comm: "
                       "the module's collectives' backend time per rank (ms)", width, ell))
     return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# `summary --memory`: per module, what it allocated and held (FQNTRACE_MEMORY; docs/memory.md).
+
+MEMORY_COLUMNS = (("forward", "alloc_bytes", "fwd alloc"), ("forward", "peak_bytes", "fwd peak"),
+                  ("forward", "activation_bytes", "activations"),
+                  ("backward", "alloc_bytes", "bwd alloc"), ("backward", "peak_bytes", "bwd peak"),
+                  ("backward", "grad_bytes", "grads"),
+                  ("recompute", "activation_bytes", "recomp act"))
+
+
+def has_memory(summary):
+    """Did the trace record memory (the phase objects carry alloc_bytes)?"""
+    for m in summary.get("modules", {}).values():
+        p = m.get("forward") if isinstance(m, dict) else None
+        if isinstance(p, dict) and "alloc_bytes" in p:
+            return True
+    return False
+
+
+def format_bytes(n):
+    if not n:
+        return "-"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def _memory_value(node, phase, field):
+    """A memory field of a node; a parent-only path sums its children (its peak: their max)."""
+    if node.entry is not None:
+        p = node.entry.get(phase)
+        return _number(p.get(field)) if isinstance(p, dict) else 0
+    values = [_memory_value(c, phase, field) for c in node.children]
+    if field == "peak_bytes":
+        return max(values, default=0)
+    return sum(values)
+
+
+def render_memory_table(summary, depth=None, width=TABLE_WIDTH):
+    """Text lines: one row per module (tree order) with the MEMORY_COLUMNS, at most `width` wide."""
+    roots = _build_tree(summary.get("modules", {}))
+    rows = []
+
+    def walk(nodes):
+        for node in nodes:
+            if depth is not None and node.depth > depth:
+                continue
+            rows.append(node)
+            walk(node.children)
+
+    walk(roots)
+    cell = 12
+    name_width = max(width - cell * len(MEMORY_COLUMNS), 16)
+    ell = _ellipsis()
+    lines = [f"Memory per module: {summary.get('trace', '')}",
+             "module".ljust(name_width) + "".join(h.rjust(cell) for _, _, h in MEMORY_COLUMNS)]
+    for node in rows:
+        label = "  " * node.depth + (node.fqn.rsplit(".", 1)[-1] if node.depth else node.fqn)
+        cells = "".join(format_bytes(_memory_value(node, phase, field)).rjust(cell)
+                        for phase, field, _ in MEMORY_COLUMNS)
+        lines.append(_fit(label, name_width - 1, ell).ljust(name_width) + cells)
+    lines.append("alloc: bytes allocated by the module and its submodules; peak: most live bytes "
+                 "allocated during one run; activations: forward bytes freed in backward; grads: "
+                 "backward bytes kept after it (.grad) (docs/memory.md)")
+    return lines

@@ -83,7 +83,8 @@ class Builder {
       case EventKind::kEngineEval: ++counts_->engine; break;
       case EventKind::kUserScope: ++counts_->user_scopes; break;
       case EventKind::kShapes:
-      case EventKind::kServe: break;  // neither is ever a written range
+      case EventKind::kServe:
+      case EventKind::kMemory: break;  // none is ever a written range
     }
     out_->push_back({thread, e});
   }

@@ -1,0 +1,39 @@
+"""torch.profiler beside FQNTRACE_MEMORY (docs/memory.md). While a traced range is open on a
+thread, fqntrace's reporter sits in the allocator's reporting slot, and torch refuses to start a
+profiler on a thread whose slot is taken ("Profiler is already enabled on this thread"). So the
+functions torch's profilers call to start are wrapped (Kineto's in torch.autograd.profiler, the
+legacy one in torch.autograd.profiler_legacy): fqntrace gives the slot back on that thread
+first, then torch starts as usual."""
+import sys
+
+from fqntrace import _native
+
+_STARTERS = (("torch.autograd.profiler", "_enable_profiler"),
+             ("torch.autograd.profiler_legacy", "_enable_profiler_legacy"))
+
+
+def _wrap(module, name, C):
+    original = getattr(module, name, None)
+    if original is None or getattr(original, "_fqntrace_wrapped", False):
+        return
+
+    def start(*args, **kwargs):
+        try:
+            C.memory_yield_slot()
+        except Exception:  # never stand in torch.profiler's way
+            pass
+        return original(*args, **kwargs)
+
+    start._fqntrace_wrapped = True
+    start.__wrapped__ = original
+    start.__name__ = name
+    setattr(module, name, start)
+
+
+def install():
+    """Wraps the profilers' start functions once (in the modules torch has imported)."""
+    C = _native.load()
+    for module_name, name in _STARTERS:
+        module = sys.modules.get(module_name)
+        if module is not None:
+            _wrap(module, name, C)
