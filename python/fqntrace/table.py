@@ -116,18 +116,7 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH):
                       for p in PHASES if isinstance(m.get(p), dict))
 
     ell = _ellipsis()
-    rows = []
-
-    def walk(nodes):
-        if sort_phase is not None:
-            nodes = sorted(nodes, key=key, reverse=True)  # stable: ties keep tree order
-        for node in nodes:
-            if depth is not None and node.depth > depth:
-                continue
-            rows.append(node)
-            walk(node.children)
-
-    walk(roots)
+    rows = _rows(roots, depth, key if sort_phase is not None else None)
 
     num_w, pct_w, ops_w, calls_w, gf_w = 9, 6, 8, 6, 8
     type_w = min(16, max([4] + [len(str((n.entry or {}).get("module_type") or "")) for n in rows]))
@@ -348,12 +337,14 @@ def _memory_value(node, phase, field):
     return sum(values)
 
 
-def render_memory_table(summary, depth=None, width=TABLE_WIDTH):
-    """Text lines: one row per module (tree order) with the MEMORY_COLUMNS, at most `width` wide."""
-    roots = _build_tree(summary.get("modules", {}))
+def _rows(roots, depth, key=None):
+    """The tree's nodes depth-first down to `depth`; siblings by `key`, largest first, when given
+    (stable: ties keep tree order), else in tree order."""
     rows = []
 
     def walk(nodes):
+        if key is not None:
+            nodes = sorted(nodes, key=key, reverse=True)
         for node in nodes:
             if depth is not None and node.depth > depth:
                 continue
@@ -361,6 +352,12 @@ def render_memory_table(summary, depth=None, width=TABLE_WIDTH):
             walk(node.children)
 
     walk(roots)
+    return rows
+
+
+def render_memory_table(summary, depth=None, width=TABLE_WIDTH):
+    """Text lines: one row per module (tree order) with the MEMORY_COLUMNS, at most `width` wide."""
+    rows = _rows(_build_tree(summary.get("modules", {})), depth)
     cell = 12
     name_width = max(width - cell * len(MEMORY_COLUMNS), 16)
     ell = _ellipsis()
