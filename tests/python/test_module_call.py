@@ -96,3 +96,17 @@ def test_compiling_a_module_does_not_warn_about_global_hooks(tmp_path):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             torch.compile(model, backend="eager")
+
+
+def test_fx_symbolic_trace_gives_our_call_back(tmp_path):
+    """torch.fx patches nn.Module.__call__ while it traces and restores what it found."""
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    with fqntrace.profile(str(tmp_path / "t.jsonl")) as path:
+        ours = torch.nn.Module.__dict__["__call__"]
+        graph_module = torch.fx.symbolic_trace(model)
+        assert torch.nn.Module.__dict__["__call__"] is ours
+        graph_module(torch.randn(1, 2))
+        model(torch.randn(1, 2))
+    # Both run with scopes: the GraphModule (a root named after the class it traced) and the model.
+    fqns = [e["args"]["fqn"] for e in module_ranges(path)]
+    assert fqns.count("Sequential") == 2 and fqns.count("Sequential.0") == 2
