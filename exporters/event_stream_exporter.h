@@ -4,6 +4,9 @@
 #pragma once
 #include <string>
 
+#include <memory>
+
+#include "exporters/event_lines.h"
 #include "exporters/exporter.h"
 #include "exporters/json_text.h"
 #include "exporters/output_file.h"
@@ -14,6 +17,7 @@ class EventStreamExporter : public Exporter {
  public:
   bool open(const TraceInfo& info, std::string* error) final {
     info_ = info;
+    lines_ = std::make_unique<json::EventLines>(info.pid);
     if (!file_.open(info.path, error)) return false;
     std::string head;
     append_header(head, info, &backend_offset_);
@@ -29,7 +33,7 @@ class EventStreamExporter : public Exporter {
   }
 
   void event(const EventRecord& e) final {
-    json::append_event(file_.pending(), e, info_.pid, separator(), &first_);
+    lines_->append(file_.pending(), e, separator(), &first_);
     file_.wrote();
   }
 
@@ -56,6 +60,7 @@ class EventStreamExporter : public Exporter {
  private:
   TraceInfo info_;
   OutputFile file_;
+  std::unique_ptr<json::EventLines> lines_;  // made at open, once the pid is known
   size_t backend_offset_ = 0;
   bool first_ = true;
 };

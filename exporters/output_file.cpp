@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -29,7 +30,10 @@ bool OutputFile::open(const std::string& path, std::string* error) {
     *error = "another running process is writing " + path;
     return false;
   }
-  if (::ftruncate(fd_, 0) != 0) {
+  // Only a regular file is truncated: /dev/null (the exporter benchmark's sink) or a pipe cannot be.
+  struct stat st;
+  bool regular = ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
+  if (regular && ::ftruncate(fd_, 0) != 0) {
     *error = "cannot truncate " + path + " (" + std::strerror(errno) + ")";
     ::close(fd_);
     fd_ = -1;
