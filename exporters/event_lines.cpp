@@ -29,7 +29,14 @@ inline char* put(char* p, const std::string& s) {
   return p + s.size();
 }
 
-inline char* put_uint(char* p, uint64_t v) { return std::to_chars(p, p + 20, v).ptr; }
+// Depths, most durations' whole microseconds and small ids are one digit: no call for those.
+inline char* put_uint(char* p, uint64_t v) {
+  if (v < 10) {
+    *p = static_cast<char>('0' + v);
+    return p + 1;
+  }
+  return std::to_chars(p, p + 20, v).ptr;
+}
 
 inline char* put_int(char* p, int64_t v) { return std::to_chars(p, p + 21, v).ptr; }
 
@@ -61,7 +68,9 @@ inline size_t hash(uint32_t a, uint32_t b, uint32_t c, uint32_t d, uint32_t e) {
 
 }  // namespace
 
-EventLines::EventLines(long pid) : pid_value_(pid), pid_(std::to_string(pid)) { clear(); }
+EventLines::EventLines(long pid) : pid_value_(pid), pid_(std::to_string(pid)), scratch_(4096, '\0') {
+  clear();
+}
 
 void EventLines::clear() {
   slots_.assign(kFirstSlots, Slot{});
@@ -143,9 +152,11 @@ void EventLines::append(std::string& out, const EventRecord& e, const char* sepa
   const Slot& s = slot(key, e);
 
   size_t shapes_room = e.input_dims != nullptr ? e.input_dims->size() + e.input_types->size() : 0;
-  size_t old = out.size();
-  out.resize(old + s.head_len + s.args_len + shapes_room + kNumbersRoom);
-  char* const begin = &out[old];
+  // Formatted into scratch_ (which only ever grows), then appended at once: resizing `out` for
+  // the worst case would fill hundreds of bytes with zeros per event.
+  size_t room = s.head_len + s.args_len + shapes_room + kNumbersRoom;
+  if (scratch_.size() < room) scratch_.resize(room);
+  char* const begin = &scratch_[0];
   char* p = put_separator(begin, separator, first);
   std::memcpy(p, text_.data() + s.head_at, s.head_len);
   p += s.head_len;
@@ -197,7 +208,7 @@ void EventLines::append(std::string& out, const EventRecord& e, const char* sepa
     p = put_us(p, e.ts_ns);
     p = put(p, "}");
   }
-  out.resize(static_cast<size_t>(p - out.data()));
+  out.append(begin, static_cast<size_t>(p - begin));
 }
 
 }  // namespace fqntrace::json

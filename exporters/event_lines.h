@@ -2,7 +2,7 @@
 // writes (tests/cpp/event_lines_test.cpp compares them on the whole event mix). Most of a line
 // depends only on (name, fqn, phase, category, module type, thread): that text — escaped once —
 // is kept per combination, so an event costs a hash lookup, two copies and its numbers, written
-// with std::to_chars into space reserved once per event. Kinds it does not know (and
+// with std::to_chars into a scratch buffer and appended with one copy. Kinds it does not know (and
 // collectives, which are rare) go through json::append_event.
 #pragma once
 #include <cstdint>
@@ -44,6 +44,7 @@ class EventLines {
   std::vector<Slot> slots_;  // open addressing, a power of two, at most half full
   size_t used_ = 0;
   std::string text_;  // every slot's text, appended; cleared with the slots when too large
+  std::string scratch_;  // the event's lines being formatted
 };
 
 }  // namespace fqntrace::json
