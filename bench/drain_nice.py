@@ -20,8 +20,12 @@ import os, sys, time, torch
 import fqntrace
 n, nice = int(sys.argv[1]), int(sys.argv[2])
 torch.set_num_threads(1)
-drain = [int(t) for t in os.listdir("/proc/self/task")
-         if open(f"/proc/self/task/{t}/comm").read().strip() == "fqntrace-drain"]
+def drain_threads():
+    return [int(t) for t in os.listdir("/proc/self/task")
+            if open(f"/proc/self/task/{t}/comm").read().strip() == "fqntrace-drain"]
+deadline = time.monotonic() + 10  # the thread names itself once it runs: under load, a while
+while not (drain := drain_threads()) and time.monotonic() < deadline:
+    time.sleep(0.01)
 assert len(drain) == 1, drain
 os.setpriority(os.PRIO_PROCESS, drain[0], nice)
 a, b = torch.ones(4), torch.ones(4)
