@@ -100,8 +100,10 @@ def run_section(results):
         f"{', '.join(f'{x:.2f}' for x in m.get('loadavg_end', []))} (the machine is shared and noisy)",
         f"- Whole run: {f(results.get('seconds'), 0)} s, {results.get('processes')} measurement "
         "processes.",
-    ] + [f"- Partial run (`bench/driver.py --only {','.join(p['only'])}`): {p['date']} · commit "
-         f"{p['git_commit']}; the other parts are from the run above."
+    ] + [f"- Partial run ({', '.join(p['only'])}): {p['date']} · commit {p['git_commit']}"
+         + (f"; load average {p['loadavg'][0][0]:.2f} at start, {p['loadavg'][1][0]:.2f} at end"
+            if p.get("loadavg") else "")
+         + f"; the other parts are from the run above. {p.get('note', '')}".rstrip()
          for p in results.get("partial", [])])
 
 
