@@ -729,8 +729,9 @@ def main():
         with open(args.results) as f:
             merged = json.load(f)
         merged.update(results)
-        merged.setdefault("partial", []).append({"date": results["date"], "only": sorted(only),
-                                                 "git_commit": results["git_commit"]})
+        merged.setdefault("partial", []).append({
+            "date": results["date"], "only": sorted(only), "git_commit": results["git_commit"],
+            "loadavg": [results["machine"]["loadavg_start"], list(os.getloadavg())]})
         results = merged
     results["machine"]["loadavg_end"] = os.getloadavg()
     results["seconds"] = time.time() - started
