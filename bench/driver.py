@@ -1,4 +1,4 @@
-"""Runs the fqntrace benchmarks (P1, P2, P3, P4, P5, P6): every mode in its own process (bench/run_mode.py),
+"""Runs the fqntrace benchmarks (P1 … P8): every mode in its own process (bench/run_mode.py),
 modes interleaved in rounds (the order rotates each round), medians. Writes bench/results.json
 (machine, torch, date, every raw sample) and fills the generated sections of docs/benchmarks.md
 through bench/report.py.
@@ -36,14 +36,18 @@ SETTINGS = {
              "p5_ops": 10_000_000, "p5_budget": 120.0, "p5_profiler_ops": 1_000_000,
              "p5_baseline_ops": 5_000_000, "callgrind_ops": 5000, "callgrind_mlp_steps": 50,
              "p3_processes": 2, "p3_rounds": 30, "p3_steps": 4, "p3_modules": 200,
-             "p4_repetitions": 7, "p4_min_time": 0.3, "p4_callgrind_events": 50_000},
+             "p4_repetitions": 7, "p4_min_time": 0.3, "p4_callgrind_events": 50_000,
+             "p7_ops": 400_000, "p7_runs": 7, "p7_nice_ops": 3_000_000, "p7_nice": [0, 5, 10, 19],
+             "p8_runs": 5, "p8_blocks": 32},
     "quick": {"p1_rounds": 3, "p1_ops": 20000, "p1_samples": 5, "mlp_steps": 30,
               "p2_rounds": 2, "p2_steps": 4, "p2_warmup": 2,
               "p2ab_processes": 1, "p2ab_blocks": 8, "p2ab_steps": 2,
               "p5_ops": 1_000_000, "p5_budget": 30.0, "p5_profiler_ops": 200_000,
               "p5_baseline_ops": 500_000, "callgrind_ops": 5000, "callgrind_mlp_steps": 50,
               "p3_processes": 1, "p3_rounds": 10, "p3_steps": 4, "p3_modules": 200,
-              "p4_repetitions": 3, "p4_min_time": 0.2, "p4_callgrind_events": 30_000},
+              "p4_repetitions": 3, "p4_min_time": 0.2, "p4_callgrind_events": 30_000,
+              "p7_ops": 200_000, "p7_runs": 3, "p7_nice_ops": 1_000_000, "p7_nice": [0, 5],
+              "p8_runs": 2, "p8_blocks": 16},
 }
 P2_THREADS = 1
 
@@ -523,6 +527,81 @@ def callgrind_exporter(exe, fmt, events):
                 "instructions_per_event": total / done["events"] if total else None}
 
 
+
+def run_json(cmd, out_json, timeout=1800):
+    """Runs a bench script that writes its numbers to `out_json`; returns them (None on failure)."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+    if proc.returncode != 0:
+        log(f"{os.path.relpath(cmd[1], ROOT)} failed (skipped):\n{proc.stderr[-2000:]}")
+        return None
+    with open(out_json) as f:
+        return json.load(f)
+
+
+def demo_bytes(tmpdir):
+    """P4b: Chrome bytes per op event of scripts/demo.sh's run (FLOPs on, as the demo)."""
+    path = os.path.join(tmpdir, "demo.json")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
+    env.update(FQNTRACE=path, FQNTRACE_FLOPS="1", OMP_NUM_THREADS="1")
+    proc = subprocess.run([PY, "-m", "fqntrace.demo"], env=env, capture_output=True, text=True,
+                          cwd=ROOT, timeout=900)
+    if proc.returncode != 0:
+        log(f"demo failed (P4b skipped):\n{proc.stderr[-2000:]}")
+        return None
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    ops = sum(1 for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op")
+    size = os.path.getsize(path)
+    return {"bytes": size, "cpu_op_events": ops, "bytes_per_op_event": size / ops,
+            "objects": len(events)}
+
+
+def run_drain(s, tmpdir):
+    """P7: drain CPU per op event from outside (bench/drain_cpu.py), drops under load per drain
+    nice value (bench/drain_nice.py), and P4b: the demo's bytes per op event."""
+    out = {}
+    j = os.path.join(tmpdir, "p7.json")
+    log(f"P7: drain CPU per op event, {s['p7_runs']} processes x {s['p7_ops']:,} ops")
+    out["cpu"] = run_json([PY, os.path.join(HERE, "drain_cpu.py"), "--ops", str(s["p7_ops"]),
+                           "--runs", str(s["p7_runs"]), "--json", j], j)
+    j = os.path.join(tmpdir, "nice.json")
+    log(f"P7: drops under load, drain nice {s['p7_nice']}, {s['p7_nice_ops']:,} ops each")
+    out["nice"] = run_json([PY, os.path.join(HERE, "drain_nice.py"), "--ops", str(s["p7_nice_ops"]),
+                            "--nice", *map(str, s["p7_nice"]), "--json", j], j)
+    log("P4b: the demo's bytes per op event")
+    out["demo"] = demo_bytes(tmpdir)
+    cpu = out["cpu"] or {}
+    out["targets"] = {
+        "drain_ns": {"value": cpu.get("drain_ns_per_op"), "target": "<= 100 ns",
+                     "met": None if cpu.get("drain_ns_per_op") is None else cpu["drain_ns_per_op"] <= 100},
+        "demo_bytes": {"value": (out["demo"] or {}).get("bytes_per_op_event"), "target": "<= 150",
+                       "met": None if not out["demo"] else out["demo"]["bytes_per_op_event"] <= 150}}
+    return out
+
+
+def run_ddp(s, tmpdir):
+    """P8: DDP on 2 ranks, in-process A/B (bench/distributed/measure.py --ab-blocks), several jobs."""
+    runs = []
+    for i in range(s["p8_runs"]):
+        j = os.path.join(tmpdir, f"ddp{i}.json")
+        r = run_json([PY, os.path.join(HERE, "distributed", "measure.py"), "--skip-overhead",
+                      "--skip-comm", "--ab-blocks", str(s["p8_blocks"]), "--out",
+                      os.path.join(tmpdir, f"ddp{i}"), "--json", j], j, timeout=900)
+        if r:
+            runs.append(r)
+    if not runs:
+        return None
+    overheads = [r["overhead"] for r in runs]
+    groups = [g for r in runs for g in r["group_overheads"]]
+    value = median(overheads)
+    return {"runs": runs, "blocks": s["p8_blocks"], "overhead_median": value,
+            "overhead_iqr": quartiles(overheads), "group_median": median(groups),
+            "group_iqr": quartiles(groups), "groups": len(groups),
+            "untraced_ms_median": median([r["untraced_ms"] for r in runs]),
+            "traced_ms_median": median([r["traced_ms"] for r in runs]),
+            "target": {"value": value, "target": "<= 3 %", "met": value <= 0.03}}
+
+
 def rss_summary(rss, warmup_fraction=0.1):
     """Growth after warm-up (the first 10% of ops, at least 2 s), and whether it is flat."""
     points = rss["points"]
@@ -590,25 +669,21 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds and ops (a smoke run)")
     parser.add_argument("--only", default=None,
-                        help="comma-separated subset of p1,p2,p3,p4,p5,memory,callgrind (default: "
-                             "all; --quick skips callgrind). `--only memory` alone keeps the other "
-                             "results of bench/results.json")
+                        help="comma-separated subset of p1,p2,p3,p4,p5,memory,drain,ddp,callgrind "
+                             "(default: all; --quick skips callgrind). A subset keeps the other "
+                             "parts' numbers from the existing results file")
     parser.add_argument("--results", default=os.path.join(HERE, "results.json"))
     parser.add_argument("--doc", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     args = parser.parse_args()
     kind = "quick" if args.quick else "full"
     s = SETTINGS[kind]
-    only = set((args.only or ("p1,p2,p3,p4,p5,memory" if args.quick
-                              else "p1,p2,p3,p4,p5,memory,callgrind")).split(","))
+    only = set((args.only or ("p1,p2,p3,p4,p5,memory,drain,ddp" if args.quick
+                              else "p1,p2,p3,p4,p5,memory,drain,ddp,callgrind")).split(","))
     started = time.time()
     results = {"kind": kind, "settings": s,
                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                "machine": machine(), "torch": torch_version(), "git_commit": git_commit(),
                "python": PY}
-    if only == {"memory"} and os.path.exists(args.results):
-        with open(args.results) as f:  # the other measurements stay as they were
-            results = {**json.load(f), "memory_run": {k: results[k] for k in ("kind", "date",
-                                                                              "git_commit")}}
     tmpdir = tempfile.mkdtemp(prefix="fqntrace-bench-")
     try:
         runner = Runner(tmpdir)
@@ -641,6 +716,11 @@ def main():
                 results["memory"] = json.loads(out.stdout.strip().splitlines()[-1])
             else:
                 log(f"memory failed (skipped):\n{out.stderr[-2000:]}")
+        if "drain" in only:
+            results["drain"] = run_drain(s, tmpdir)
+        if "ddp" in only:
+            log(f"P8: DDP 2 ranks, in-process A/B, {s['p8_runs']} jobs x {s['p8_blocks']} blocks")
+            results["ddp"] = run_ddp(s, tmpdir)
         if "callgrind" in only:
             log(f"callgrind: instructions per op, {s['callgrind_ops']:,} ops per mode")
             out = subprocess.run([PY, os.path.join(HERE, "callgrind_ops.py"), "--ops",
@@ -653,15 +733,18 @@ def main():
                 log(f"callgrind failed (skipped):\n{out.stderr[-2000:]}")
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
-    # `--only memory` keeps the earlier run's machine record; its own goes with its results.
-    record = results["memory_run"] if "memory_run" in results else results
-    if record is results:
-        results["machine"]["loadavg_end"] = os.getloadavg()
-    else:
-        record["loadavg_end"] = os.getloadavg()
-    record["seconds"] = time.time() - started
-    if record is results:
-        results["processes"] = runner.count
+    if args.only and os.path.exists(args.results):
+        # A partial run replaces only what it measured; the run's own facts are this run's.
+        with open(args.results) as f:
+            merged = json.load(f)
+        merged.update(results)
+        merged.setdefault("partial", []).append({
+            "date": results["date"], "only": sorted(only), "git_commit": results["git_commit"],
+            "loadavg": [results["machine"]["loadavg_start"], list(os.getloadavg())]})
+        results = merged
+    results["machine"]["loadavg_end"] = os.getloadavg()
+    results["seconds"] = time.time() - started
+    results["processes"] = runner.count
     with open(args.results, "w") as f:
         json.dump(results, f, indent=1)
         f.write("\n")

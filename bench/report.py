@@ -100,7 +100,11 @@ def run_section(results):
         f"{', '.join(f'{x:.2f}' for x in m.get('loadavg_end', []))} (the machine is shared and noisy)",
         f"- Whole run: {f(results.get('seconds'), 0)} s, {results.get('processes')} measurement "
         "processes.",
-    ])
+    ] + [f"- Partial run ({', '.join(p['only'])}): {p['date']} · commit {p['git_commit']}"
+         + (f"; load average {p['loadavg'][0][0]:.2f} at start, {p['loadavg'][1][0]:.2f} at end"
+            if p.get("loadavg") else "")
+         + f"; the other parts are from the run above. {p.get('note', '')}".rstrip()
+         for p in results.get("partial", [])])
 
 
 def p1_settings(results):
@@ -451,6 +455,75 @@ def hot_path(results):
                       f"~{f(flops - traced)}")])
 
 
+
+def p7_section(results):
+    d = results.get("drain") or {}
+    cpu = d.get("cpu")
+    if not cpu:
+        return None
+    cg = ((results.get("callgrind") or {}).get("modes") or {}).get("fqntrace") or {}
+    p4 = results.get("p4") or {}
+    chrome = (p4.get("formats") or {}).get("chrome") or {}
+    chrome_cg = (p4.get("callgrind") or {}).get("chrome") or {}
+    return kv_table([
+        (f"drain CPU per op event: process CPU − loop-thread CPU, `torch.add` loop of "
+         f"{f(cpu['ops'])} ops, median of {cpu['runs']} processes (target ≤ 100 ns)",
+         f"**{f(cpu['drain_ns_per_op'])} ns**"),
+        ("… each process", ", ".join(f(v) for v in cpu["drain_ns_per_op_runs"]) + " ns"),
+        ("loop-thread CPU per op in the same runs", f"{f(cpu['loop_ns_per_op'])} ns"),
+        ("trace bytes per op of that loop", f(cpu["bytes_per_op"], 1)),
+        ("drain-thread instructions per op event (callgrind, the same loop: *other threads* below)",
+         f(cg.get("other_threads_ir_per_op"))),
+        ("exporter benchmark, Chrome: instructions per event (callgrind), CPU ns per event",
+         f"{f(chrome_cg.get('instructions_per_event'))}, {f(chrome.get('ns_per_event_cpu'))}"),
+    ])
+
+
+def p7_nice_section(results):
+    rows = (results.get("drain") or {}).get("nice")
+    if not rows:
+        return None
+    lines = ["| drain thread nice (process 0) | events dropped | of | loop ops/s under the load |",
+             "|---:|---:|---:|---:|"]
+    for r in rows:
+        total = r["events"] + r["dropped"]
+        lines.append(f"| +{r['nice']} | {f(r['dropped'])} ({f(100.0 * r['dropped'] / total, 1)} %) | "
+                     f"{f(total)} | {f(r['ops_per_s'])} |")
+    return "\n".join(lines)
+
+
+def p4b_section(results):
+    demo = (results.get("drain") or {}).get("demo")
+    if not demo:
+        return None
+    return kv_table([
+        ("Chrome bytes per op event on the demo (file bytes ÷ `cpu_op` events; target ≤ 150)",
+         f"**{f(demo['bytes_per_op_event'], 1)}**"),
+        ("file bytes, `cpu_op` events, JSON objects",
+         f"{f(demo['bytes'])}, {f(demo['cpu_op_events'])}, {f(demo['objects'])}"),
+    ])
+
+
+def p8_section(results):
+    d = results.get("ddp")
+    if not d:
+        return None
+    lines = ["| job | untraced ms/step | traced ms/step | overhead (all steps) | "
+             "per A B B A group: median (min … max) |", "|---|---:|---:|---:|---:|"]
+    for i, r in enumerate(d["runs"]):
+        g = r["group_overheads"]
+        lines.append(f"| {i} | {f(r['untraced_ms'], 2)} | {f(r['traced_ms'], 2)} | "
+                     f"{f(100 * r['overhead'], 1, sign=True)} % | {f(100 * r['group_median'], 1, sign=True)} % "
+                     f"({f(100 * min(g), 1, sign=True)} … {f(100 * max(g), 1, sign=True)} %) |")
+    lo, hi = d["overhead_iqr"]
+    glo, ghi = d["group_iqr"]
+    lines.append(f"| **median over jobs** | {f(d['untraced_ms_median'], 2)} | {f(d['traced_ms_median'], 2)} | "
+                 f"**{f(100 * d['overhead_median'], 1, sign=True)} %** (IQR {f(100 * lo, 1, sign=True)} … "
+                 f"{f(100 * hi, 1, sign=True)}) | {f(100 * d['group_median'], 1, sign=True)} % over "
+                 f"{d['groups']} groups (IQR {f(100 * glo, 1, sign=True)} … {f(100 * ghi, 1, sign=True)}) |")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------------------------------
 # Tables that are whole sections
 
@@ -514,6 +587,17 @@ def targets_table(results):
             gz = t["gzip_drain_cost_ratio"]
             rows.append(f"| P4 gzip drain cost per event ÷ plain Chrome ({f(t['gzip_bytes_per_event']['value'], 1)} B/event "
                         f"gzip on the mix) | {f(gz['value'], 2)}× | ≤ 1.5× | {yes(gz['met'])} |")
+    drain = results.get("drain") or {}
+    if drain.get("targets"):
+        t = drain["targets"]
+        rows.append(f"| P7 drain CPU per op event (process CPU − loop-thread CPU, tiny-op loop) | "
+                    f"{f(t['drain_ns']['value'])} ns | ≤ 100 ns | {yes(t['drain_ns']['met'])} |")
+        rows.append(f"| P4b Chrome bytes per op event on the demo | {f(t['demo_bytes']['value'], 1)} | ≤ 150 | "
+                    f"{yes(t['demo_bytes']['met'])} |")
+    if results.get("ddp"):
+        t = results["ddp"]["target"]
+        rows.append(f"| P8 DDP 2 ranks on 2 cores, in-process A/B step overhead (median over jobs) | "
+                    f"{f(100 * t['value'], 1, sign=True)} % | ≤ 3 % | {yes(t['met'])} |")
     if "p5" in results:
         p5 = results["p5"]["fqntrace"]
         rows.append(f"| P5 RSS growth after warm-up while tracing | {f(p5['max_growth_after_warmup_mb'], 1)} MB, "
@@ -646,6 +730,7 @@ SECTIONS = {
     "p5-problems": p5_problems,
     "callgrind-settings": callgrind_settings, "callgrind-ops": callgrind_ops,
     "callgrind-mlp": callgrind_mlp, "hot-path": hot_path,
+    "p7": p7_section, "p7-nice": p7_nice_section, "p4b": p4b_section, "p8": p8_section,
 }
 
 

@@ -4,6 +4,9 @@
 #pragma once
 #include <string>
 
+#include <memory>
+
+#include "exporters/event_lines.h"
 #include "exporters/exporter.h"
 #include "exporters/json_text.h"
 #include "exporters/memory_json.h"
@@ -15,6 +18,7 @@ class EventStreamExporter : public Exporter {
  public:
   bool open(const TraceInfo& info, std::string* error) final {
     info_ = info;
+    lines_ = std::make_unique<json::EventLines>(info.pid);
     if (!file_.open(info.path, error)) return false;
     std::string head;
     append_header(head, info, &distributed_offset_);
@@ -34,7 +38,7 @@ class EventStreamExporter : public Exporter {
     if (e.raw.kind == EventKind::kMemory) {
       json::append_memory_event(file_.pending(), e, info_.pid, separator(), &first_);
     } else {
-      json::append_event(file_.pending(), e, info_.pid, separator(), &first_);
+      lines_->append(file_.pending(), e, separator(), &first_);
     }
     file_.wrote();
   }
@@ -69,6 +73,7 @@ class EventStreamExporter : public Exporter {
  private:
   TraceInfo info_;
   OutputFile file_;
+  std::unique_ptr<json::EventLines> lines_;  // made at open, once the pid is known
   size_t distributed_offset_ = 0;
   size_t labels_offset_ = 0;
   bool first_ = true;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,15 +23,19 @@ bool OutputFile::open(const std::string& path, std::string* error) {
     *error = "cannot open " + path + " for writing (" + std::strerror(errno) + ")";
     return false;
   }
+  // Only a regular file is locked and truncated: a device such as /dev/null (the exporter
+  // benchmark's sink, shared by every output and process) or a pipe is neither one's to own.
+  struct stat st;
+  bool regular = ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
   // The lock lives as long as the open file (a crash releases it). File systems without
   // flock (ENOLCK, EOPNOTSUPP) go unlocked rather than untraced.
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+  if (regular && ::flock(fd_, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
     ::close(fd_);
     fd_ = -1;
     *error = "another running process is writing " + path;
     return false;
   }
-  if (::ftruncate(fd_, 0) != 0) {
+  if (regular && ::ftruncate(fd_, 0) != 0) {
     *error = "cannot truncate " + path + " (" + std::strerror(errno) + ")";
     ::close(fd_);
     fd_ = -1;

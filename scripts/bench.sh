@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Benchmarks fqntrace against an empty RecordFunction observer, torch.profiler and ModTracker
 # (P1 per-op + MLP, P2 transformer step, P3 ModTracker, P4 exporter throughput, P5 memory and
-# trace size, P6 library loaded but off). Sets up first (scripts/setup.sh), builds the bench
+# trace size, P6 library loaded but off, P7 the drain thread's CPU per event, drops under load per
+# drain priority and the demo's bytes per op event, P8 the DDP 2-rank step, in-process A/B). Sets up first (scripts/setup.sh), builds the bench
 # helpers, runs bench/driver.py, prints the table, writes bench/results.json and fills the generated
 # sections of docs/benchmarks.md (the hand-written analysis around them is left alone).
-#   scripts/bench.sh            full run (~12 min on 2 cores, plus set-up when it rebuilds)
+#   scripts/bench.sh            full run (~20 min on 2 cores, plus set-up when it rebuilds)
 #   scripts/bench.sh --quick    smoke run: fewer rounds and ops (~3 min, plus set-up)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

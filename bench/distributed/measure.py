@@ -1,7 +1,8 @@
 """Measurements for docs/distributed.md: run from the repository root with
 
     .venv/bin/python bench/distributed/measure.py [--steps 60] [--pairs 1] [--out DIR]
-        [--train-args '--batch 16 --seq 128'] [--skip-overhead] [--ab-blocks 16]
+        [--train-args '--batch 16 --seq 128'] [--skip-overhead] [--ab-blocks 16] [--skip-comm]
+        [--json AB.json]
 
 The workload is the distributed tests' training script, tests/python/dist_scripts/train.py, so the
 numbers are about the model the tests check.
@@ -97,6 +98,9 @@ def in_process_ab(blocks, steps, out, extra):
     print(f"| untraced | {off:.2f} | — | — |")
     print(f"| traced (fqntrace.profile) | {on:.2f} | {100 * (on / off - 1):+.1f}% | "
           f"{100 * statistics.median(groups):+.1f}% ({100 * min(groups):+.1f} … {100 * max(groups):+.1f}%) |\n")
+    return {"blocks": blocks, "steps_per_block": steps, "train_args": extra, "untraced_ms": off,
+            "traced_ms": on, "overhead": on / off - 1, "group_overheads": groups,
+            "group_median": statistics.median(groups)}
 
 
 def comm_table(steps, out):
@@ -122,6 +126,8 @@ def main():
     parser.add_argument("--fsdp-steps", type=int, default=10)
     parser.add_argument("--out", default="")
     parser.add_argument("--skip-overhead", action="store_true")
+    parser.add_argument("--skip-comm", action="store_true", help="no FSDP communication table")
+    parser.add_argument("--json", default="", help="write the in-process A/B's numbers here")
     parser.add_argument("--ab-blocks", type=int, default=0,
                         help="also run ddp_ab.py: this many blocks (a multiple of 4) of 4 steps")
     parser.add_argument("--train-args", default="",
@@ -132,8 +138,12 @@ def main():
     if not args.skip_overhead:
         overhead(args.steps, args.pairs, out, args.train_args.split())
     if args.ab_blocks:
-        in_process_ab(args.ab_blocks, 4, out, args.train_args.split())
-    comm_table(args.fsdp_steps, out)
+        ab = in_process_ab(args.ab_blocks, 4, out, args.train_args.split())
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(ab, f, indent=1)
+    if not args.skip_comm:
+        comm_table(args.fsdp_steps, out)
     print(f"(files in {out})")
 
 

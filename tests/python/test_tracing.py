@@ -247,3 +247,23 @@ def test_burst_of_tiny_ops_loses_nothing(run, tmp_path):
     trace = load_trace(path)
     assert trace["fqntrace"]["dropped_events"] == 0
     assert sum(1 for e in slices(trace) if e["name"] == "aten::add") == 300000
+
+
+# The drain thread runs 5 nice levels below the process (busy nodes: the program's threads first).
+def test_drain_thread_runs_at_lower_priority(run, tmp_path):
+    code = """
+import os, time, torch, fqntrace
+assert fqntrace.tracing()
+torch.ones(2).add(1)
+deadline = time.monotonic() + 30  # the drain thread names itself once it first runs
+while time.monotonic() < deadline:
+    tids = [int(t) for t in os.listdir("/proc/self/task")
+            if open(f"/proc/self/task/{t}/comm").read().strip() == "fqntrace-drain"]
+    if tids:
+        break
+    time.sleep(0.01)
+print(os.getpriority(os.PRIO_PROCESS, 0), os.getpriority(os.PRIO_PROCESS, tids[0]))
+"""
+    proc = run(code, {"FQNTRACE": str(tmp_path / "t.json")}, check_rc=0)
+    process_nice, drain_nice = map(int, proc.stdout.split())
+    assert drain_nice == min(19, process_nice + 5)

@@ -1,0 +1,77 @@
+"""P7: the drain thread's CPU per op event, from outside: a loop of tiny ops (`torch.add` on
+4-element tensors) with FQNTRACE set; process CPU minus the loop thread's CPU over the loop, per
+op. The loop runs, then the process idles 0.2 s (the drain thread wakes every 20 ms) so that the
+drain's work on the loop's last events is counted too. Every run is a process of its own; the
+median over runs is printed (and each run's value).
+
+    .venv/bin/python bench/drain_cpu.py [--ops 400000] [--runs 5] [--json OUT]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+CHILD = r"""
+import sys, time, torch
+import fqntrace
+n = int(sys.argv[1])
+torch.set_num_threads(1)
+a, b = torch.ones(4), torch.ones(4)
+for _ in range(2000):
+    torch.add(a, b)
+time.sleep(0.1)
+p0, t0 = time.process_time_ns(), time.thread_time_ns()
+for _ in range(n):
+    torch.add(a, b)
+t1 = time.thread_time_ns()
+time.sleep(0.2)
+p1 = time.process_time_ns()
+print(fqntrace.tracing(), (p1 - p0 - (t1 - t0)) / n, (t1 - t0) / n)
+"""
+
+
+def run_once(ops, trace_dir, env_extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
+    env.update(env_extra)
+    env["FQNTRACE"] = os.path.join(trace_dir, "drain.json")
+    env["OMP_NUM_THREADS"] = "1"
+    out = subprocess.run([sys.executable, "-c", CHILD, str(ops)], env=env, check=True,
+                         stdout=subprocess.PIPE, text=True).stdout.split()
+    assert out[0] == "True", "fqntrace did not start"
+    size = os.path.getsize(env["FQNTRACE"])
+    with open(env["FQNTRACE"], "rb") as f:
+        f.seek(max(0, size - 200))
+        tail = f.read().decode(errors="replace")
+    dropped = int(tail.split('"dropped_events": ')[1].split(",")[0]) if "dropped_events" in tail else -1
+    return float(out[1]), float(out[2]), size / ops, dropped
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ops", type=int, default=400_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--json", default="")
+    args = parser.parse_args()
+    drain, loop, size, dropped = [], [], [], []
+    with tempfile.TemporaryDirectory(prefix="fqntrace-drain-cpu-") as d:
+        for _ in range(args.runs):
+            r = run_once(args.ops, d, {})
+            drain.append(r[0]); loop.append(r[1]); size.append(r[2]); dropped.append(r[3])
+            time.sleep(0.5)
+    result = {"ops": args.ops, "runs": args.runs, "drain_ns_per_op": statistics.median(drain),
+              "drain_ns_per_op_runs": drain, "loop_ns_per_op": statistics.median(loop),
+              "bytes_per_op": statistics.median(size), "dropped": dropped}
+    print(f"drain CPU per op event: {result['drain_ns_per_op']:.0f} ns (runs: "
+          f"{', '.join(f'{v:.0f}' for v in drain)}); loop thread {result['loop_ns_per_op']:.0f} ns/op; "
+          f"{result['bytes_per_op']:.1f} bytes/op; dropped {dropped}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+#include "exporters/event_lines.h"
+
+#include <charconv>
+#include <cstring>
+
+#include "exporters/json_text.h"
+
+namespace fqntrace::json {
+namespace {
+
+constexpr size_t kFirstSlots = 256;
+// Beyond this many combinations (or this much text) the cache starts over rather than grow: a
+// program that names its ranges without end (record_function(f"step {i}")) must not make the
+// drain's memory grow with it.
+constexpr size_t kMaxSlots = 1 << 16;
+constexpr size_t kMaxText = 16 << 20;
+// Room for everything of an event but its cached text and its shapes: numbers, keys, the two
+// flow objects, separators.
+constexpr size_t kNumbersRoom = 768;
+
+template <size_t N>
+inline char* put(char* p, const char (&literal)[N]) {
+  std::memcpy(p, literal, N - 1);
+  return p + N - 1;
+}
+
+inline char* put(char* p, const std::string& s) {
+  std::memcpy(p, s.data(), s.size());
+  return p + s.size();
+}
+
+// Depths, most durations' whole microseconds and small ids are one digit: no call for those.
+inline char* put_uint(char* p, uint64_t v) {
+  if (v < 10) {
+    *p = static_cast<char>('0' + v);
+    return p + 1;
+  }
+  return std::to_chars(p, p + 20, v).ptr;
+}
+
+inline char* put_int(char* p, int64_t v) { return std::to_chars(p, p + 21, v).ptr; }
+
+// As append_us: microseconds with three decimals.
+inline char* put_us(char* p, uint64_t ns) {
+  p = put_uint(p, ns / 1000);
+  uint64_t frac = ns % 1000;
+  p[0] = '.';
+  p[1] = static_cast<char>('0' + frac / 100);
+  p[2] = static_cast<char>('0' + frac / 10 % 10);
+  p[3] = static_cast<char>('0' + frac % 10);
+  return p + 4;
+}
+
+inline char* put_separator(char* p, const char* separator, bool* first) {
+  if (!*first) {
+    for (const char* s = separator; *s != '\0'; ++s) *p++ = *s;
+  }
+  *first = false;
+  return p;
+}
+
+inline size_t hash(uint32_t a, uint32_t b, uint32_t c, uint32_t d, uint32_t e) {
+  uint64_t h = (static_cast<uint64_t>(a) << 32 | b) * 0x9E3779B97F4A7C15ull;
+  h ^= (static_cast<uint64_t>(c) << 32 | d) * 0xC2B2AE3D27D4EB4Full;
+  h ^= e * 0x165667B19E3779F9ull;
+  return static_cast<size_t>(h ^ (h >> 29));
+}
+
+}  // namespace
+
+EventLines::EventLines(long pid) : pid_value_(pid), pid_(std::to_string(pid)), scratch_(4096, '\0') {
+  clear();
+}
+
+void EventLines::clear() {
+  slots_.assign(kFirstSlots, Slot{});
+  used_ = 0;
+  text_.clear();
+}
+
+void EventLines::grow() {
+  std::vector<Slot> old(slots_.size() * 2);
+  old.swap(slots_);
+  size_t mask = slots_.size() - 1;
+  for (const Slot& s : old) {
+    if (!s.used) continue;
+    size_t i = hash(s.key.name_id, s.key.fqn_id, s.key.type_id, s.key.tid,
+                    s.key.phase << 8 | s.key.cpu_op) & mask;
+    while (slots_[i].used) i = (i + 1) & mask;
+    slots_[i] = s;
+  }
+}
+
+const EventLines::Slot& EventLines::slot(const Key& key, const EventRecord& e) {
+  size_t mask = slots_.size() - 1;
+  size_t i = hash(key.name_id, key.fqn_id, key.type_id, key.tid, key.phase << 8 | key.cpu_op) & mask;
+  for (; slots_[i].used; i = (i + 1) & mask) {
+    if (slots_[i].key == key) return slots_[i];
+  }
+  // A new combination: its text, escaped once, by the same routines append_event uses.
+  if (used_ + 1 > kMaxSlots / 2 || text_.size() > kMaxText) {
+    clear();
+    return slot(key, e);
+  }
+  if (2 * (used_ + 1) > slots_.size()) {
+    grow();
+    return slot(key, e);
+  }
+  Slot& s = slots_[i];
+  s.key = key;
+  s.used = true;
+  ++used_;
+  s.head_at = static_cast<uint32_t>(text_.size());
+  text_ += key.cpu_op ? "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":"
+                      : "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":";
+  append_string(text_, e.name);
+  text_ += ",\"pid\":";
+  text_ += pid_;
+  text_ += ",\"tid\":";
+  append_uint(text_, e.tid);
+  text_ += ",\"ts\":";
+  s.head_len = static_cast<uint32_t>(text_.size() - s.head_at);
+  s.args_at = static_cast<uint32_t>(text_.size());
+  text_ += ",\"args\":{\"fqn\":";
+  append_string(text_, e.fqn);
+  text_ += ",\"phase\":\"";
+  text_ += phase_name(e.raw.phase);
+  text_ += "\"";
+  if (e.raw.kind == EventKind::kModule) {
+    text_ += ",\"module_type\":";
+    append_string(text_, e.module_type);
+  }
+  s.args_len = static_cast<uint32_t>(text_.size() - s.args_at);
+  return s;
+}
+
+void EventLines::append(std::string& out, const EventRecord& e, const char* separator, bool* first) {
+  const RawEvent& raw = e.raw;
+  const Range& r = raw.range;
+  switch (raw.kind) {
+    case EventKind::kOp:
+    case EventKind::kNode:
+    case EventKind::kEngineEval:
+    case EventKind::kModule:
+    case EventKind::kUserScope: break;
+    default:  // collectives (rare) and kinds this writer does not know
+      append_event(out, e, pid_value_, separator, first);
+      return;
+  }
+  Key key{r.name_id, r.fqn_id, raw.kind == EventKind::kModule ? r.module.type_id : 0, e.tid,
+          static_cast<uint8_t>(raw.phase), static_cast<uint8_t>(is_cpu_op(raw))};
+  const Slot& s = slot(key, e);
+
+  size_t shapes_room = e.input_dims != nullptr ? e.input_dims->size() + e.input_types->size() : 0;
+  // Formatted into scratch_ (which only ever grows), then appended at once: resizing `out` for
+  // the worst case would fill hundreds of bytes with zeros per event.
+  size_t room = s.head_len + s.args_len + shapes_room + kNumbersRoom;
+  if (scratch_.size() < room) scratch_.resize(room);
+  char* const begin = &scratch_[0];
+  char* p = put_separator(begin, separator, first);
+  std::memcpy(p, text_.data() + s.head_at, s.head_len);
+  p += s.head_len;
+  p = put_us(p, e.ts_ns);
+  p = put(p, ",\"dur\":");
+  p = put_us(p, e.dur_ns);
+  std::memcpy(p, text_.data() + s.args_at, s.args_len);
+  p += s.args_len;
+  if (r.seq >= 0) {
+    p = put(p, ",\"Sequence number\":");
+    p = put_int(p, r.seq);
+  }
+  if (raw.kind == EventKind::kNode || raw.kind == EventKind::kEngineEval) {
+    p = put(p, ",\"Fwd thread id\":");
+    p = put_uint(p, r.node.fwd_thread_id);
+  } else if (raw.kind == EventKind::kOp) {
+    if (r.op.flops != 0) {
+      p = put(p, ",\"flops\":");
+      p = put_uint(p, r.op.flops);
+    }
+    if (r.op.alloc_bytes != 0) {  // as json::append_op_memory writes it
+      p = put(p, ",\"alloc_bytes\":");
+      p = put_uint(p, r.op.alloc_bytes);
+    }
+  }
+  if (e.input_dims != nullptr) {
+    p = put(p, ",\"Input Dims\":");
+    p = put(p, *e.input_dims);
+    p = put(p, ",\"Input type\":");
+    p = put(p, *e.input_types);
+  }
+  p = put(p, ",\"depth\":");
+  p = put_uint(p, raw.depth);
+  p = put(p, "}}");
+
+  if (e.flow_id != 0) {
+    p = put_separator(p, separator, first);
+    p = put(p, "{\"ph\":\"s\",\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\",\"id\":");
+    p = put_uint(p, e.flow_id);
+    p = put(p, ",\"pid\":");
+    p = put(p, pid_);
+    p = put(p, ",\"tid\":");
+    p = put_uint(p, r.node.flow_src_tid);
+    p = put(p, ",\"ts\":");
+    p = put_us(p, e.flow_src_ts_ns);
+    p = put(p, "}");
+    p = put_separator(p, separator, first);
+    p = put(p, "{\"ph\":\"f\",\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\",\"id\":");
+    p = put_uint(p, e.flow_id);
+    p = put(p, ",\"bp\":\"e\",\"pid\":");
+    p = put(p, pid_);
+    p = put(p, ",\"tid\":");
+    p = put_uint(p, e.tid);
+    p = put(p, ",\"ts\":");
+    p = put_us(p, e.ts_ns);
+    p = put(p, "}");
+  }
+  out.append(begin, static_cast<size_t>(p - begin));
+}
+
+}  // namespace fqntrace::json
