@@ -733,22 +733,26 @@ def main():
                 log(f"callgrind failed (skipped):\n{out.stderr[-2000:]}")
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
+    seconds = time.time() - started
     if args.only and os.path.exists(args.results):
-        # A partial run replaces only what it measured; the run's own facts are this run's.
+        # A partial run replaces only what it measured; the full run's facts (date, commit,
+        # machine, duration) stay, and the partial run is listed with its own.
         with open(args.results) as f:
             merged = json.load(f)
-        merged.update(results)
+        merged.update({part: value for part, value in results.items() if part in only})
         merged.setdefault("partial", []).append({
             "date": results["date"], "only": sorted(only), "git_commit": results["git_commit"],
-            "loadavg": [results["machine"]["loadavg_start"], list(os.getloadavg())]})
+            "loadavg": [results["machine"]["loadavg_start"], list(os.getloadavg())],
+            "seconds": seconds})
         results = merged
-    results["machine"]["loadavg_end"] = os.getloadavg()
-    results["seconds"] = time.time() - started
-    results["processes"] = runner.count
+    else:
+        results["machine"]["loadavg_end"] = os.getloadavg()
+        results["seconds"] = seconds
+        results["processes"] = runner.count
     with open(args.results, "w") as f:
         json.dump(results, f, indent=1)
         f.write("\n")
-    log(f"wrote {os.path.relpath(args.results, ROOT)} ({record['seconds']:.0f} s, "
+    log(f"wrote {os.path.relpath(args.results, ROOT)} ({seconds:.0f} s, "
         f"{runner.count} processes)")
     sys.path.insert(0, HERE)
     import report
