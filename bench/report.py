@@ -551,6 +551,23 @@ def p1_table(results):
     return "\n".join(rows)
 
 
+def callgrind_targets(results):
+    """Issue 17's instruction-count targets: loop-thread instructions fqntrace adds ÷ the empty
+    observer's, per tiny op (P1) and per MLP step (P1m)."""
+    cg = results.get("callgrind") or {}
+    rows = []
+    for row, part, unit, limit in (("P1", "modes", "op", 1.25), ("P1m", "mlp", "step", 1.5)):
+        modes = cg.get(part) or {}
+        if not all(m in modes for m in ("baseline", "empty", "fqntrace")):
+            continue
+        key = f"main_thread_ir_per_{unit}"
+        base = modes["baseline"][key]
+        ratio = (modes["fqntrace"][key] - base) / (modes["empty"][key] - base)
+        rows.append(f"| {row} loop-thread instructions added per {'tiny op' if unit == 'op' else 'MLP step'} "
+                    f"÷ empty observer's (callgrind) | {f(ratio, 2)}× | ≤ {limit}× | {yes(ratio <= limit)} |")
+    return rows
+
+
 def targets_table(results):
     rows = ["| target | measured | target | met |", "|---|---:|---:|---|"]
     if "p1" in results:
@@ -558,6 +575,7 @@ def targets_table(results):
         rows.append(f"| P1 fqntrace added ns/op ÷ empty observer's | {f(t['ops_vs_empty']['value'], 2)}× | ≤ 1.5× | {yes(t['ops_vs_empty']['met'])} |")
         rows.append(f"| P1 fqntrace added ns/op ÷ torch.profiler's | {f(t['ops_vs_profiler']['value'], 2)}× | ≤ 0.5× | {yes(t['ops_vs_profiler']['met'])} |")
         rows.append(f"| P1 MLP slowdown ÷ empty observer's | {f(t['mlp_vs_empty']['value'], 2)}× | ≤ 1.5× | {yes(t['mlp_vs_empty']['met'])} |")
+    rows += callgrind_targets(results)
     if "p2" in results:
         p2 = results["p2"]["summary"]
         ab = results["p2"].get("ab")
