@@ -28,9 +28,9 @@ MODES = (
     Mode("fqntrace_flops", "fqntrace, FQNTRACE_FLOPS=1",
          "the same with FQNTRACE_FLOPS=1 (the callback asks for op inputs to count FLOPs)",
          traced=True, flops=True),
-    Mode("fqntrace_nohooks", "fqntrace without its module hooks (diagnostic)",
-         "fqntrace with its nn.Module forward hooks removed before any module runs (diagnostic: "
-         "the ops' share of the cost; the trace then has no module names)", traced=True),
+    Mode("fqntrace_nohooks", "fqntrace without its module scopes (diagnostic)",
+         "fqntrace with torch's own nn.Module.__call__ given back before any module runs "
+         "(diagnostic: the ops' share of the cost; the trace then has no module names)", traced=True),
     Mode("profiler", "torch.profiler (CPU)",
          "torch.profiler.profile(activities=[CPU]) around the measurement"),
     Mode("profiler_stack", "torch.profiler, with_stack=True", "the same with with_stack=True"),

@@ -189,7 +189,7 @@ def mlp_split(results):
              f"{f(m['empty']['slowdown_pct'], 1)} %, {f(m['fqntrace']['slowdown_pct'], 1)} %")]
     nohooks = m.get("fqntrace_nohooks")
     if nohooks is not None:
-        rows += [("MLP slowdown of fqntrace without its module hooks (the ops' share)",
+        rows += [("MLP slowdown of fqntrace without its module scopes (the ops' share)",
                   f"{f(nohooks['slowdown_pct'], 1)} %"),
                  ("the module hooks' share (with hooks minus without)",
                   f"{f(m['fqntrace']['slowdown_pct'] - nohooks['slowdown_pct'], 1, sign=True)} points")]

@@ -61,7 +61,7 @@ def main():
         step()
     with fqntrace.profile(path):  # names the modules and hooks the parameters once
         step()
-    fqntrace._hooks.uninstall()  # untraced blocks run without the forward hooks
+    fqntrace._hooks.uninstall()  # untraced blocks run with torch's own nn.Module.__call__
     blocks = []
     for block in range(args.blocks):
         traced = block % 4 in (1, 2)
