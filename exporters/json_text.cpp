@@ -30,12 +30,12 @@ inline bool is_plain(char ch) {
 
 const char* category(const RawEvent& e) { return is_cpu_op(e) ? "cpu_op" : "user_annotation"; }
 
+}  // namespace
+
 void begin_line(std::string& out, const char* separator, bool* first) {
   if (!*first) out += separator;
   *first = false;
 }
-
-}  // namespace
 
 void append_string(std::string& out, std::string_view s) {
   static const char kHex[] = "0123456789abcdef";
@@ -97,6 +97,14 @@ void append_us(std::string& out, uint64_t ns) {
   char buf[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
                  static_cast<char>('0' + frac % 10)};
   out.append(buf, 4);
+}
+
+void append_ms(std::string& out, uint64_t ns) {
+  append_uint(out, ns / 1000000);
+  std::string frac = std::to_string(ns % 1000000);
+  out += '.';
+  out.append(6 - frac.size(), '0');
+  out += frac;
 }
 
 void append_event(std::string& out, const EventRecord& e, long pid, const char* separator,

@@ -3,14 +3,6 @@
 #include "exporters/json_text.h"
 
 namespace fqntrace::json {
-namespace {
-
-void begin_memory_line(std::string& out, const char* separator, bool* first) {
-  if (!*first) out += separator;
-  *first = false;
-}
-
-}  // namespace
 
 std::string device_label(int8_t type, int8_t index) {
   // c10::DeviceType values (torch/headeronly/core/DeviceType.h) of devices that report memory.
@@ -35,7 +27,7 @@ void append_memory_event(std::string& out, const EventRecord& e, long pid, const
                          bool* first) {
   const RawEvent& raw = e.raw;
   const MemorySample& m = raw.memory;
-  begin_memory_line(out, separator, first);
+  begin_line(out, separator, first);
   out += "{\"ph\":\"i\",\"cat\":\"cpu_instant_event\",\"s\":\"t\",\"name\":\"[memory]\",\"pid\":";
   append_int(out, pid);
   out += ",\"tid\":";
@@ -63,7 +55,7 @@ void append_memory_event(std::string& out, const EventRecord& e, long pid, const
   out += ",\"depth\":";
   append_uint(out, raw.depth);
   out += "}}";
-  begin_memory_line(out, separator, first);
+  begin_line(out, separator, first);
   out += "{\"ph\":\"C\",\"name\":\"Allocated bytes\",\"pid\":";
   append_int(out, pid);
   out += ",\"ts\":";

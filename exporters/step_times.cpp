@@ -16,14 +16,6 @@ uint64_t median(std::vector<uint64_t> v) {
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-void append_ms(std::string& out, uint64_t ns) {
-  json::append_uint(out, ns / 1000000);
-  std::string frac = std::to_string(ns % 1000000);
-  out += '.';
-  out.append(6 - frac.size(), '0');
-  out += frac;
-}
-
 }  // namespace
 
 void StepTimes::place(const Pending& p) {
@@ -94,15 +86,15 @@ void StepTimes::finish(const std::unordered_map<uint32_t, const std::string*>& f
     uint64_t mid = median(durations);
     for (uint64_t d : durations) deviations.push_back(d > mid ? d - mid : mid - d);
     *out += ", \"median_ms\": ";
-    append_ms(*out, mid);
+    json::append_ms(*out, mid);
     *out += ", \"min_ms\": ";
-    append_ms(*out, *std::min_element(durations.begin(), durations.end()));
+    json::append_ms(*out, *std::min_element(durations.begin(), durations.end()));
     *out += ", \"max_ms\": ";
-    append_ms(*out, *std::max_element(durations.begin(), durations.end()));
+    json::append_ms(*out, *std::max_element(durations.begin(), durations.end()));
     *out += ", \"mad_ms\": ";
-    append_ms(*out, median(deviations));
+    json::append_ms(*out, median(deviations));
     *out += ", \"median_op_ms\": ";
-    append_ms(*out, median(ops));
+    json::append_ms(*out, median(ops));
   }
   if (overflowed_) *out += ", \"incomplete\": true";
   *out += ", \"per_step\": [";
@@ -111,9 +103,9 @@ void StepTimes::finish(const std::unordered_map<uint32_t, const std::string*>& f
     *out += "{\"step\": ";
     json::append_uint(*out, ranges_[i].step);
     *out += ", \"ms\": ";
-    append_ms(*out, ranges_[i].end - ranges_[i].start);
+    json::append_ms(*out, ranges_[i].end - ranges_[i].start);
     *out += ", \"op_ms\": ";
-    append_ms(*out, op_ns(i));
+    json::append_ms(*out, op_ns(i));
     *out += ranges_[i].step == 0 ? ", \"excluded\": true}" : ", \"excluded\": false}";
   }
   *out += "]}";

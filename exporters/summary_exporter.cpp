@@ -50,15 +50,6 @@ struct ModuleStats {
   PhaseStats phase[kPhases];
 };
 
-void append_ms(std::string& out, uint64_t ns) {
-  // Milliseconds with six decimals (nanosecond resolution), locale-independent.
-  json::append_uint(out, ns / 1000000);
-  std::string frac = std::to_string(ns % 1000000);
-  out += '.';
-  out.append(6 - frac.size(), '0');
-  out += frac;
-}
-
 void append_memory(std::string& out, const MemoryStats::Numbers& n) {
   out += ", \"alloc_bytes\": ";
   json::append_uint(out, n.alloc);
@@ -176,7 +167,7 @@ class SummaryExporter final : public Exporter {
     out += ", \"rank\": ";
     json::append_int(out, info_.rank);
     out += ", \"step_ms\": ";
-    append_ms(out, traced_ns);
+    json::append_ms(out, traced_ns);
     out += ", \"dropped_events\": ";
     json::append_uint(out, fin.dropped_events);
     StepTimes::Medians step_medians;  // per-step medians, when the trace has steps
@@ -223,9 +214,9 @@ class SummaryExporter final : public Exporter {
         out += ", \"";
         out += phase_name(static_cast<Phase>(ph));
         out += "\": {\"total_ms\": ";
-        append_ms(out, total_ns);
+        json::append_ms(out, total_ns);
         out += ", \"self_ms\": ";
-        append_ms(out, p.self_ns);
+        json::append_ms(out, p.self_ns);
         out += ", \"ops\": ";
         json::append_uint(out, total_ops);
         out += ", \"self_ops\": ";
@@ -235,7 +226,7 @@ class SummaryExporter final : public Exporter {
         out += ", \"self_flops\": ";
         json::append_uint(out, p.flops);
         out += ", \"comm_ms\": ";
-        append_ms(out, p.comm_ns);
+        json::append_ms(out, p.comm_ns);
         out += ", \"comm_bytes\": ";
         json::append_uint(out, p.comm_bytes);
         out += ", \"collectives\": ";
@@ -251,7 +242,7 @@ class SummaryExporter final : public Exporter {
           out += "{\"name\": ";
           json::append_string(out, *ops[i].second.name);
           out += ", \"ms\": ";
-          append_ms(out, ops[i].second.ns);
+          json::append_ms(out, ops[i].second.ns);
           out += ", \"count\": ";
           json::append_uint(out, ops[i].second.count);
           out += "}";
@@ -262,9 +253,9 @@ class SummaryExporter final : public Exporter {
           uint64_t sub = med != step_medians.end() ? med->second[static_cast<size_t>(ph)].first : 0;
           uint64_t self = med != step_medians.end() ? med->second[static_cast<size_t>(ph)].second : 0;
           out += ", \"step_median_ms\": ";
-          append_ms(out, sub);
+          json::append_ms(out, sub);
           out += ", \"step_self_median_ms\": ";
-          append_ms(out, self);
+          json::append_ms(out, self);
         }
         out += "}";
       }
