@@ -9,7 +9,7 @@
 
 namespace fqntrace::binding {
 
-// intern, module_pre_hook/module_enter/module_exit, set_module_names, accumulate_owner, serve_enter/serve_exit: the hooks' calls.
+// intern, module_call, set_module_names, names_changed, set_param_owner, serve_enter/serve_exit.
 void add_module_scope_methods(std::vector<PyMethodDef>& methods);
 // set_region_codes, register_graph, graph_enter/graph_exit: torch.compile support.
 void add_compiled_code_methods(std::vector<PyMethodDef>& methods);

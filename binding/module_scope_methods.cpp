@@ -1,6 +1,8 @@
-// The module-scope half of fqntrace._C: what the forward hooks, the parameter hooks and the FSDP
-// serve scopes call on every module call (record_function/module_ranges.h).
+// The module-scope half of fqntrace._C: fqntrace's nn.Module.__call__, the naming tables it reads,
+// the parameters' owners and the FSDP serve scopes (record_function/module_ranges.h).
+#include <cstddef>
 #include <cstdio>
+#include <cstring>
 
 #include "binding/methods.h"
 #include "record_function/module_ranges.h"
@@ -15,38 +17,20 @@ PyObject* py_intern(PyObject*, PyObject* arg) {
   return PyLong_FromUnsignedLong(intern(std::string_view(text, size)));
 }
 
-PyObject* py_module_enter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  uint32_t fqn = 0, type = 0;
-  if (nargs != 2 || !arg_u32(args[0], &fqn) || !arg_u32(args[1], &type)) {
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "module_enter(fqn_id, type_id)");
+// set_param_owner(parameter, fqn_id): the module owning `parameter`, for its gradient
+// accumulation. Keyed by the parameter object itself; nothing is attached to it.
+PyObject* py_set_param_owner(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  uint32_t fqn = 0;
+  if (nargs != 2 || !arg_u32(args[1], &fqn)) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "set_param_owner(parameter, fqn_id)");
     return nullptr;
   }
-  module_enter(fqn, type);
+  set_param_owner(args[0], fqn);
   Py_RETURN_NONE;
 }
 
-PyObject* py_module_exit(PyObject*, PyObject*) {
-  module_exit();
-  Py_RETURN_NONE;
-}
-
-PyObject* py_accumulate_owner(PyObject*, PyObject* arg) {
-  uint32_t fqn = 0;
-  if (!arg_u32(arg, &fqn)) return nullptr;
-  announce_accumulate_owner(fqn);
-  Py_RETURN_NONE;
-}
-
-// A parameter's gradient hook, functools.partial(accumulate_owner_hook, fqn_id): no Python frame
-// per gradient. Returns None: the gradient is unchanged.
-PyObject* py_accumulate_owner_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  uint32_t fqn = 0;
-  if (nargs < 1 || !arg_u32(args[0], &fqn)) {
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "accumulate_owner_hook(fqn_id, grad)");
-    return nullptr;
-  }
-  announce_accumulate_owner(fqn);
-  Py_RETURN_NONE;
+PyObject* py_param_owner(PyObject*, PyObject* arg) {
+  return PyLong_FromUnsignedLong(param_owner(arg));
 }
 
 PyObject* py_serve_enter(PyObject*, PyObject* arg) {
@@ -79,6 +63,7 @@ struct CachedName {
   uint64_t version = 0;
   uint32_t fqn = 0;
   uint32_t type = 0;
+  uint32_t name = 0;  // "nn.Module: <fqn>"
 };
 constexpr size_t kCachedNames = 4096;
 CachedName g_cached_names[kCachedNames];
@@ -89,18 +74,16 @@ CachedName& cache_slot(PyObject* module) {
   return g_cached_names[(bits * 0x9E3779B97F4A7C15ull) >> 52];  // top 12 bits: 4096 slots
 }
 
-bool cached_ids(PyObject* module, uint32_t* fqn, uint32_t* type) {
+const CachedName* cached(PyObject* module) {
   const CachedName& slot = cache_slot(module);
   if (slot.module != module || slot.version != g_names_version ||
       PyWeakref_GET_OBJECT(slot.ref) != module) {
-    return false;
+    return nullptr;
   }
-  *fqn = slot.fqn;
-  *type = slot.type;
-  return true;
+  return &slot;
 }
 
-void cache_ids(PyObject* module, uint32_t fqn, uint32_t type) {
+void cache_ids(PyObject* module, uint32_t fqn, uint32_t type, uint32_t name) {
   PyObject* ref = PyWeakref_NewRef(module, nullptr);
   if (ref == nullptr) {
     PyErr_Clear();
@@ -112,6 +95,7 @@ void cache_ids(PyObject* module, uint32_t fqn, uint32_t type) {
   slot.version = g_names_version;
   slot.fqn = fqn;
   slot.type = type;
+  slot.name = name;
 }
 
 PyObject* py_names_changed(PyObject*, PyObject*) {
@@ -139,17 +123,10 @@ bool ids_of(PyObject* info, uint32_t* fqn, uint32_t* type) {
 }
 
 // Opens `module`'s scope, naming it first if needed. Whatever fails here is reported once and
-// never reaches the user's forward (the scope is then opened unnamed: enter and exit stay paired).
-void open_module_scope(PyObject* module) {
-  if (g_names == nullptr) {
-    module_enter_unnamed();
-    return;
-  }
-  uint32_t fqn = 0, type = 0;
-  if (cached_ids(module, &fqn, &type)) {
-    module_enter(fqn, type);
-    return;
-  }
+// never reaches the user's forward (the module's ops then take the enclosing module's name).
+ScopeOpened open_module_scope(PyObject* module) {
+  if (g_names == nullptr) return ScopeOpened::kNothing;
+  if (const CachedName* hit = cached(module)) return open_module(hit->fqn, hit->type, hit->name);
   PyObject* key = PyWeakref_NewRef(module, nullptr);
   PyObject* owned = nullptr;
   PyObject* info = nullptr;
@@ -161,59 +138,125 @@ void open_module_scope(PyObject* module) {
     }
     Py_DECREF(key);
   }
+  ScopeOpened how = ScopeOpened::kNothing;
+  uint32_t fqn = 0, type = 0;
   if (!PyErr_Occurred() && ids_of(info, &fqn, &type)) {
-    if (owned == nullptr) cache_ids(module, fqn, type);  // named and walked before this call
-    module_enter(fqn, type);
-  } else {
-    module_enter_unnamed();
-    if (!g_hook_failed) {
-      g_hook_failed = true;
-      PyObject *type_obj, *value, *tb;
-      PyErr_Fetch(&type_obj, &value, &tb);
-      PyObject* text = value != nullptr ? PyObject_Str(value) : nullptr;
-      const char* what = text != nullptr ? PyUnicode_AsUTF8(text) : nullptr;
-      std::fprintf(stderr,
-                   "fqntrace: could not name a module (%s); its ops take the enclosing module's "
-                   "name. Please report this with the model's code.\n",
-                   what != nullptr ? what : "unexpected entry");
-      Py_XDECREF(text);
-      Py_XDECREF(type_obj);
-      Py_XDECREF(value);
-      Py_XDECREF(tb);
-    }
+    uint32_t name = module_name_id(fqn);
+    if (owned == nullptr) cache_ids(module, fqn, type, name);  // named and walked before this call
+    how = open_module(fqn, type, name);
+  } else if (PyErr_ExceptionMatches(PyExc_RecursionError)) {
+    // The program is at the recursion limit (a dict lookup compares keys under it): its own
+    // call is about to fail the same way. Nothing to report.
+  } else if (!g_hook_failed) {
+    g_hook_failed = true;
+    PyObject *type_obj, *value, *tb;
+    PyErr_Fetch(&type_obj, &value, &tb);
+    PyObject* text = value != nullptr ? PyObject_Str(value) : nullptr;
+    const char* what = text != nullptr ? PyUnicode_AsUTF8(text) : nullptr;
+    std::fprintf(stderr,
+                 "fqntrace: could not name a module (%s); its ops take the enclosing module's "
+                 "name. Please report this with the model's code.\n",
+                 what != nullptr ? what : "unexpected entry");
+    Py_XDECREF(text);
+    Py_XDECREF(type_obj);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
   }
   Py_XDECREF(owned);
   PyErr_Clear();
+  return how;
 }
 
 // --- nn.Module.__call__ ----------------------------------------------------------------------
-// Global forward hooks cost every module call torch's slow path in _call_impl (a closure, the
-// hook loops, the always-call bookkeeping), which outweighs the hooks themselves. Instead,
-// fqntrace's nn.Module.__call__ (_hooks.py) calls module_call, which opens the scope, runs
-// torch's own __call__ (which then finds no global hooks and takes its fast path), and closes the
-// scope whether forward returned or raised. Dynamo inlines torch's __call__ in its place (a
+// fqntrace puts an object of this type in torch's nn.Module.__call__ (python/fqntrace/_hooks.py).
+// Calling it names the module, opens its scope, runs torch's own __call__ (which finds no global
+// hooks and takes its fast path) and closes the scope whether forward returned or raised.
+// It is C and called through vectorcall, so it adds no frame to tracebacks or to the stack the
+// recursion limit counts (a C function would: CPython counts builtin calls, not vectorcall
+// objects). It binds like a function (a method descriptor: `module.__call__` is a bound method,
+// `Module.__call__` is the object itself, so code that saves and restores it gets it back) and
+// answers every other attribute (`__code__`, `__name__`, ...) as torch's __call__ does: for
+// torch.compile, which reads them, it is torch's. Dynamo traces it as torch's __call__ (a
 // polyfill, _compile.py).
-PyObject* g_torch_module_call = nullptr;  // the nn.Module.__call__ that module_call runs
+struct ModuleCallObject {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject* torch_call;  // torch's nn.Module.__call__
+};
 
-PyObject* py_module_call(PyObject*, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
-  if (g_torch_module_call == nullptr || PyVectorcall_NARGS(nargsf) < 1) {
-    PyErr_SetString(PyExc_TypeError, "module_call(module, *args, **kwargs) after set_module_call");
+PyObject* module_call_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
+                                 PyObject* kwnames) {
+  auto* call = reinterpret_cast<ModuleCallObject*>(self);
+  if (PyVectorcall_NARGS(nargsf) < 1) {
+    PyErr_SetString(PyExc_TypeError, "nn.Module.__call__ needs the module");
     return nullptr;
   }
-  open_module_scope(args[0]);
-  PyObject* result = PyObject_Vectorcall(g_torch_module_call, args, nargsf, kwnames);
-  module_exit();  // touches no Python state: an exception from forward passes through unchanged
+  ScopeOpened how = open_module_scope(args[0]);
+  PyObject* result = PyObject_Vectorcall(call->torch_call, args, nargsf, kwnames);
+  close_module(how);  // touches no Python state: an exception from forward passes through unchanged
   return result;
 }
 
-PyObject* py_set_module_call(PyObject*, PyObject* arg) {
+PyObject* module_call_get(PyObject* self, PyObject* obj, PyObject*) {
+  if (obj == nullptr || obj == Py_None) return Py_NewRef(self);
+  return PyMethod_New(self, obj);
+}
+
+PyObject* module_call_getattr(PyObject* self, PyObject* name) {
+  PyObject* found = PyObject_GenericGetAttr(self, name);
+  if (found != nullptr || !PyErr_ExceptionMatches(PyExc_AttributeError)) return found;
+  PyErr_Clear();
+  return PyObject_GetAttr(reinterpret_cast<ModuleCallObject*>(self)->torch_call, name);
+}
+
+PyObject* module_call_wrapped(PyObject* self, void*) {
+  return Py_NewRef(reinterpret_cast<ModuleCallObject*>(self)->torch_call);
+}
+
+PyObject* module_call_repr(PyObject* self) {
+  return PyUnicode_FromFormat("<fqntrace module call of %R>",
+                              reinterpret_cast<ModuleCallObject*>(self)->torch_call);
+}
+
+void module_call_dealloc(PyObject* self) {
+  Py_XDECREF(reinterpret_cast<ModuleCallObject*>(self)->torch_call);
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyGetSetDef kModuleCallGetSet[] = {
+    {"__wrapped__", module_call_wrapped, nullptr, "torch's nn.Module.__call__", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyTypeObject kModuleCallType = [] {
+  PyTypeObject t;
+  std::memset(&t, 0, sizeof(t));
+  Py_SET_REFCNT(reinterpret_cast<PyObject*>(&t), 1);
+  t.tp_name = "fqntrace._C.ModuleCall";
+  t.tp_basicsize = sizeof(ModuleCallObject);
+  t.tp_dealloc = module_call_dealloc;
+  t.tp_vectorcall_offset = offsetof(ModuleCallObject, vectorcall);
+  t.tp_repr = module_call_repr;
+  t.tp_call = PyVectorcall_Call;
+  t.tp_getattro = module_call_getattr;
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR;
+  t.tp_doc = "fqntrace's nn.Module.__call__: torch's, inside the module's scope";
+  t.tp_getset = kModuleCallGetSet;
+  t.tp_descr_get = module_call_get;
+  return t;
+}();
+
+// module_call(torch_call) -> the object fqntrace puts in nn.Module.__call__'s place.
+PyObject* py_module_call(PyObject*, PyObject* arg) {
   if (!PyCallable_Check(arg)) {
-    PyErr_SetString(PyExc_TypeError, "set_module_call(torch's nn.Module.__call__)");
+    PyErr_SetString(PyExc_TypeError, "module_call(torch's nn.Module.__call__)");
     return nullptr;
   }
-  Py_INCREF(arg);
-  Py_XSETREF(g_torch_module_call, arg);
-  Py_RETURN_NONE;
+  if (PyType_Ready(&kModuleCallType) < 0) return nullptr;
+  auto* call = PyObject_New(ModuleCallObject, &kModuleCallType);
+  if (call == nullptr) return nullptr;
+  call->vectorcall = module_call_vectorcall;
+  call->torch_call = Py_NewRef(arg);
+  return reinterpret_cast<PyObject*>(call);
 }
 
 template <typename F>
@@ -240,21 +283,16 @@ uint32_t known_fqn_id(PyObject* module) {
 
 void add_module_scope_methods(std::vector<PyMethodDef>& methods) {
   methods.push_back({"intern", py_intern, METH_O, "intern(str) -> id"});
-  methods.push_back({"module_enter", as_cfunction(py_module_enter), METH_FASTCALL,
-                     "module_enter(fqn_id, type_id): open a module scope"});
-  methods.push_back({"module_exit", py_module_exit, METH_NOARGS, "close the innermost module scope"});
-  methods.push_back({"module_call", as_cfunction(py_module_call), METH_FASTCALL | METH_KEYWORDS,
-                     "module_call(module, *args, **kwargs): nn.Module.__call__ inside a module scope"});
-  methods.push_back({"set_module_call", py_set_module_call, METH_O,
-                     "set_module_call(call): torch's nn.Module.__call__, which module_call runs"});
+  methods.push_back({"module_call", py_module_call, METH_O,
+                     "module_call(torch_call) -> fqntrace's nn.Module.__call__ around torch's"});
   methods.push_back({"names_changed", py_names_changed, METH_NOARGS,
                      "a module's name changed: module_call's cache of names is stale"});
   methods.push_back({"set_module_names", as_cfunction(py_set_module_names), METH_FASTCALL,
                      "set_module_names(dict, set, name_of): the tables module_pre_hook reads"});
-  methods.push_back({"accumulate_owner", py_accumulate_owner, METH_O,
-                     "the next AccumulateGrad on this thread belongs to module fqn_id"});
-  methods.push_back({"accumulate_owner_hook", as_cfunction(py_accumulate_owner_hook), METH_FASTCALL,
-                     "accumulate_owner_hook(fqn_id, grad): a parameter's tensor hook, through partial"});
+  methods.push_back({"set_param_owner", as_cfunction(py_set_param_owner), METH_FASTCALL,
+                     "set_param_owner(parameter, fqn_id): its gradient accumulation belongs to fqn_id"});
+  methods.push_back({"param_owner", py_param_owner, METH_O,
+                     "param_owner(parameter) -> the fqn id of its owner, 0 if none"});
   methods.push_back({"serve_enter", py_serve_enter, METH_O,
                      "serve_enter(fqn_id): what runs until serve_exit is done for module fqn_id"});
   methods.push_back({"serve_exit", py_serve_exit, METH_NOARGS, "close the innermost serve scope"});

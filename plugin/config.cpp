@@ -207,6 +207,7 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
   }
   config.flops = env_switch(env, "FQNTRACE_FLOPS", &config.warnings);
   config.shapes = env_switch(env, "FQNTRACE_SHAPES", &config.warnings);
+  config.module_ranges = env_switch(env, "FQNTRACE_MODULE_RANGES", &config.warnings);
   config.memory = env_switch(env, "FQNTRACE_MEMORY", &config.warnings);
   if (const char* steps = env("FQNTRACE_STEPS"); steps != nullptr && *steps != '\0') {
     std::string problem;

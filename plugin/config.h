@@ -29,6 +29,9 @@ struct Config {
   bool monotonic_clock = false;  // FQNTRACE_CLOCK=monotonic: clock_gettime even where the TSC would do
   bool shapes = false;          // FQNTRACE_SHAPES=1: Kineto's "Input Dims" / "Input type" args
   bool memory = false;          // FQNTRACE_MEMORY=1: the allocator's reports (docs/memory.md)
+  // FQNTRACE_MODULE_RANGES=1: module scopes are also `nn.Module: <fqn>` RecordFunction ranges,
+  // which torch.profiler then shows; by default they are frames only fqntrace sees.
+  bool module_ranges = false;
   StepWindow steps;             // FQNTRACE_STEPS: the steps recorded (default: all)
   int rank = 0;
   int world_size = 1;

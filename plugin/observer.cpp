@@ -17,6 +17,7 @@
 #include "plugin/flops.h"
 #include "plugin/memory_reporter.h"
 #include "plugin/name_cache.h"
+#include "plugin/param_owners.h"
 #include "plugin/seq_map.h"
 #include "plugin/session_state.h"
 #include "plugin/shapes_encoder.h"
@@ -67,7 +68,6 @@ struct ThreadState {
   uint32_t pending_module_type = 0;
   uint32_t pending_serve_fqn = 0;
   bool ran_backward = false;  // this thread has run an autograd node: graph tasks happen here
-  uint32_t pending_accumulate_fqn = 0;
   uint32_t graphs_open = 0;  // compiled graphs running (nested ones past the array are ignored)
   // A step range waiting for the range it ends with (steps::end_step(at_enclosing_end)): written
   // when a range opened below depth `step_close_above` ends. 0: none waiting.
@@ -81,6 +81,11 @@ struct ThreadState {
 };
 
 std::atomic<observer::RegionRootResolver> region_root_resolver{nullptr};
+
+// Frames opened by open_scope() have no RecordFunction: they carry this address instead, which no
+// RecordFunction has, so on_end never closes them and close_scope() finds them.
+const char kDirectScopeTag = 0;
+const at::RecordFunction* const kDirectScope = reinterpret_cast<const at::RecordFunction*>(&kDirectScopeTag);
 
 thread_local ThreadState* tls_state = nullptr;
 thread_local bool tls_exited = false;
@@ -262,16 +267,16 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
       case at::RecordScope::BACKWARD_FUNCTION:
         f.kind = EventKind::kNode;
         ts->ran_backward = true;
-        if (f.range.seq < 0 && ts->pending_accumulate_fqn != 0) {
-          // AccumulateGrad has no sequence number: its parameter's owner was announced by a hook.
+        uint32_t owner;
+        if (f.range.seq < 0 && (owner = param_owners::of_current_node()) != 0) {
+          // AccumulateGrad has no sequence number: the module owning its parameter.
           f.range.node.fwd_thread_id = static_cast<uint32_t>(fn.forwardThreadId());
-          f.range.fqn_id = ts->pending_accumulate_fqn;
+          f.range.fqn_id = owner;
           f.phase = Phase::kBackward;
           f.grad = true;
         } else {
           attribute_node(fn, f, parent);
         }
-        ts->pending_accumulate_fqn = 0;
         // The engine's wrapper opens before the node and carries no sequence number: it takes
         // the node's attribution, so work it does after the node (summing gradients into the
         // next node's input) lands on the same module.
@@ -328,6 +333,31 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   return nullptr;
 }
 
+// Frame i ends at `end_ns`: frames above it never reported their end and are abandoned; the
+// frame becomes one event (serve frames none).
+void close_frame(ThreadState* ts, uint32_t i, uint64_t end_ns) {
+  ts->depth = i;
+  const Frame& f = ts->frames[i];
+  if (f.issue_mark != 0) collectives::end_issue(f.issue_mark);
+  if (f.alloc_bytes != 0 && i > 0) ts->frames[i - 1].alloc_bytes += f.alloc_bytes;
+  if (i == 0 && ts->memory_slot.held) memory::leave(ts->memory_slot);
+  if (f.kind == EventKind::kServe) return;
+  RawEvent e;
+  e.range = f.range;
+  e.range.end_ns = end_ns;
+  e.kind = f.collective ? EventKind::kCollective : f.kind;
+  e.phase = f.phase;
+  e.depth = static_cast<uint8_t>(i);
+  e.flags = f.flags | ((f.in_op && (i == 0 || !ts->frames[i - 1].in_op)) ? kTopOp : 0);
+  if (e.kind == EventKind::kOp) e.range.op.alloc_bytes = f.alloc_bytes;
+  if (ts->buffer->ring.push(e) == EventRing::Push::kHalfFull) session_state::wake_drain();
+  if (__builtin_expect(i < ts->step_close_above, 0)) {
+    // The range the step waited for ended: the step ends with it, around it.
+    ts->step_close_above = 0;
+    steps::write_range(ts->step_name_id, ts->step_start, end_ns);
+  }
+}
+
 void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
   uint64_t end_ns = now_ticks();
   ThreadState* ts = tls_state;
@@ -337,27 +367,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
     uint32_t i = ts->depth;
     while (i > lowest && ts->frames[i - 1].rf != &fn) --i;
     if (i == lowest) return;  // not a range we opened (too deep, or opened before the session)
-    --i;
-    ts->depth = i;  // ranges above i never reported their end: they are abandoned
-    const Frame& f = ts->frames[i];
-    if (f.issue_mark != 0) collectives::end_issue(f.issue_mark);
-    if (f.alloc_bytes != 0 && i > 0) ts->frames[i - 1].alloc_bytes += f.alloc_bytes;
-    if (i == 0 && ts->memory_slot.held) memory::leave(ts->memory_slot);
-    if (f.kind == EventKind::kServe) return;
-    RawEvent e;
-    e.range = f.range;
-    e.range.end_ns = end_ns;
-    e.kind = f.collective ? EventKind::kCollective : f.kind;
-    e.phase = f.phase;
-    e.depth = static_cast<uint8_t>(i);
-    e.flags = f.flags | ((f.in_op && (i == 0 || !ts->frames[i - 1].in_op)) ? kTopOp : 0);
-    if (e.kind == EventKind::kOp) e.range.op.alloc_bytes = f.alloc_bytes;
-    if (ts->buffer->ring.push(e) == EventRing::Push::kHalfFull) session_state::wake_drain();
-    if (__builtin_expect(i < ts->step_close_above, 0)) {
-      // The range the step waited for ended: the step ends with it, around it.
-      ts->step_close_above = 0;
-      steps::write_range(ts->step_name_id, ts->step_start, end_ns);
-    }
+    close_frame(ts, i - 1, end_ns);
   } catch (...) {
     session_state::fail_from_callback("an internal error in the end callback");
   }
@@ -400,9 +410,71 @@ void clear_pending_module() {
   if (tls_state != nullptr) tls_state->pending_module_fqn = tls_state->pending_serve_fqn = 0;
 }
 
-void set_accumulate_owner(uint32_t fqn_id) {
-  ThreadState* ts = session_state::running() ? current_state() : nullptr;
-  if (ts != nullptr) ts->pending_accumulate_fqn = fqn_id;
+bool open_scope(ScopeKind kind, uint32_t fqn_id, uint32_t type_id, uint32_t name_id) noexcept {
+  if (!session_state::recording()) return false;
+  try {
+    ThreadState* ts = current_state();
+    if (ts == nullptr || ts->depth >= kMaxDepth) return false;
+    Frame* parent = ts->depth > 0 ? &ts->frames[ts->depth - 1] : nullptr;
+    if (kind == ScopeKind::kModule) {
+      // torch.compile(m) calls its wrapper and then `m` itself, both named alike: one scope.
+      for (uint32_t i = ts->depth; i > 0 && i + kEndSearch > ts->depth; --i) {
+        const Frame& below = ts->frames[i - 1];
+        if (below.kind == EventKind::kModule) {
+          if (below.range.fqn_id == fqn_id) return false;
+          break;
+        }
+      }
+    }
+    if (ts->depth == 0 && memory::enabled()) memory::enter(ts->memory_slot);
+    Frame& f = ts->frames[ts->depth];
+    f.rf = kDirectScope;
+    f.range.seq = -1;
+    f.range.collective = CollectivePayload{};  // the largest payload: clears them all
+    f.range.name_id = name_id;
+    f.range.fqn_id = fqn_id;
+    f.flags = 0;
+    f.collective = false;
+    f.issue_mark = 0;
+    f.alloc_bytes = 0;
+    f.grad = parent != nullptr && parent->grad;
+    f.in_flop = parent != nullptr && parent->in_flop;
+    Phase phase = scope_phase(ts, parent);
+    if (kind == ScopeKind::kModule) {
+      f.kind = EventKind::kModule;
+      f.range.module.type_id = type_id;
+      // A module's forward that runs while backward does is a recomputation.
+      f.phase = phase == Phase::kForward ? Phase::kForward : Phase::kRecompute;
+    } else {
+      f.kind = EventKind::kServe;
+      f.phase = phase;
+    }
+    bool parent_in_op = parent != nullptr && parent->in_op;
+    f.in_op = parent_in_op;
+    f.op_phase = parent_in_op ? parent->op_phase : f.phase;
+    f.op_fqn = parent_in_op ? parent->op_fqn : f.range.fqn_id;
+    ++ts->depth;
+    f.range.start_ns = now_ticks();  // last: our own bookkeeping stays outside the scope's time
+    return true;
+  } catch (...) {
+    session_state::fail_from_callback("an internal error while opening a module scope");
+    return false;
+  }
+}
+
+void close_scope() noexcept {
+  uint64_t end_ns = now_ticks();
+  ThreadState* ts = tls_state;
+  if (ts == nullptr || ts->depth == 0 || ts->generation != session_state::generation()) return;
+  try {
+    // Scopes nest with the calls that open them: the innermost direct frame is this one. Ranges
+    // still open above it (a record_function entered and never exited) are abandoned.
+    uint32_t i = ts->depth;
+    while (i > 0 && ts->frames[i - 1].rf != kDirectScope) --i;
+    if (i > 0) close_frame(ts, i - 1, end_ns);
+  } catch (...) {
+    session_state::fail_from_callback("an internal error while closing a module scope");
+  }
 }
 
 void record_memory(uint64_t ptr, int64_t bytes, uint64_t total_allocated, uint64_t total_reserved,

@@ -25,8 +25,16 @@ void set_pending_module(uint32_t fqn_id, uint32_t type_id);
 // all-gather for the block it prefetches): what runs inside takes that fqn and keeps its phase.
 void set_pending_serve(uint32_t fqn_id);
 void clear_pending_module();  // clears both
-// The next AccumulateGrad node on this thread accumulates into a parameter of module `fqn_id`.
-void set_accumulate_owner(uint32_t fqn_id);
+
+// Module scopes without a RecordFunction (torch.profiler and other observers never see them):
+// open_scope pushes a frame on this thread's stack as a range's start would, close_scope closes
+// the innermost one. A module frame (kModule) becomes an `nn.Module: <fqn>` event named
+// `name_id`; a serve frame (kServe) lends its fqn to what runs inside and is not written. false:
+// nothing was opened (not recording, too deep, or the same module as the enclosing one), so
+// close_scope must not be called. Never throw.
+enum class ScopeKind : uint8_t { kModule, kServe };
+bool open_scope(ScopeKind kind, uint32_t fqn_id, uint32_t type_id, uint32_t name_id) noexcept;
+void close_scope() noexcept;
 
 // Training steps (plugin/steps.cpp): the step `name_id` that began at `start_ticks` ends with the
 // innermost range open on this thread (the optimizer's `Optimizer.step#…` range its hooks run in):

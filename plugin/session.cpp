@@ -243,6 +243,7 @@ bool start_session(const Config& config, std::string* error) {
   session_state::g_generation.fetch_add(1, std::memory_order_relaxed);
   session_state::g_running.store(true, std::memory_order_relaxed);
   session_state::g_shapes.store(config.shapes, std::memory_order_relaxed);
+  session_state::g_module_ranges.store(config.module_ranges, std::memory_order_relaxed);
   // Op inputs cost every op (the dispatcher boxes its arguments), so only when something needs
   // them: FLOPs, shapes, or a distributed job (collectives' bytes and group size).
   session->callback_inputs = config.flops || config.shapes || config.world_size > 1;
@@ -250,6 +251,7 @@ bool start_session(const Config& config, std::string* error) {
     session->callback = observer::install(session->callback_inputs);
     session->callback_installed = true;
   }
+  session_state::g_recording.store(session->callback_installed, std::memory_order_relaxed);
   memory::set_enabled(config.memory && session->callback_installed);
   Session* raw = session.release();
   session_state::allow_drain();
@@ -271,6 +273,7 @@ bool stop_session() {
   std::unique_ptr<Session> session(g_session);
   g_session = nullptr;
   session_state::g_running.store(false, std::memory_order_relaxed);
+  session_state::g_recording.store(false, std::memory_order_relaxed);
   memory::set_enabled(false);
   if (session->callback_installed) observer::uninstall(session->callback);
   session_state::stop_drain();
@@ -357,6 +360,7 @@ void set_session_recording(bool on) {
     observer::uninstall(g_session->callback);
   }
   g_session->callback_installed = on;
+  session_state::g_recording.store(on, std::memory_order_relaxed);
   // Outside the step window the allocator's reports are not recorded either.
   memory::set_enabled(on && g_session->config.memory);
 }

@@ -11,6 +11,8 @@ namespace fqntrace::session_state {
 std::atomic<bool> g_running{false};
 std::atomic<uint64_t> g_generation{0};
 std::atomic<bool> g_shapes{false};
+std::atomic<bool> g_recording{false};
+std::atomic<bool> g_module_ranges{false};
 
 namespace {
 

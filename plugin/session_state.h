@@ -12,10 +12,18 @@ namespace fqntrace::session_state {
 extern std::atomic<bool> g_running;
 extern std::atomic<uint64_t> g_generation;
 extern std::atomic<bool> g_shapes;  // FQNTRACE_SHAPES=1
+// The observer's callback is installed (a session runs and the step window is open): module
+// scopes, which open frames without a RecordFunction, record only then.
+extern std::atomic<bool> g_recording;
+extern std::atomic<bool> g_module_ranges;  // FQNTRACE_MODULE_RANGES=1
 
 inline bool running() { return g_running.load(std::memory_order_relaxed); }
 inline uint64_t generation() { return g_generation.load(std::memory_order_relaxed); }
 inline bool shapes() { return g_shapes.load(std::memory_order_relaxed); }
+inline bool module_ranges() { return g_module_ranges.load(std::memory_order_relaxed); }
+inline bool recording() {
+  return g_recording.load(std::memory_order_relaxed) && g_running.load(std::memory_order_relaxed);
+}
 
 // Slow path: a thread's first event in a process. nullptr if tracing stopped meanwhile.
 ThreadBuffer* register_buffer(uint32_t os_tid, const char* thread_name);

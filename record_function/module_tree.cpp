@@ -1,5 +1,5 @@
-// Naming a C++ module tree once (ModTracker's scheme) and hooking its parameters so gradient
-// accumulation is attributed to the owning module.
+// Naming a C++ module tree once (ModTracker's scheme) and recording its parameters' owners so
+// gradient accumulation is attributed to the owning module.
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -14,7 +14,7 @@ namespace {
 struct ModuleNames {
   std::shared_mutex mu;
   std::unordered_map<const torch::nn::Module*, std::string> fqns;
-  std::unordered_set<const c10::TensorImpl*> hooked_params;
+  std::unordered_set<const c10::TensorImpl*> owned_params;
 };
 
 ModuleNames& names() {
@@ -51,9 +51,8 @@ void trace_module(const torch::nn::Module& root, const std::string& root_name) {
     uint32_t fqn_id = intern(fqn);
     for (const auto& param : item.value()->named_parameters(/*recurse=*/false)) {
       const at::Tensor& p = param.value();
-      if (!p.requires_grad() || !n.hooked_params.insert(p.unsafeGetTensorImpl()).second) continue;
-      // A tensor hook on a leaf runs just before its AccumulateGrad node, on the same thread.
-      p.register_hook([fqn_id](const at::Tensor&) { announce_accumulate_owner(fqn_id); });
+      if (!p.requires_grad() || !n.owned_params.insert(p.unsafeGetTensorImpl()).second) continue;
+      set_param_owner(p.unsafeGetTensorImpl(), fqn_id);
     }
   }
 }

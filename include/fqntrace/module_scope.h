@@ -7,8 +7,9 @@
 //     fqntrace::ModuleScope scope(*this);            // ops below carry "Model.blocks.0"
 //     return fc->forward(x);
 //   }
-// Run with FQNTRACE=trace.json. Each scope is a USER_SCOPE RecordFunction named
-// "nn.Module: <fqn>", so torch.profiler shows the same module ranges.
+// Run with FQNTRACE=trace.json. A scope is seen by fqntrace only (torch.profiler's output stays as
+// without it); with FQNTRACE_MODULE_RANGES=1 it is a USER_SCOPE RecordFunction named
+// "nn.Module: <fqn>", which torch.profiler shows too.
 //
 // This folder (include/fqntrace/) is fqntrace's whole C++ API: link libfqntrace and add
 // include/ to the include path. Everything else in the source tree is internal.
@@ -34,12 +35,14 @@ class ModuleScope {
 
  private:
   void open(uint32_t fqn_id, uint32_t type_id);
-  std::optional<at::RecordFunction> range_;
+  std::optional<at::RecordFunction> range_;  // FQNTRACE_MODULE_RANGES=1
+  bool frame_ = false;                        // otherwise: a frame fqntrace's observer keeps
 };
 
 // Names `root` (as `root_name`, or its class name when empty) and every submodule the way
-// ModTracker does (children joined by attribute name), and hooks each trainable parameter so its
-// gradient accumulation is attributed to the module that owns it (first owner wins).
+// ModTracker does (children joined by attribute name), and records the owner of each trainable
+// parameter so its gradient accumulation is attributed to that module (first owner wins). Nothing
+// is attached to the parameters.
 void trace_module(const torch::nn::Module& root, const std::string& root_name = "");
 
 // The fqn registered for `module`, or "" if it was never registered.

@@ -1,9 +1,10 @@
 """torch.compile: tracing never changes the compiled program, and compiled code keeps its
 module names (docs/compile.md).
 
-- Dynamo sees fqntrace's nn.Module.__call__ (_hooks.py) as torch's own __call__ (a polyfill for
-  the C call inside it; its own frame is never compiled alone), so fqntrace adds no graph break,
-  no frame and no guard of its own; inside compiled code module scopes are not opened.
+- Dynamo sees fqntrace's nn.Module.__call__ (_hooks.py, a C object with no frame of its own) as
+  torch's own __call__ (its short cut to forward, or a polyfill that is torch's __call__), so
+  fqntrace adds no graph break, no frame and no guard of its own; inside compiled code module
+  scopes are not opened.
 - A `Torch-Compiled Region` takes the fqn of the module being called (the C resolver reads the
   caller's `nn.Module._call_impl` frame), so `module.compile()` keeps its name.
 - Inductor: while a graph is generated, every kernel and extern call it emits is recorded with the
@@ -67,23 +68,8 @@ def _guarded(name, set_up):
 # --- Dynamo ----------------------------------------------------------------------------------
 
 def _hide_hooks_from_dynamo(_dynamo):
-    C = _native.load()
     try:
-        from torch._dynamo.decorators import substitute_in_graph
-
-        torch_call = _torch_call
-
-        def module_call(module, *args, **kwargs):
-            return torch_call(module, *args, **kwargs)
-
-        substitute_in_graph(C.module_call, skip_signature_check=True)(module_call)
-        # Dynamo never compiles our __call__'s frame as a frame of its own (it would count one
-        # more frame, and one more graph break wherever a module's forward breaks the graph):
-        # the frames below it (torch's __call__, _call_impl, forward) are compiled as they are
-        # without fqntrace. Called from traced code, it is inlined as usual.
-        from torch._dynamo.eval_frame import skip_code
-
-        skip_code(_our_call.__code__)
+        _trace_our_call_as_torchs()
     except Exception as error:
         # Traced by Dynamo, the hooks would break graphs: better no module names than that.
         from fqntrace import _hooks
@@ -91,6 +77,32 @@ def _hide_hooks_from_dynamo(_dynamo):
         _hooks.uninstall()
         sys.stderr.write(f"fqntrace: could not hide the module hooks from torch.compile ({error}); "
                          "module names are off, ops are still traced.\n")
+
+
+def _trace_our_call_as_torchs():
+    """Dynamo meets fqntrace's nn.Module.__call__ (a C object, _hooks.py) where it looks for
+    torch's: it takes the short cut to forward it takes untraced when the module call it sees is
+    the one torch had at Dynamo's import (ours, imported after fqntrace installed; made so
+    otherwise), and elsewhere traces a polyfill that is torch's __call__. Dynamo's
+    substitute_in_graph accepts only functions, so its type check is widened to our object for
+    the one call that registers it."""
+    from torch._dynamo import decorators, utils
+    from torch._dynamo.variables import nn_module
+
+    torch_call, our_call = _torch_call, _our_call
+    for module in (utils, nn_module):
+        if getattr(module, "unpatched_nn_module_call", None) is torch_call:
+            module.unpatched_nn_module_call = our_call
+
+    def module_call(module, *args, **kwargs):
+        return torch_call(module, *args, **kwargs)
+
+    is_function = decorators.is_function
+    decorators.is_function = lambda value: value is our_call or is_function(value)
+    try:
+        decorators.substitute_in_graph(our_call, skip_signature_check=True)(module_call)
+    finally:
+        decorators.is_function = is_function
 
 
 # --- Inductor: which module each call of a generated graph came from --------------------------

@@ -1,30 +1,35 @@
-"""nn.Module record scopes: fqntrace's nn.Module.__call__ opens and closes each module's range in
+"""nn.Module record scopes: fqntrace's nn.Module.__call__ opens and closes each module's scope in
 the C++ core, named the way ModTracker names modules.
 
-Naming (ModTracker's rule): a module first seen without a name is a root and is named by its
-class; when a module is first seen, each child is named ``<parent>.<attribute>`` and the walk goes
-down the tree. A module reachable under two parents is renamed on each walk, so it ends up with the
-name of the last path walked; its own children keep the names of the first walk (this is what
-torch's ModTracker does, and agreeing with it matters more than tidiness).
+Naming (ModTracker's rule, as a fresh tracker would name the model as it is now): a module first
+seen without a name is a root and is named by its class; a root's first call walks the tree below
+it and names each child ``<parent>.<attribute>``. Within one walk a module reachable under two
+parents is renamed on each path, so it ends up with the name of the last path walked, and its own
+children keep the names of the first path (torch's ModTracker does this; agreeing with it matters
+more than tidiness). A module registered later under a named parent (attribute assignment,
+``add_module``, ``ModuleList.append``, parametrizations, PEFT's injected layers) is named under
+it at once, with its subtree, through torch's global module-registration hook; a module that
+becomes part of a new root's tree (a model wrapped after a first call) is renamed by that root's
+walk. Events already written keep the names they had.
 
 Compiled modules: `torch.compile(m)` wraps `m` in an OptimizedModule whose child `_orig_mod` is
 `m`; both take the name the user knows `m` by (`Net.blocks.1`, as in the state_dict without
 `_orig_mod`), and its submodules are named below it (docs/compile.md).
 
-Gradient accumulation: when a root is first named, each trainable parameter gets a tensor hook
-that tells the core which module owns it (the first owner in ``named_modules()`` order when weights
-are tied), so the AccumulateGrad node and the ops under it carry that module's fqn.
+Gradient accumulation: each trainable parameter's owner (the first owner in ``named_modules()``
+order when weights are tied) is recorded in the core, keyed by the parameter object; the core
+finds it from the AccumulateGrad node the autograd engine runs. Nothing is attached to a
+parameter (no hook, no weak reference), so swap_tensors, lazy parameters, pickling and copies
+behave as without fqntrace.
 """
-import functools
 import weakref
 
 from fqntrace import _native
 
 _installed = False
-_handles = []
+_registration_hooks = []  # torch's handles of our module- and parameter-registration hooks
 _names = weakref.WeakKeyDictionary()   # module -> (fqn, fqn_id, type_id)
 _walked = weakref.WeakSet()            # modules whose children have been named
-_param_owner = None  # parameter -> fqn (a WeakTensorKeyDictionary: tensors compare elementwise)
 
 
 def _compiled_inner(module):
@@ -43,27 +48,90 @@ def _register(C, module, fqn):
     return info
 
 
+def _child_fqn(parent, parent_fqn, child_name):
+    if child_name == "_orig_mod" and _compiled_inner(parent) is not None:
+        return parent_fqn
+    return f"{parent_fqn}.{child_name}"
+
+
+def _walk(C, module, fqn):
+    """Names the tree below `module` (named `fqn`) as one ModTracker walk does, and records the
+    owner of each trainable parameter in it (first owner in walk order, which is named_modules()
+    order). Iterative: a model nested deeper than the recursion limit allows is still named."""
+    seen = {id(module)}
+    claimed = set()
+    _walked.add(module)
+    _own_parameters(C, module, fqn, claimed)
+    stack = [(module, fqn, iter(module.named_children()))]
+    while stack:
+        parent, parent_fqn, children = stack[-1]
+        child_name, child = next(children, (None, None))
+        if child is None:
+            stack.pop()
+            continue
+        child_fqn = _child_fqn(parent, parent_fqn, child_name)
+        _register(C, child, child_fqn)
+        if id(child) in seen:
+            continue
+        seen.add(id(child))
+        _walked.add(child)
+        _own_parameters(C, child, child_fqn, claimed)
+        stack.append((child, child_fqn, iter(child.named_children())))
+
+
+def _own_parameters(C, module, fqn, claimed):
+    fqn_id = None
+    for param in module._parameters.values():
+        if param is None or not param.requires_grad or id(param) in claimed:
+            continue
+        claimed.add(id(param))
+        fqn_id = C.intern(fqn) if fqn_id is None else fqn_id
+        C.set_param_owner(param, fqn_id)
+
+
 def name_of(module):
     """(fqn, fqn_id, type_id) of `module`, naming it and its subtree on first sight."""
     C = _native.load()
     info = _names.get(module)
-    is_root = info is None
-    if is_root:
+    if info is None:
         inner = _compiled_inner(module)
         inner_info = _names.get(inner) if inner is not None else None
         # A module compiled after it was named keeps its name; else roots take their class name.
         root_name = inner_info[0] if inner_info is not None else type(inner or module).__name__
         info = _register(C, module, root_name)
     if module not in _walked:
-        compiled = _compiled_inner(module) is not None
-        for child_name, child in module.named_children():
-            child_fqn = info[0] if compiled and child_name == "_orig_mod" else f"{info[0]}.{child_name}"
-            _register(C, child, child_fqn)
-            name_of(child)
-        _walked.add(module)
-    if is_root:
-        _hook_parameters(C, module, info[0])
+        _walk(C, module, info[0])
     return info
+
+
+def _on_module_registered(parent, name, child):
+    """torch's global module-registration hook: a module registered under a named parent is
+    named under it now, with its subtree. Returns None (the module registered is unchanged)
+    and never raises into the program."""
+    try:
+        info = _names.get(parent)
+        if info is not None and child is not None and parent in _walked:
+            C = _native.load()
+            child_fqn = _child_fqn(parent, info[0], name)
+            _register(C, child, child_fqn)
+            _walk(C, child, child_fqn)
+    except Exception:
+        pass
+    return None
+
+
+def _on_parameter_registered(module, name, param):
+    """torch's global parameter-registration hook: a new parameter of a named module belongs to
+    it (a parameter that already has an owner keeps it: tied weights keep their first owner)."""
+    try:
+        info = _names.get(module)
+        if info is not None and param is not None and param.requires_grad:
+            C = _native.load()
+            if C.param_owner(param) == 0:
+                C.set_param_owner(param, info[1])
+    except Exception:
+        pass
+    return None
 
 
 def known_fqn(module):
@@ -71,69 +139,48 @@ def known_fqn(module):
     return None if info is None else info[0]
 
 
-def _hook_parameters(C, root, root_fqn):
-    global _param_owner
-    if _param_owner is None:
-        from torch.utils.weak import WeakTensorKeyDictionary
-
-        _param_owner = WeakTensorKeyDictionary()
-    for sub_name, sub in root.named_modules():
-        path = [part for part in sub_name.split(".") if part and part != "_orig_mod"]
-        fqn = ".".join([root_fqn] + path)
-        for param in sub.parameters(recurse=False):
-            if not param.requires_grad or param in _param_owner:
-                continue
-            _param_owner[param] = fqn
-            # A C function through partial: no Python frame per gradient.
-            param.register_hook(functools.partial(C.accumulate_owner_hook, C.intern(fqn)))
-
-
 _torch_call = None  # nn.Module.__call__ as torch defined it, while ours is in its place
-
-
-def _module_call_method(module_call):
-    # Named as torch names the function it replaces: torch.compile(module) adds a frame of its own
-    # around a module's __call__ unless its name is one of torch's module call functions, and that
-    # frame would cost a graph break wherever the module's forward breaks the graph.
-    def _wrapped_call_impl(self, *args, **kwargs):
-        return module_call(self, *args, **kwargs)
-
-    return _wrapped_call_impl
+_our_call = None
 
 
 def install():
     """Puts fqntrace's module call in nn.Module.__call__'s place once per process (idempotent).
 
-    fqntrace's __call__ hands the call to `_C.module_call`, which opens the module's scope, runs
-    torch's own __call__ and closes the scope, also when forward raises. It is a plain Python
-    function so that it binds like torch's and survives code that saves and restores
-    nn.Module.__call__ (torch.fx); _compile.py keeps Dynamo from seeing it as a frame of its own
-    and has it inline torch's __call__ in its place. No global forward hooks: they would put every
-    module call on the slow path of torch's _call_impl, which costs more than the scope itself
-    (docs/benchmarks.md). The C side reads the dict and set behind _names and _walked directly
-    (a weak reference to the module as key; a cache by address in front), and calls name_of()
-    only for a module not yet named."""
-    global _installed, _torch_call
+    fqntrace's __call__ is a C object (`_C.module_call(torch's __call__)`): it opens the module's
+    scope, runs torch's own __call__ and closes the scope, also when forward raises. Being C and
+    called through vectorcall, it adds no frame to tracebacks and nothing to the depth the
+    recursion limit counts; it binds like a function, so code that saves and restores
+    nn.Module.__call__ (torch.fx) gets it back; _compile.py has Dynamo trace it as torch's own.
+    No global forward hooks: they would put every module call on the slow path of torch's
+    _call_impl and add a frame of torch's (`inner`) to every traceback. The C side reads the dict
+    and set behind _names and _walked directly (a weak reference to the module as key; a cache
+    by address in front), and calls name_of() only for a module not yet named."""
+    global _installed, _torch_call, _our_call
     if _installed:
         return
     C = _native.load()
     import torch
+    from torch.nn.modules import module as torch_module
 
     from fqntrace import _compile
 
     C.set_module_names(_names.data, _walked.data, name_of)
-    _torch_call = torch.nn.Module.__call__
-    C.set_module_call(_torch_call)
-    ours = _module_call_method(C.module_call)
-    _compile.install(_torch_call, ours)
-    torch.nn.Module.__call__ = ours
+    if _torch_call is None:
+        _torch_call = torch.nn.Module.__call__
+        _our_call = C.module_call(_torch_call)
+        _registration_hooks.append(
+            torch_module.register_module_module_registration_hook(_on_module_registered))
+        _registration_hooks.append(
+            torch_module.register_module_parameter_registration_hook(_on_parameter_registered))
+    _compile.install(_torch_call, _our_call)
+    torch.nn.Module.__call__ = _our_call
     _installed = True
 
 
 def uninstall():
-    """Gives nn.Module.__call__ back to torch (parameter hooks stay: they only announce owners);
-    the next install() puts fqntrace's back. For measurements that alternate traced and untraced
-    code."""
+    """Gives nn.Module.__call__ back to torch (the registration hooks stay: they only name);
+    the next install() puts fqntrace's back. For measurements that alternate traced and
+    untraced code."""
     global _installed
     if not _installed:
         return

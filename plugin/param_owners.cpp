@@ -1,0 +1,75 @@
+#include "plugin/param_owners.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/accumulate_grad.h>
+
+#include <atomic>
+#include <mutex>
+
+namespace fqntrace::param_owners {
+namespace {
+
+// Open addressing, linear probing; a key is never removed (a dead parameter's slot is reused only
+// if another object takes its address, and then set() overwrites it when that one is named).
+constexpr uint32_t kSlotsLog2 = 16;
+constexpr uint32_t kSlots = 1u << kSlotsLog2;
+constexpr uint32_t kMaxProbe = 64;
+
+struct Slot {
+  std::atomic<uintptr_t> key{0};
+  std::atomic<uint32_t> fqn{0};
+};
+
+Slot* slots() {
+  static Slot* table = new Slot[kSlots];  // read by backward threads that may outlive exit
+  return table;
+}
+
+uint32_t home(uintptr_t key) {
+  return static_cast<uint32_t>(((key >> 4) * 0x9E3779B97F4A7C15ull) >> (64 - kSlotsLog2));
+}
+
+std::mutex& writer_mutex() {
+  static std::mutex* mu = new std::mutex();
+  return *mu;
+}
+
+}  // namespace
+
+void set(const void* key, uint32_t fqn_id) {
+  uintptr_t k = reinterpret_cast<uintptr_t>(key);
+  if (k == 0 || fqn_id == 0) return;
+  std::lock_guard<std::mutex> lock(writer_mutex());
+  Slot* table = slots();
+  for (uint32_t probe = 0, i = home(k); probe < kMaxProbe; ++probe, i = (i + 1) & (kSlots - 1)) {
+    uintptr_t held = table[i].key.load(std::memory_order_relaxed);
+    if (held == k || held == 0) {
+      table[i].fqn.store(fqn_id, std::memory_order_relaxed);
+      table[i].key.store(k, std::memory_order_release);
+      return;
+    }
+  }
+}
+
+uint32_t find(const void* key) {
+  uintptr_t k = reinterpret_cast<uintptr_t>(key);
+  if (k == 0) return 0;
+  const Slot* table = slots();
+  for (uint32_t probe = 0, i = home(k); probe < kMaxProbe; ++probe, i = (i + 1) & (kSlots - 1)) {
+    uintptr_t held = table[i].key.load(std::memory_order_acquire);
+    if (held == k) return table[i].fqn.load(std::memory_order_relaxed);
+    if (held == 0) return 0;
+  }
+  return 0;
+}
+
+uint32_t of_current_node() noexcept {
+  c10::intrusive_ptr<torch::autograd::Node> node = torch::autograd::get_current_node();
+  auto* accumulate = dynamic_cast<torch::autograd::AccumulateGrad*>(node.get());
+  if (accumulate == nullptr || !accumulate->variable.defined()) return 0;
+  c10::TensorImpl* impl = accumulate->variable.unsafeGetTensorImpl();
+  uint32_t owner = find(impl->pyobj_slot()->load_pyobj());
+  return owner != 0 ? owner : find(impl);
+}
+
+}  // namespace fqntrace::param_owners

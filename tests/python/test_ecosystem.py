@@ -1,0 +1,96 @@
+"""The ecosystem tier: ordinary programs (tests/python/ecosystem/) run untraced and traced must
+behave identically — same stdout (results, tracebacks, profiler rows), same stderr, same exit
+code — and the trace must name the modules of each program's final pass exactly as a fresh
+torch ModTracker names them (docs/compatibility.md)."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROGRAMS = os.path.join(HERE, "ecosystem")
+# (program, whether its final pass is compared with a fresh ModTracker's names)
+CASES = [
+    ("swap_double.py", True),
+    ("surgery.py", True),
+    ("parametrize_after.py", True),
+    ("lazy.py", True),
+    ("save_load_copy.py", True),
+    ("exception_traceback.py", False),
+    ("nesting_depth.py", False),
+    ("profiler_rows.py", False),
+    ("fsdp2_to.py", True),
+    ("peft_lora.py", True),
+    ("accelerate_train.py", True),
+    ("lightning_train.py", True),
+]
+
+
+def _env(tmp_path, traced, name):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
+    env.update(ECOSYSTEM_FQNS=str(tmp_path / f"{name}.{'traced' if traced else 'plain'}.fqns.json"),
+               TMPDIR=str(tmp_path), PYTHONHASHSEED="0", OMP_NUM_THREADS="1",
+               TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
+    if traced:
+        env["FQNTRACE"] = str(tmp_path / f"{name}.json")
+    return env
+
+
+def _start(tmp_path, program, traced):
+    name = program[:-3]
+    return subprocess.Popen([sys.executable, program], cwd=PROGRAMS, env=_env(tmp_path, traced, name),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(proc):
+    out, err = proc.communicate(timeout=300)
+    return proc.returncode, out, err
+
+
+# Lines that differ between any two runs of the same program, traced or not.
+_VOLATILE = [re.compile(p) for p in (r"0x[0-9a-f]+", r"\d+\.\d+ ?(s|ms|it/s)\b",
+                                     r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d",  # Kineto's log lines:
+                                     r"\b\d+:\d+ ")]                       # time, pid:tid
+
+
+def _stable(text):
+    for pattern in _VOLATILE:
+        text = pattern.sub("<n>", text)
+    return text
+
+
+def _final_pass_fqns(trace):
+    """Module names of the module spans inside the `ecosystem.final` range (forward)."""
+    events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    final = [e for e in events if e.get("name") == "ecosystem.final"]
+    assert len(final) == 1, "the final pass's range is missing from the trace"
+    f = final[0]
+    start, end = f["ts"], f["ts"] + f["dur"]
+    return {e["args"]["fqn"] for e in events
+            if e.get("name", "").startswith("nn.Module: ") and e["tid"] == f["tid"]
+            and start <= e["ts"] and e["ts"] + e["dur"] <= end
+            and e["args"].get("phase") == "forward"}
+
+
+@pytest.mark.parametrize("program,named", CASES, ids=[c[0][:-3] for c in CASES])
+def test_program_behaves_as_untraced(tmp_path, program, named):
+    plain, traced = _start(tmp_path, program, False), _start(tmp_path, program, True)
+    rc_plain, out_plain, err_plain = _finish(plain)
+    rc_traced, out_traced, err_traced = _finish(traced)
+    assert rc_plain == 0, f"the program itself fails untraced:\n{err_plain[-3000:]}"
+    assert rc_traced == rc_plain, err_traced[-3000:]
+    assert _stable(out_traced) == _stable(out_plain)
+    assert _stable(err_traced) == _stable(err_plain)
+    name = program[:-3]
+    trace_path = tmp_path / f"{name}.json"
+    with open(trace_path) as f:
+        trace = json.load(f)
+    assert any(e.get("cat") == "cpu_op" for e in trace["traceEvents"])
+    if named:
+        with open(tmp_path / f"{name}.traced.fqns.json") as f:
+            fresh = set(json.load(f))
+        assert fresh, "the fresh ModTracker saw no module"
+        assert _final_pass_fqns(trace) == fresh
