@@ -40,8 +40,10 @@ need_py=()
 # module:package pairs; transformers (tiny random-weight models) and HTA are used by the tests;
 # plotly is the `report` extra (python/pyproject.toml), websocket-client and pillow drive and read
 # the report's browser tests (the `test` extra); rich is the `top` extra (the live view).
+# peft, accelerate and lightning: the ecosystem tier (tests/python/test_ecosystem.py).
 for spec in pytest:pytest numpy:numpy transformers:transformers hta:HolisticTraceAnalysis \
-            plotly:plotly websocket:websocket-client PIL:pillow rich:rich; do
+            plotly:plotly websocket:websocket-client PIL:pillow rich:rich \
+            peft:peft accelerate:accelerate lightning:lightning; do
   mod="${spec%%:*}"; pkg="${spec##*:}"
   "$PY" -c "import $mod" 2>/dev/null || need_py+=("$pkg")
 done
