@@ -112,7 +112,9 @@ def cmd_summary(args):
                              "(or fqntrace.profile(..., memory=True))")
         lines = table.render_memory_table(summary, depth=args.depth)
     else:
-        lines = table.render_table(summary, depth=args.depth, sort=args.sort, phase=args.phase)
+        # Cut the title to the table's width on a terminal only: a file or pipe gets it whole.
+        lines = table.render_table(summary, depth=args.depth, sort=args.sort, phase=args.phase,
+                                   cut_lines=sys.stdout.isatty())
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 
