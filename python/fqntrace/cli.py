@@ -200,7 +200,8 @@ def cmd_diff(args):
 
 
 def cmd_report(args):
-    path, info = report.write_report(args.traces, args.output, mode=args.mode, note=_note)
+    path, info = report.write_report(args.traces, args.output, mode=args.mode, note=_note,
+                                     exclude_steps=args.exclude_steps, alpha=args.alpha)
     print(f"report: {path}  ({info})")
     return 0
 
@@ -307,6 +308,10 @@ def build_parser():
     p.add_argument("--mode", choices=["auto", "ranks", "diff"], default="auto",
                    help="how to read several traces: ranks of one run, or BASE NEW to compare "
                    "(auto: two traces of the same rank are compared, else ranks)")
+    _exclude_steps_option(p)
+    p.add_argument("--alpha", type=_alpha, default=diff.DEFAULT_ALPHA, metavar="A",
+                   help="BASE NEW: significance level of the per-module test that colours the "
+                   f"tree and table, as diff's (default {diff.DEFAULT_ALPHA:g})")
     p.set_defaults(func=cmd_report)
 
     p = verbs.add_parser("top", help="live per-module view of a running job",
@@ -328,6 +333,7 @@ def build_parser():
                    help="expand the tree N levels below the root at start (default: all)")
     p.add_argument("--once", action="store_true",
                    help="read what is there, print one screen and exit (no live view)")
+    _exclude_steps_option(p)
     p.set_defaults(func=cmd_top)
     return parser
 

@@ -172,8 +172,10 @@ class Comparison:
         _, self.p_value, self.method = mann_whitney(new, base)
 
     def pct(self, value):
-        """A shift in percent of BASE's median (None when BASE's median is 0)."""
-        return 100.0 * value / self.base_median if self.base_median > 0 else None
+        """A shift in percent of BASE's median (None when BASE's median is 0 and the shift not)."""
+        if self.base_median > 0:
+            return 100.0 * value / self.base_median
+        return 0.0 if value == 0 else None
 
     def significant(self, alpha):
         return self.p_value < alpha
