@@ -60,12 +60,13 @@ void StepTimes::op(uint64_t start_ns, uint32_t fqn_id, int phase, uint64_t own_n
 }
 
 void StepTimes::finish(const std::unordered_map<uint32_t, const std::string*>& fqn_of, int phases,
-                       std::string* out, Medians* medians) {
+                       std::string* out, Medians* medians, Samples* own_per_step) {
   if (ranges_.empty()) return;
   std::vector<size_t> kept;
   for (size_t i = 0; i < ranges_.size(); ++i) {
     if (ranges_[i].step != 0) kept.push_back(i);
   }
+  kept_count_ = kept.size();
   auto op_ns = [&](size_t i) {
     uint64_t sum = 0;
     for (const auto& [key, ns] : times_[i]) sum += ns;
@@ -77,6 +78,12 @@ void StepTimes::finish(const std::unordered_map<uint32_t, const std::string*>& f
   json::append_uint(*out, ranges_.size());
   bool has_zero = kept.size() != ranges_.size();
   *out += has_zero ? ", \"excluded\": [0]" : ", \"excluded\": []";
+  *out += ", \"kept\": [";
+  for (size_t k = 0; k < kept.size(); ++k) {
+    if (k > 0) *out += ", ";
+    json::append_uint(*out, ranges_[kept[k]].step);
+  }
+  *out += "]";
   if (!kept.empty()) {
     std::vector<uint64_t> durations, ops, deviations;
     for (size_t i : kept) {
@@ -137,6 +144,13 @@ void StepTimes::finish(const std::unordered_map<uint32_t, const std::string*>& f
     for (size_t ph = 0; ph < per_phase.size(); ++ph) {
       m[ph].first = median(per_phase[ph]);
       if (mine != own.end()) m[ph].second = median(mine->second[ph]);
+    }
+  }
+  for (const auto& [fqn, per_phase] : own) {
+    std::vector<uint64_t>& all = (*own_per_step)[fqn];
+    all.assign(kept.size(), 0);
+    for (const auto& steps : per_phase) {
+      for (size_t k = 0; k < steps.size(); ++k) all[k] += steps[k];
     }
   }
 }

@@ -171,9 +171,10 @@ class SummaryExporter final : public Exporter {
     out += ", \"dropped_events\": ";
     json::append_uint(out, fin.dropped_events);
     StepTimes::Medians step_medians;  // per-step medians, when the trace has steps
+    StepTimes::Samples step_samples;  // own time per kept step
     std::unordered_map<uint32_t, const std::string*> fqn_of;
     for (const auto& [id, stats] : modules_) fqn_of[id] = stats.fqn;
-    steps_.finish(fqn_of, kPhases, &out, &step_medians);
+    steps_.finish(fqn_of, kPhases, &out, &step_medians, &step_samples);
     memory_.finish();
     out += ", \"modules\": {";
     bool first_module = true;
@@ -258,6 +259,15 @@ class SummaryExporter final : public Exporter {
           json::append_ms(out, self);
         }
         out += "}";
+      }
+      if (!steps_.empty()) {
+        out += ", \"step_self_ms\": [";
+        auto samples = step_samples.find(fqn);
+        for (size_t k = 0; k < steps_.kept_count(); ++k) {
+          if (k > 0) out += ", ";
+          json::append_ms(out, samples != step_samples.end() ? samples->second[k] : 0);
+        }
+        out += "]";
       }
       out += "}";
     }
