@@ -235,6 +235,8 @@ def _test(mode, ra, rb, alpha, row):
            "interval_ms": None, "interval_pct": None, "p_value": None, "significant": None}
     if mode != "test" or not (ra and rb and ra["step_self_ms"] and rb["step_self_ms"]):
         return out
+    if not any(ra["step_self_ms"]) and not any(rb["step_self_ms"]):
+        return out  # no time of its own on either side (a container): nothing to test
     c = stats.Comparison(ra["step_self_ms"], rb["step_self_ms"], alpha)
     pct = [c.pct(v) for v in (c.shift, c.low, c.high)]
     out.update({
