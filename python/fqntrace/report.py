@@ -12,6 +12,8 @@ Steps (fqntrace.steps) need the events and are only computed when the raw text h
 `ProfilerStep#` ranges; then every number of the page is per step as `summary` gives it (the
 median over the steps kept, the warm-up left out by `exclude_steps`), the steps left out are
 marked in the steps chart, and BASE NEW is coloured by `diff`'s verdict (fqntrace.diff).
+A `<stem>.summary.json` beside a trace with steps is used when it has the per-step samples
+(`steps.kept`) and the default steps are left out.
 """
 import html
 import json
@@ -77,10 +79,13 @@ def load_run(path, note=lambda message: None, exclude_steps=step_times.DEFAULT_E
     if trace.cut:
         note(f"{path} is cut off; reporting its {len(trace.events)} complete events; "
              f"{traceio.repair_hint(path)} to close the file")
-    # With steps, the per-step numbers (and the samples diff tests) come from the events: the
-    # core's summary has medians for step 0 left out only.
-    summary = (sibling if sibling is not None and not with_steps
-               else summarize.summarize(trace, exclude_steps))
+    # With steps, the sibling serves when it has the per-step samples (the core writes them,
+    # step 0 left out); other steps left out need the events.
+    if sibling is not None and with_steps and not (
+            exclude_steps == step_times.DEFAULT_EXCLUDED
+            and isinstance(sibling.get("steps"), dict) and "kept" in sibling["steps"]):
+        sibling = None
+    summary = sibling if sibling is not None else summarize.summarize(trace, exclude_steps)
     step_list = steps.per_step(trace) if with_steps else []
     for s in step_list:
         s["excluded"] = s["step"] in exclude_steps
