@@ -183,7 +183,7 @@ def cmd_diff(args):
     new = summarize.load_for_summary(args.new, note=_note, exclude_steps=args.exclude_steps)
     result = diff.compare(base, new, threshold=args.threshold, min_share=args.min_share,
                           base_name=args.base, new_name=args.new, alpha=args.alpha,
-                          totals=args.totals)
+                          totals=args.totals, absolute=args.absolute)
     if result["note"]:
         _note(result["note"])
     if args.json:
@@ -288,6 +288,10 @@ def build_parser():
                    "percent of a step's op time, on the side where it is larger (default "
                    f"{diff.DEFAULT_MIN_SHARE_PCT:g})")
     _exclude_steps_option(p)
+    p.add_argument("--absolute", action="store_true",
+                   help="test each module's self time per step in ms (default: its time relative "
+                   "to the rest of its step, which a machine running slower or faster as a whole "
+                   "leaves unchanged)")
     p.add_argument("--totals", action="store_true",
                    help="compare whole-run totals (every step, no test) instead of per-step "
                    "numbers")

@@ -150,7 +150,7 @@ def _mode(base, new, totals, base_name, new_name):
 
 
 def compare(base, new, threshold=None, min_share=DEFAULT_MIN_SHARE_PCT, base_name="BASE",
-            new_name="NEW", alpha=DEFAULT_ALPHA, totals=False):
+            new_name="NEW", alpha=DEFAULT_ALPHA, totals=False, absolute=False):
     """The diff of two summaries as a dict (the `--json` shape). Raises TraceError when the two
     sides trace different models (no root module in common)."""
     mode, note = _mode(base, new, totals, base_name, new_name)
@@ -165,6 +165,7 @@ def compare(base, new, threshold=None, min_share=DEFAULT_MIN_SHARE_PCT, base_nam
                          f"{', '.join(sorted(roots_b))}: different models; diff two runs of "
                          "the same model")
     total_a, total_b = _op_ms(base, a, per_step), _op_ms(new, b, per_step)
+    corrected = speed_corrected(a, b) if mode == "test" and not absolute else None
     rows = []
     for fqn in list(a) + [f for f in b if f not in a]:
         ra, rb = a.get(fqn), b.get(fqn)
@@ -192,7 +193,8 @@ def compare(base, new, threshold=None, min_share=DEFAULT_MIN_SHARE_PCT, base_nam
             "total_change_ms": round(tot_b - tot_a, 6),
             "total_change_pct": _round(_pct(tot_a, tot_b) if status == "both" else None),
         }
-        row.update(_test(mode, ra, rb, alpha, row))
+        row.update(_test(mode, ra, rb, alpha, row,
+                         corrected.get(fqn) if corrected is not None else None))
         big_enough = (status == "both" and (
             (total_a > 0 and 100.0 * self_a / total_a >= min_share)
             or (total_b > 0 and 100.0 * self_b / total_b >= min_share)))
@@ -204,8 +206,9 @@ def compare(base, new, threshold=None, min_share=DEFAULT_MIN_SHARE_PCT, base_nam
         row["verdict"] = _verdict(row, mode)
         rows.append(row)
     if mode == "test":
-        # Significant changes first, largest first; then the rest by the change of the median.
-        rows.sort(key=lambda r: (not r["significant"],
+        # Modules over the threshold first, then significant changes, largest first; then the
+        # rest by the change of the median.
+        rows.sort(key=lambda r: (not r["regressed"], not r["significant"],
                                  -abs(r["change_ms"] if r["significant"] else r["self_change_ms"]),
                                  r["status"] != "both", r["fqn"]))
     else:
@@ -219,6 +222,8 @@ def compare(base, new, threshold=None, min_share=DEFAULT_MIN_SHARE_PCT, base_nam
         "mode": mode,
         "note": note,
         "alpha": alpha,
+        "measure": "speed_corrected" if corrected is not None else "ms",
+        "step": _step_change(base, new, alpha) if mode == "test" else None,
         "op_change_ms": round(total_b - total_a, 6),
         "op_change_pct": _round(_pct(total_a, total_b)),
         "threshold_pct": threshold,
@@ -228,26 +233,97 @@ def compare(base, new, threshold=None, min_share=DEFAULT_MIN_SHARE_PCT, base_nam
     }
 
 
-def _test(mode, ra, rb, alpha, row):
+# Modules the step speed is read from: own time at least this share of BASE's step (smaller
+# ones are a few ops, all jitter), and at least this many of them.
+SPEED_MIN_SHARE = 0.01
+SPEED_MIN_MODULES = 3
+
+
+def speed_corrected(a, b):
+    """{fqn: (base samples, new samples)} of every module's own time per step at BASE's median
+    speed: each step's time divided by that step's speed (stats.step_speeds, read from the
+    modules with at least SPEED_MIN_SHARE of the step). None when too few modules qualify."""
+    both = [f for f in a if f in b and a[f]["step_self_ms"] and b[f]["step_self_ms"]]
+    if not both:
+        return None
+    medians = {f: stats.median(a[f]["step_self_ms"]) for f in both}
+    step = sum(medians.values())
+    reference = {f: m for f, m in medians.items() if step > 0 and m >= SPEED_MIN_SHARE * step}
+    if len(reference) < SPEED_MIN_MODULES + 1:
+        return None
+    speeds = []
+    for side in (a, b):
+        factors = stats.step_speeds({f: side[f]["step_self_ms"] for f in reference}, reference,
+                                    SPEED_MIN_MODULES)
+        if factors is None or any(f <= 0 for f in factors):
+            return None
+        speeds.append(factors)
+    return {f: tuple([v / s for v, s in zip(side[f]["step_self_ms"], speed)]
+                     for side, speed in ((a, speeds[0]), (b, speeds[1])))
+            if len(a[f]["step_self_ms"]) == len(speeds[0])
+            and len(b[f]["step_self_ms"]) == len(speeds[1]) else None
+            for f in both}
+
+
+def _test(mode, ra, rb, alpha, row, corrected=None):
     """The change of self time of one row: its estimate, interval and p-value (test mode), or
-    the change of the medians / totals alone."""
+    the change of the medians / totals alone. The test compares the module's own time per step
+    at BASE's speed (`corrected`: speed_corrected()'s pair for it), else in plain ms; the
+    estimate in ms is the change at BASE's median."""
     out = {"change_ms": row["self_change_ms"], "change_pct": row["self_change_pct"],
-           "interval_ms": None, "interval_pct": None, "p_value": None, "significant": None}
+           "interval_ms": None, "interval_pct": None, "p_value": None, "significant": None,
+           "measure": None}
     if mode != "test" or not (ra and rb and ra["step_self_ms"] and rb["step_self_ms"]):
         return out
-    if not any(ra["step_self_ms"]) and not any(rb["step_self_ms"]):
+    a, b = ra["step_self_ms"], rb["step_self_ms"]
+    if not any(a) and not any(b):
         return out  # no time of its own on either side (a container): nothing to test
-    c = stats.Comparison(ra["step_self_ms"], rb["step_self_ms"], alpha)
+    measure = "ms"
+    if corrected is not None:
+        a, b = corrected
+        measure = "speed_corrected"
+    c = stats.Comparison(a, b, alpha)
     pct = [c.pct(v) for v in (c.shift, c.low, c.high)]
+    base_ms = stats.median(ra["step_self_ms"])
+
+    def to_ms(p):
+        return None if p is None else round(p / 100.0 * base_ms, 6)
+
     out.update({
-        "change_ms": round(c.shift, 6),
+        "change_ms": to_ms(pct[0]) if pct[0] is not None else round(c.shift, 6),
         "change_pct": _round(pct[0]),
-        "interval_ms": [round(c.low, 6), round(c.high, 6)],
+        "interval_ms": None if pct[1] is None else [to_ms(pct[1]), to_ms(pct[2])],
         "interval_pct": None if pct[1] is None else [_round(pct[1]), _round(pct[2])],
         "p_value": float(f"{c.p_value:.4g}"),
         "significant": c.significant(alpha),
+        "measure": measure,
     })
     return out
+
+
+def step_op_ms(summary):
+    """Op time of each kept step, in `kept` order (None when the summary does not say)."""
+    steps = summary.get("steps") if isinstance(summary.get("steps"), dict) else {}
+    kept, per_step = steps.get("kept"), steps.get("per_step")
+    if not isinstance(kept, list) or not isinstance(per_step, list):
+        return None
+    by_step = {s.get("step"): s.get("op_ms") for s in per_step if isinstance(s, dict)}
+    values = [by_step.get(k) for k in kept]
+    return values if values and all(traceio.is_number(v) for v in values) else None
+
+
+def _step_change(base, new, alpha):
+    """The whole step's op time compared in ms: what changed for every module alike (a slower
+    machine, or a change everywhere), which the speed-corrected rows leave out."""
+    op_a, op_b = step_op_ms(base), step_op_ms(new)
+    if not op_a or not op_b:
+        return None
+    c = stats.Comparison(op_a, op_b, alpha)
+    pct = [c.pct(v) for v in (c.shift, c.low, c.high)]
+    return {"base_ms": round(c.base_median, 6), "new_ms": round(c.new_median, 6),
+            "change_ms": round(c.shift, 6), "change_pct": _round(pct[0]),
+            "interval_pct": None if pct[1] is None else [_round(pct[1]), _round(pct[2])],
+            "p_value": float(f"{c.p_value:.4g}"), "significant": c.significant(alpha)}
 
 
 def _verdict(row, mode):
@@ -316,6 +392,13 @@ def render(result, limit=None):
         lines.append(f"steps kept: base {result['base']['steps']}, new {result['new']['steps']}"
                      + (f"; self time per step compared by a Mann-Whitney U test, alpha "
                         f"{result['alpha']:g}" if tested else ""))
+    step = result.get("step")
+    if step:
+        lines.append(f"op time per step: {step['base_ms']:.3f} -> {step['new_ms']:.3f} ms, "
+                     f"{_signed(step['change_pct'], '%')} {_interval(step)}% p {_p(step['p_value'])}"
+                     + (" (every module alike: the machine's speed or a change everywhere; the "
+                        "rows compare each module at BASE's speed)"
+                        if result["measure"] == "speed_corrected" else ""))
     if result["note"]:
         lines.append("note: " + result["note"])
     lines.append("")
@@ -359,8 +442,10 @@ def render(result, limit=None):
     what = ("median per step, module and submodules" if result["per_step"]
             else "op time of the module and its submodules")
     if tested:
-        lines.append(f"ms per phase: {what}; self Δ: change of the module's own ops per step "
-                     "(Hodges-Lehmann shift), its interval and the U test's p-value; "
+        at = (" at BASE's speed (each step's speed read from all modules)"
+              if result["measure"] == "speed_corrected" else "")
+        lines.append(f"ms per phase: {what}; self Δ: change of the module's own ops per step"
+                     f"{at} (Hodges-Lehmann shift), its interval and the U test's p-value; "
                      "significant changes first")
     else:
         lines.append(f"ms per phase: {what}; self: its own ops, all phases; rows by |self Δms|")

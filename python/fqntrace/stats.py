@@ -10,7 +10,9 @@ Plain Python, no scipy: the CLI must stay light. What is here:
   ``mannwhitneyu(method="auto")``);
 * the Hodges-Lehmann shift (the median of all pairwise differences NEW - BASE) with its
   distribution-free confidence interval, which inverts the same U test: the estimate and the
-  interval the gate prints belong to the p-value it prints.
+  interval the gate prints belong to the p-value it prints;
+* the speed of each step (step_speeds): how fast the machine ran that step, read from every
+  module at once, so that a module's time can be compared at one speed.
 """
 import functools
 import math
@@ -179,3 +181,19 @@ class Comparison:
 
     def significant(self, alpha):
         return self.p_value < alpha
+
+
+def step_speeds(samples, reference, min_modules=3):
+    """How slow each step ran, from its modules: per step, the median over the modules of their
+    time in that step divided by their `reference` time (BASE's median). Other jobs on the
+    machine, its clock, a preempted step slow every module of a step alike; one module's own
+    code changing moves one of the many values the median is taken over, not the median.
+    `samples`: {module: [time per step]} (same length), `reference`: {module: time > 0}.
+    Returns [factor per step], or None with fewer than `min_modules` modules to read it from."""
+    names = [m for m in reference if m in samples and reference[m] > 0]
+    if len(names) < min_modules:
+        return None
+    n = len(samples[names[0]])
+    if any(len(samples[m]) != n for m in names):
+        return None
+    return [statistics.median(samples[m][k] / reference[m] for m in names) for k in range(n)]

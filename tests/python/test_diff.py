@@ -152,7 +152,9 @@ def step_summary(samples, name="run.json"):
     op = [sum(v[k] for v in samples.values()) for k in range(n)]
     return {"trace": name, "modules": modules,
             "steps": {"count": n, "recorded": n + 1, "excluded": [0], "kept": list(range(1, n + 1)),
-                      "median_op_ms": sorted(op)[n // 2]}}
+                      "median_op_ms": sorted(op)[n // 2],
+                      "per_step": [{"step": k + 1, "op_ms": op[k], "excluded": False}
+                                   for k in range(n)]}}
 
 
 STEADY = [1.00, 1.01, 0.99, 1.02, 0.98, 1.00, 1.01, 0.99, 1.03, 0.97, 1.00, 1.02]
@@ -212,3 +214,26 @@ def test_TooFewStepsGiveOneNoteAndTheMedianRule(tmp_path):
                        "--alpha", "2")
     assert bad.returncode == 2
     one_line(bad.stderr)
+
+
+def test_AMachineRunningSlowerAsAWholeIsNoRegressionOfEveryModule():
+    # Five modules; in NEW every step runs 25 % slower (a loaded machine, a lower clock): each
+    # module's time at BASE's speed is unchanged, and only the step line says the machine was
+    # slower. --absolute compares plain ms and fails them all.
+    names = ["Net.a", "Net.b", "Net.c", "Net.d", "Net.e"]
+    wobble = [1.00, 1.04, 0.97, 1.02, 0.99, 1.03, 0.96, 1.01, 1.00, 0.98, 1.05, 0.995]
+    base = step_summary({f: [(i + 1) * w for w in wobble] for i, f in enumerate(names)})
+    slower = step_summary({f: [1.25 * (i + 1) * w for w in wobble[::-1]]
+                           for i, f in enumerate(names)})
+    result = diff.compare(base, slower, threshold=10)
+    assert result["measure"] == "speed_corrected"
+    assert result["regressions"] == []
+    assert all(abs(r["change_pct"]) < 1 for r in result["rows"] if r["p_value"] is not None)
+    assert result["step"]["change_pct"] == pytest.approx(25, abs=3) and result["step"]["significant"]
+    assert sorted(diff.compare(base, slower, threshold=10, absolute=True)["regressions"]) == names
+    # One module's own code 30 % slower on the slower machine: that one, by about 30 %.
+    hot = step_summary({f: [1.25 * (i + 1) * w * (1.3 if f == "Net.c" else 1) for w in wobble[::-1]]
+                        for i, f in enumerate(names)})
+    result = diff.compare(base, hot, threshold=10)
+    assert result["regressions"] == ["Net.c"] and result["rows"][0]["fqn"] == "Net.c"
+    assert result["rows"][0]["change_pct"] == pytest.approx(30, abs=3)
