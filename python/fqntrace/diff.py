@@ -9,7 +9,8 @@ warm-up steps left out (`--exclude-steps`, default 0). With enough steps on both
 with NEW's (fqntrace.stats): the change is the Hodges-Lehmann shift (median of all pairwise
 differences) in ms and in percent of BASE's median, with its confidence interval at `--alpha`,
 and the p-value of a two-sided Mann-Whitney U test. Rows are ordered by the size of the
-significant changes first (p < alpha), then by the change of the median; so the module whose
+significant changes first (p < alpha; with --threshold the modules over it before them), then
+by the change of the median; so the module whose
 code changed comes first and not the ancestors whose totals only inherit the change.
 
 Threshold (`--threshold PCT`): a module *regresses* when its self time per step grew by more than
