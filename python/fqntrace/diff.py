@@ -7,11 +7,14 @@ The time of a module is the one `summary` shows: per training step (ProfilerStep
 warm-up steps left out (`--exclude-steps`, default 0). With enough steps on both sides
 (MIN_STEPS each) every module's SELF time per step (its own ops, all phases) in BASE is compared
 with NEW's (fqntrace.stats): the change is the Hodges-Lehmann shift (median of all pairwise
-differences) in ms and in percent of BASE's median, with its confidence interval at `--alpha`,
-and the p-value of a two-sided Mann-Whitney U test. Rows are ordered by the size of the
-significant changes first (p < alpha; with --threshold the modules over it before them), then
-by the change of the median; so the module whose
-code changed comes first and not the ancestors whose totals only inherit the change.
+differences) in percent of BASE's median (and that in ms), with its confidence interval at
+`--alpha`, and the p-value of a two-sided Mann-Whitney U test. The samples are taken at BASE's
+speed: each step's time divided by how slow that step ran, read from all modules at once
+(stats.step_speeds) - a loaded machine slows every module of a step alike, one module's code
+only itself (`--absolute` compares plain ms). The whole step's change in ms is shown apart.
+Rows: with --threshold the modules over it first, then the significant changes (p < alpha),
+largest first, then the rest by the change of the median; so the module whose code changed
+comes first and not the ancestors whose totals only inherit the change.
 
 Threshold (`--threshold PCT`): a module *regresses* when its self time per step grew by more than
 PCT percent, the change is significant (p < alpha), and it is big enough to matter: its self time
@@ -20,7 +23,7 @@ Modules present on one side only are listed but never regress (a renamed module 
 fail every gate).
 
 Fallback (a one-line `note`): with fewer steps than MIN_STEPS on a side, or samples missing (a
-.summary.json written by the core carries medians only), the rule is the change of the per-step
+.summary.json written before the core wrote them), the rule is the change of the per-step
 median (or of the whole-run totals without steps) against PCT, with no test. `totals=True`
 (`--totals`) compares whole-run totals the same way.
 """
