@@ -243,10 +243,15 @@ SPEED_MIN_SHARE = 0.01
 SPEED_MIN_MODULES = 3
 
 
+SPEED_OWN_OUT = 16  # up to this many modules a module's own time is left out of its steps' speed
+
+
 def speed_corrected(a, b):
     """{fqn: (base samples, new samples)} of every module's own time per step at BASE's median
     speed: each step's time divided by that step's speed (stats.step_speeds, read from the
-    modules with at least SPEED_MIN_SHARE of the step). None when too few modules qualify."""
+    modules with at least SPEED_MIN_SHARE of the step; with few of them, from the others than
+    the module itself, so that its own change does not move the median it is divided by). None
+    when too few modules qualify."""
     both = [f for f in a if f in b and a[f]["step_self_ms"] and b[f]["step_self_ms"]]
     if not both:
         return None
@@ -255,18 +260,31 @@ def speed_corrected(a, b):
     reference = {f: m for f, m in medians.items() if step > 0 and m >= SPEED_MIN_SHARE * step}
     if len(reference) < SPEED_MIN_MODULES + 1:
         return None
-    speeds = []
-    for side in (a, b):
-        factors = stats.step_speeds({f: side[f]["step_self_ms"] for f in reference}, reference,
-                                    SPEED_MIN_MODULES)
-        if factors is None or any(f <= 0 for f in factors):
-            return None
-        speeds.append(factors)
-    return {f: tuple([v / s for v, s in zip(side[f]["step_self_ms"], speed)]
-                     for side, speed in ((a, speeds[0]), (b, speeds[1])))
-            if len(a[f]["step_self_ms"]) == len(speeds[0])
-            and len(b[f]["step_self_ms"]) == len(speeds[1]) else None
-            for f in both}
+
+    def speeds(leave_out):
+        ref = {f: m for f, m in reference.items() if f != leave_out}
+        out = []
+        for side in (a, b):
+            factors = stats.step_speeds({f: side[f]["step_self_ms"] for f in ref}, ref,
+                                        SPEED_MIN_MODULES)
+            if factors is None or any(f <= 0 for f in factors):
+                return None
+            out.append(factors)
+        return out
+
+    shared = speeds(None)
+    if shared is None:
+        return None
+    out = {}
+    for f in both:
+        pair = speeds(f) if f in reference and len(reference) <= SPEED_OWN_OUT else shared
+        if pair is None or len(a[f]["step_self_ms"]) != len(pair[0]) \
+                or len(b[f]["step_self_ms"]) != len(pair[1]):
+            out[f] = None
+            continue
+        out[f] = tuple([v / s for v, s in zip(side[f]["step_self_ms"], speed)]
+                       for side, speed in ((a, pair[0]), (b, pair[1])))
+    return out
 
 
 def _test(mode, ra, rb, alpha, row, corrected=None):

@@ -1,7 +1,7 @@
 """Runs for the diff gate's false-alarm / detection test (test_diff_gate.py), and the script that
 measures the rates for docs/report.md:
 
-    .venv/bin/python tests/python/gate_runs.py --pairs 20 [--load] [--threshold 10]
+    .venv/bin/python tests/python/gate_runs.py --pairs 20 [--load] [--steps 25] [--threshold 10]
 
 A tiny CPU program of STEPS steps (step 0 is the warm-up `diff` leaves out): per step a few
 modules of small matmuls, one of them (`Net.hot`) about 20% of the step; `slow=True` gives it 30%
@@ -26,7 +26,7 @@ from torch import nn
 import fqntrace
 from fqntrace import cli
 
-STEPS = 13  # step 0 (warm-up) is left out: 12 steps per side
+STEPS = 25  # step 0 (warm-up) is left out: 24 steps per side (a few ms each)
 DIM = 96
 COLD_UNITS = (10, 10, 10, 10)  # matmuls per step of the other modules
 HOT_UNITS = 10                 # Net.hot: 10 of 50 matmuls, 20% of a step
@@ -59,8 +59,9 @@ class Net(nn.Module):
         return self.head(self.mlp(self.hot(self.mix(self.embed(x)))))
 
 
-def run(path, slow=False, steps=STEPS):
-    """One traced run of `steps` steps; returns the trace path."""
+def run(path, slow=False, steps=None):
+    """One traced run of `steps` steps (default STEPS); returns the trace path."""
+    steps = steps or STEPS
     torch.manual_seed(0)
     model = Net(slow=slow)
     x = torch.randn(DIM, DIM)
@@ -117,8 +118,10 @@ def main():
     parser.add_argument("--pairs", type=int, default=20)
     parser.add_argument("--load", action="store_true", help="one busy process per core")
     parser.add_argument("--threshold", type=float, default=10.0)
+    parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--folder", default=None)
     args = parser.parse_args()
+    globals()["STEPS"] = args.steps
     import tempfile
 
     folder = args.folder or tempfile.mkdtemp(prefix="fqntrace-gate-")
@@ -128,7 +131,7 @@ def main():
     detected = sum(code == 3 and first == HOT for code, first, _ in result["slow"])
     failed = sum(code == 3 for code, _, _ in result["slow"])
     print(f"load: {'one busy process per core' if args.load else 'none added'}; "
-          f"{args.pairs} pairs each, threshold {args.threshold:g}%")
+          f"{args.pairs} pairs each, {STEPS} steps a run, threshold {args.threshold:g}%")
     print(f"identical pairs: {false_alarms}/{args.pairs} false alarms "
           f"({[r for _, _, r in result['same'] if r]})")
     print(f"{HOT} +30%: {failed}/{args.pairs} failed the gate, {detected}/{args.pairs} with "
