@@ -87,7 +87,9 @@ def gate(base, new, threshold=10.0):
 def busy_cores(n=None):
     """One process spinning per core (the load of other jobs), stopped on exit."""
     n = n or os.cpu_count() or 1
-    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    # Each spins until stopped, or until this process is gone (killed tests leave no spinner).
+    spin = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass\n"
+    procs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(n)]
     try:
         yield n
     finally:
