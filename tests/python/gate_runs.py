@@ -74,12 +74,13 @@ def run(path, slow=False, steps=None):
     return written
 
 
-def gate(base, new, threshold=10.0):
-    """`python -m fqntrace diff BASE NEW --threshold T --json`, in this process: (exit code,
-    the JSON result)."""
+def gate(base, new, threshold=10.0, extra=()):
+    """`python -m fqntrace diff BASE NEW --threshold T --json [extra]`, in this process: (exit
+    code, the JSON result)."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        code = cli.main(["diff", str(base), str(new), "--threshold", f"{threshold:g}", "--json"])
+        code = cli.main(["diff", str(base), str(new), "--threshold", f"{threshold:g}", "--json",
+                         *extra])
     return code, json.loads(out.getvalue())
 
 
@@ -99,7 +100,7 @@ def busy_cores(n=None):
             p.wait()
 
 
-def pairs(folder, n_pairs, threshold=10.0):
+def pairs(folder, n_pairs, threshold=10.0, extra=()):
     """n_pairs identical pairs and n_pairs pairs with Net.hot slower, interleaved; returns
     {"same": [(code, first row fqn, regressions)], "slow": [...]}."""
     torch.set_num_threads(1)  # one intra-op thread: no wait on a preempted worker
@@ -110,7 +111,7 @@ def pairs(folder, n_pairs, threshold=10.0):
         c = run(os.path.join(folder, f"c{i}.json"))
         s = run(os.path.join(folder, f"s{i}.json"), slow=True)
         for kind, (base, new) in (("same", (a, b)), ("slow", (c, s))):
-            code, result = gate(base, new, threshold)
+            code, result = gate(base, new, threshold, extra)
             out[kind].append((code, result["rows"][0]["fqn"], result["regressions"]))
     return out
 
@@ -121,6 +122,7 @@ def main():
     parser.add_argument("--load", action="store_true", help="one busy process per core")
     parser.add_argument("--threshold", type=float, default=10.0)
     parser.add_argument("--steps", type=int, default=STEPS)
+    parser.add_argument("--absolute", action="store_true", help="diff --absolute (plain ms)")
     parser.add_argument("--folder", default=None)
     args = parser.parse_args()
     globals()["STEPS"] = args.steps
@@ -128,12 +130,14 @@ def main():
 
     folder = args.folder or tempfile.mkdtemp(prefix="fqntrace-gate-")
     with busy_cores() if args.load else contextlib.nullcontext():
-        result = pairs(folder, args.pairs, args.threshold)
+        result = pairs(folder, args.pairs, args.threshold,
+                       ("--absolute",) if args.absolute else ())
     false_alarms = sum(code != 0 for code, _, _ in result["same"])
     detected = sum(code == 3 and first == HOT for code, first, _ in result["slow"])
     failed = sum(code == 3 for code, _, _ in result["slow"])
     print(f"load: {'one busy process per core' if args.load else 'none added'}; "
-          f"{args.pairs} pairs each, {STEPS} steps a run, threshold {args.threshold:g}%")
+          f"{args.pairs} pairs each, {STEPS} steps a run, threshold {args.threshold:g}%"
+          + (", --absolute" if args.absolute else ""))
     print(f"identical pairs: {false_alarms}/{args.pairs} false alarms "
           f"({[r for _, _, r in result['same'] if r]})")
     print(f"{HOT} +30%: {failed}/{args.pairs} failed the gate, {detected}/{args.pairs} with "
