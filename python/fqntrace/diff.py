@@ -467,7 +467,7 @@ def render(result, limit=None):
         at = (" at BASE's speed (each step's speed read from all modules)"
               if result["measure"] == "speed_corrected" else "")
         lines.append(f"ms per phase: {what}; self Δ: change of the module's own ops per step"
-                     f"{at} (Hodges-Lehmann shift), its interval and the U test's p-value; "
+                     f"{at}: Hodges-Lehmann shift, its interval and the U test's p-value; "
                      "significant changes first")
     else:
         lines.append(f"ms per phase: {what}; self: its own ops, all phases; rows by |self Δms|")
