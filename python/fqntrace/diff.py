@@ -417,7 +417,8 @@ def render(result, limit=None):
     step = result.get("step")
     if step:
         lines.append(f"op time per step: {step['base_ms']:.3f} -> {step['new_ms']:.3f} ms, "
-                     f"{_signed(step['change_pct'], '%')} {_interval(step)}% p {_p(step['p_value'])}"
+                     f"{_signed(step['change_pct'], '%')} {_interval(step)}% "
+                     f"p {_p(step['p_value'])}"
                      + (" (every module alike: the machine's speed or a change everywhere; the "
                         "rows compare each module at BASE's speed)"
                         if result["measure"] == "speed_corrected" else ""))

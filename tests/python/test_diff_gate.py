@@ -2,8 +2,8 @@
 the module that changed (issue 23).
 
 A tiny CPU program of 25 steps of ~2 ms (step 0, the warm-up, left out: 24 per side) with one
-module, Net.hot, about 20% of a step (tests/python/gate_runs.py). While this test runs it starts one busy
-process per core itself (the load of other jobs; they are stopped when it ends):
+module, Net.hot, about 20% of a step (tests/python/gate_runs.py). While this test runs it starts
+one busy process per core itself (the load of other jobs; they are stopped when it ends):
 - 5 interleaved pairs of identical runs: at most one exits 3 (a false alarm);
 - 5 pairs with Net.hot 30% slower: at least 4 exit 3 with Net.hot ranked first.
 """
