@@ -1,6 +1,7 @@
 #include "exporters/step_times.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "exporters/json_text.h"
 
@@ -14,6 +15,15 @@ uint64_t median(std::vector<uint64_t> v) {
   std::sort(v.begin(), v.end());
   size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+template <typename T>
+double median_of(std::vector<T> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 == 1 ? static_cast<double>(v[n / 2])
+                    : (static_cast<double>(v[n / 2 - 1]) + static_cast<double>(v[n / 2])) / 2;
 }
 
 }  // namespace
@@ -60,12 +70,14 @@ void StepTimes::op(uint64_t start_ns, uint32_t fqn_id, int phase, uint64_t own_n
 }
 
 void StepTimes::finish(const std::unordered_map<uint32_t, const std::string*>& fqn_of, int phases,
-                       std::string* out, Medians* medians) {
+                       std::string* out, Medians* medians, Samples* own_per_step,
+                       Spreads* spread_milli_pct) {
   if (ranges_.empty()) return;
   std::vector<size_t> kept;
   for (size_t i = 0; i < ranges_.size(); ++i) {
     if (ranges_[i].step != 0) kept.push_back(i);
   }
+  kept_count_ = kept.size();
   auto op_ns = [&](size_t i) {
     uint64_t sum = 0;
     for (const auto& [key, ns] : times_[i]) sum += ns;
@@ -77,6 +89,12 @@ void StepTimes::finish(const std::unordered_map<uint32_t, const std::string*>& f
   json::append_uint(*out, ranges_.size());
   bool has_zero = kept.size() != ranges_.size();
   *out += has_zero ? ", \"excluded\": [0]" : ", \"excluded\": []";
+  *out += ", \"kept\": [";
+  for (size_t k = 0; k < kept.size(); ++k) {
+    if (k > 0) *out += ", ";
+    json::append_uint(*out, ranges_[kept[k]].step);
+  }
+  *out += "]";
   if (!kept.empty()) {
     std::vector<uint64_t> durations, ops, deviations;
     for (size_t i : kept) {
@@ -134,9 +152,26 @@ void StepTimes::finish(const std::unordered_map<uint32_t, const std::string*>& f
     auto& m = (*medians)[fqn];
     m.assign(static_cast<size_t>(phases), {0, 0});
     auto mine = own.find(fqn);
+    std::vector<uint64_t> all(kept.size(), 0);
     for (size_t ph = 0; ph < per_phase.size(); ++ph) {
       m[ph].first = median(per_phase[ph]);
       if (mine != own.end()) m[ph].second = median(mine->second[ph]);
+      for (size_t k = 0; k < all.size(); ++k) all[k] += per_phase[ph][k];
+    }
+    // Median and MAD as the CLI's statistics.median: the mean of the two middle values.
+    double mid = median_of(all);
+    if (mid > 0) {
+      std::vector<double> deviations;
+      for (uint64_t v : all) deviations.push_back(std::fabs(static_cast<double>(v) - mid));
+      double spread = 100.0 * 1.4826 * median_of(deviations) / mid;
+      (*spread_milli_pct)[fqn] = static_cast<uint64_t>(std::llround(spread * 1000.0));
+    }
+  }
+  for (const auto& [fqn, per_phase] : own) {
+    std::vector<uint64_t>& all = (*own_per_step)[fqn];
+    all.assign(kept.size(), 0);
+    for (const auto& steps : per_phase) {
+      for (size_t k = 0; k < steps.size(); ++k) all[k] += steps[k];
     }
   }
 }

@@ -23,8 +23,17 @@ class StepTimes {
   // `"steps": {...}` (with its leading ", ") — step 0 left out of the medians, as the CLI does.
   // Fills `medians`: fqn → per phase (median of the subtree's time per step, median of its own).
   using Medians = std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>>;
+  // Fills `own_per_step`: fqn → its own time (all phases) in each kept step, in step order: the
+  // samples `python -m fqntrace diff` tests (a module absent from it ran in no kept step).
+  using Samples = std::map<std::string, std::vector<uint64_t>>;
+  // Fills `spread_milli_pct`: fqn → 1.4826 * MAD / median of its subtree time per kept step (all
+  // phases), in thousandths of a percent; absent when that median is 0 (fqntrace/stats.py).
+  using Spreads = std::map<std::string, uint64_t>;
   void finish(const std::unordered_map<uint32_t, const std::string*>& fqn_of, int phases,
-              std::string* json_out, Medians* medians);
+              std::string* json_out, Medians* medians, Samples* own_per_step,
+              Spreads* spread_milli_pct);
+  // Steps the medians cover (known after finish()).
+  size_t kept_count() const { return kept_count_; }
 
  private:
   struct Range {
@@ -41,6 +50,7 @@ class StepTimes {
   std::vector<std::unordered_map<uint64_t, uint64_t>> times_;  // by index into ranges_
   std::vector<Pending> pending_;
   bool overflowed_ = false;
+  size_t kept_count_ = 0;
 };
 
 }  // namespace fqntrace

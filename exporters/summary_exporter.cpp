@@ -171,9 +171,11 @@ class SummaryExporter final : public Exporter {
     out += ", \"dropped_events\": ";
     json::append_uint(out, fin.dropped_events);
     StepTimes::Medians step_medians;  // per-step medians, when the trace has steps
+    StepTimes::Samples step_samples;  // own time per kept step
+    StepTimes::Spreads step_spreads;  // step-to-step spread of the subtree time
     std::unordered_map<uint32_t, const std::string*> fqn_of;
     for (const auto& [id, stats] : modules_) fqn_of[id] = stats.fqn;
-    steps_.finish(fqn_of, kPhases, &out, &step_medians);
+    steps_.finish(fqn_of, kPhases, &out, &step_medians, &step_samples, &step_spreads);
     memory_.finish();
     out += ", \"modules\": {";
     bool first_module = true;
@@ -258,6 +260,26 @@ class SummaryExporter final : public Exporter {
           json::append_ms(out, self);
         }
         out += "}";
+      }
+      if (!steps_.empty()) {
+        out += ", \"step_self_ms\": [";
+        auto samples = step_samples.find(fqn);
+        for (size_t k = 0; k < steps_.kept_count(); ++k) {
+          if (k > 0) out += ", ";
+          json::append_ms(out, samples != step_samples.end() ? samples->second[k] : 0);
+        }
+        out += "]";
+        auto spread = step_spreads.find(fqn);
+        out += ", \"step_spread_pct\": ";
+        if (spread == step_spreads.end()) {
+          out += "null";
+        } else {
+          json::append_us(out, spread->second);  // thousandths, written with three decimals
+        }
+        // As the CLI's step_times.NOISY_PCT: over 10 % (and more than one step).
+        bool noisy = spread != step_spreads.end() && steps_.kept_count() > 1 &&
+                     spread->second > 10 * 1000;
+        out += noisy ? ", \"noisy\": true" : ", \"noisy\": false";
       }
       out += "}";
     }

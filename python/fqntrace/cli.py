@@ -89,6 +89,13 @@ def _step_list(text):
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def _exclude_steps_option(parser):
+    parser.add_argument("--exclude-steps", type=_step_list, default=step_times.DEFAULT_EXCLUDED,
+                        metavar="LIST", help="steps left out of the per-step numbers when the "
+                        "trace has ProfilerStep ranges: e.g. 0,1 or 0-2, or none (default: 0, "
+                        "the warm-up step with its one-time costs)")
+
+
 def cmd_summary(args):
     paths = crossrank.expand_paths(args.traces)
     if len(paths) > 1:
@@ -105,7 +112,9 @@ def cmd_summary(args):
                              "(or fqntrace.profile(..., memory=True))")
         lines = table.render_memory_table(summary, depth=args.depth)
     else:
-        lines = table.render_table(summary, depth=args.depth, sort=args.sort, phase=args.phase)
+        # Cut the title to the table's width on a terminal only: a file or pipe gets it whole.
+        lines = table.render_table(summary, depth=args.depth, sort=args.sort, phase=args.phase,
+                                   cut_lines=sys.stdout.isatty())
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 
@@ -157,25 +166,42 @@ def _percent(text):
     return value
 
 
+def _alpha(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a significance level between 0 and 1 "
+                                         f"(e.g. 0.05), got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a significance level between 0 and 1 "
+                                         f"(e.g. 0.05), got {text}")
+    return value
+
+
 def cmd_diff(args):
-    base = summarize.load_for_summary(args.base, note=_note)
-    new = summarize.load_for_summary(args.new, note=_note)
+    base = summarize.load_for_summary(args.base, note=_note, exclude_steps=args.exclude_steps)
+    new = summarize.load_for_summary(args.new, note=_note, exclude_steps=args.exclude_steps)
     result = diff.compare(base, new, threshold=args.threshold, min_share=args.min_share,
-                          base_name=args.base, new_name=args.new)
+                          base_name=args.base, new_name=args.new, alpha=args.alpha,
+                          totals=args.totals, absolute=args.absolute)
+    if result["note"]:
+        _note(result["note"])
     if args.json:
         sys.stdout.write(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     else:
         lines = diff.render(result, limit=None if args.all else 40)
         sys.stdout.write("\n".join(lines) + "\n")
     if result["regressions"]:
-        _err(f"{len(result['regressions'])} module(s) slower by more than {args.threshold:g}%: "
-             + ", ".join(result["regressions"][:5]))
+        significant = " and significant" if result["mode"] == "test" else ""
+        _err(f"{len(result['regressions'])} module(s) slower by more than {args.threshold:g}%"
+             f"{significant}: " + ", ".join(result["regressions"][:5]))
         return diff.EXIT_REGRESSION
     return 0
 
 
 def cmd_report(args):
-    path, info = report.write_report(args.traces, args.output, mode=args.mode, note=_note)
+    path, info = report.write_report(args.traces, args.output, mode=args.mode, note=_note,
+                                     exclude_steps=args.exclude_steps, alpha=args.alpha)
     print(f"report: {path}  ({info})")
     return 0
 
@@ -214,10 +240,7 @@ def build_parser():
     p.add_argument("--memory", action="store_true",
                    help="per-module memory table (a trace recorded with FQNTRACE_MEMORY=1): "
                    "bytes allocated, peak, activations kept for backward, gradients")
-    p.add_argument("--exclude-steps", type=_step_list, default=step_times.DEFAULT_EXCLUDED,
-                   metavar="LIST", help="steps left out of the per-step medians when the trace has "
-                   "ProfilerStep ranges: e.g. 0,1 or 0-2, or none (default: 0, the warm-up step "
-                   "with its one-time costs)")
+    _exclude_steps_option(p)
     p.set_defaults(func=cmd_summary)
 
     p = verbs.add_parser("validate", help="check a trace and print its first problem",
@@ -245,18 +268,33 @@ def build_parser():
 
     p = verbs.add_parser("diff", help="per-module change of time between two runs",
                          description="One row per module (full fqn): time per phase in BASE and "
-                         "NEW, change of self time (its own ops) and of total time in ms and %%; "
-                         "rows ordered by the largest change of self time. Modules on one side "
-                         "only are listed. Reads traces and .summary.json files.")
+                         "NEW and the change of its self time (its own ops). With training steps "
+                         "(at least %d kept on each side) the numbers are per step, the warm-up "
+                         "left out, and each module's self time per step is compared by a "
+                         "Mann-Whitney U test: the change (Hodges-Lehmann shift), its interval "
+                         "and p-value; significant changes first. Modules on one side only are "
+                         "listed. Reads traces and .summary.json files." % diff.MIN_STEPS)
     p.add_argument("base", metavar="BASE", help="the reference run (trace or .summary.json)")
     p.add_argument("new", metavar="NEW", help="the run to check")
     p.add_argument("--threshold", type=_percent, metavar="PCT",
-                   help=f"exit {diff.EXIT_REGRESSION} when a module's self time grew by more than "
-                   "PCT percent (only modules with at least --min-share of the op time count)")
+                   help=f"exit {diff.EXIT_REGRESSION} when a module's self time per step grew by "
+                   "more than PCT percent and the change is significant (p < --alpha); only "
+                   "modules with at least --min-share of the op time count")
+    p.add_argument("--alpha", type=_alpha, default=diff.DEFAULT_ALPHA, metavar="A",
+                   help="significance level of the test and 1 - the interval's confidence "
+                   f"(default {diff.DEFAULT_ALPHA:g})")
     p.add_argument("--min-share", type=_percent, default=diff.DEFAULT_MIN_SHARE_PCT,
                    metavar="PCT", help="smallest module --threshold checks: its self time in "
-                   "percent of all op time, on the side where it is larger (default "
+                   "percent of a step's op time, on the side where it is larger (default "
                    f"{diff.DEFAULT_MIN_SHARE_PCT:g})")
+    _exclude_steps_option(p)
+    p.add_argument("--absolute", action="store_true",
+                   help="test each module's self time per step in ms (default: its time relative "
+                   "to the rest of its step, which a machine running slower or faster as a whole "
+                   "leaves unchanged)")
+    p.add_argument("--totals", action="store_true",
+                   help="compare whole-run totals (every step, no test) instead of per-step "
+                   "numbers")
     p.add_argument("--json", action="store_true", help="print the diff as JSON")
     p.add_argument("--all", action="store_true", help="print every module (default: 40 rows)")
     p.set_defaults(func=cmd_diff)
@@ -274,6 +312,10 @@ def build_parser():
     p.add_argument("--mode", choices=["auto", "ranks", "diff"], default="auto",
                    help="how to read several traces: ranks of one run, or BASE NEW to compare "
                    "(auto: two traces of the same rank are compared, else ranks)")
+    _exclude_steps_option(p)
+    p.add_argument("--alpha", type=_alpha, default=diff.DEFAULT_ALPHA, metavar="A",
+                   help="BASE NEW: significance level of the per-module test that colours the "
+                   f"tree and table, as diff's (default {diff.DEFAULT_ALPHA:g})")
     p.set_defaults(func=cmd_report)
 
     p = verbs.add_parser("top", help="live per-module view of a running job",
@@ -295,6 +337,7 @@ def build_parser():
                    help="expand the tree N levels below the root at start (default: all)")
     p.add_argument("--once", action="store_true",
                    help="read what is there, print one screen and exit (no live view)")
+    _exclude_steps_option(p)
     p.set_defaults(func=cmd_top)
     return parser
 

@@ -1,20 +1,38 @@
 """`python -m fqntrace diff BASE NEW`: what got slower or faster per module between two runs.
 
 Both sides are summaries (fqntrace.summarize; a trace is summarized first, a .summary.json is read
-as is). One row per module, named by its full fqn, with its time per phase on both sides. Rows are
-ordered by the absolute change of the module's SELF time (its own ops, all phases), so the module
-whose code changed comes first and not the ancestors whose totals only inherit the change.
+as is). One row per module, named by its full fqn, with its time per phase on both sides.
 
-Threshold (`--threshold PCT`): a module *regresses* when its self time grew by more than PCT
-percent and it is big enough to matter: its self time is at least `--min-share` percent (default
-1%) of the op time of the side it is largest on. Smaller modules jitter by more than any sensible
-threshold from run to run. Modules present on one side only are listed but never regress (a
-renamed module would otherwise fail every gate).
+The time of a module is the one `summary` shows: per training step (ProfilerStep#N ranges), the
+warm-up steps left out (`--exclude-steps`, default 0). With enough steps on both sides
+(MIN_STEPS each) every module's SELF time per step (its own ops, all phases) in BASE is compared
+with NEW's (fqntrace.stats): the change is the Hodges-Lehmann shift (median of all pairwise
+differences) in percent of BASE's median (and that in ms), with its confidence interval at
+`--alpha`, and the p-value of a two-sided Mann-Whitney U test. The samples are taken at BASE's
+speed: each step's time divided by how slow that step ran, read from all modules at once
+(stats.step_speeds) - a loaded machine slows every module of a step alike, one module's code
+only itself (`--absolute` compares plain ms). The whole step's change in ms is shown apart.
+Rows: with --threshold the modules over it first, then the significant changes (p < alpha),
+largest first, then the rest by the change of the median; so the module whose code changed
+comes first and not the ancestors whose totals only inherit the change.
+
+Threshold (`--threshold PCT`): a module *regresses* when its self time per step grew by more than
+PCT percent, the change is significant (p < alpha), and it is big enough to matter: its self time
+is at least `--min-share` percent (default 1%) of a step's op time on the side it is largest on.
+Modules present on one side only are listed but never regress (a renamed module would otherwise
+fail every gate).
+
+Fallback (a one-line `note`): with fewer steps than MIN_STEPS on a side, or samples missing (a
+.summary.json written before the core wrote them), the rule is the change of the per-step
+median (or of the whole-run totals without steps) against PCT, with no test. `totals=True`
+(`--totals`) compares whole-run totals the same way.
 """
-from fqntrace import traceio
+from fqntrace import stats, step_times, traceio
 from fqntrace.traceio import PHASES, TraceError
 
 DEFAULT_MIN_SHARE_PCT = 1.0
+DEFAULT_ALPHA = 0.05
+MIN_STEPS = 5  # per side; below it the test has almost no power (4 vs 4: p >= 0.029)
 EXIT_REGRESSION = 3  # apart from 1 (a file could not be read) and 2 (bad arguments)
 PHASE_SHORT = {"forward": "fwd", "backward": "bwd", "recompute": "recomp"}
 
@@ -23,10 +41,15 @@ def _number(value):
     return value if traceio.is_number(value) else 0
 
 
-def module_times(summary):
+def module_times(summary, per_step=None):
     """fqn -> {"module_type", "calls", phase -> {"self_ms", "total_ms", "ops", "flops",
-    "top_ops"}} for every module of a summary, with paths that exist only as parents (a
-    ModuleList the exporter did not write) filled in: no self time, children's totals."""
+    "top_ops", "step_median_ms", "step_self_median_ms", "step_mad_ms"}, "step_self_ms",
+    "step_spread_pct", "noisy"} for every module of a summary, with paths that exist only as
+    parents (a ModuleList the exporter did not write) filled in: no self time, children's
+    totals. per_step=True: self_ms / total_ms are the per-step medians (the summary's
+    step_self_median_ms / step_median_ms); default: when the summary has steps."""
+    if per_step is None:
+        per_step = step_times.has_steps(summary)
     modules = summary.get("modules") or {}
     out = {}
     for fqn, entry in modules.items():
@@ -37,11 +60,20 @@ def module_times(summary):
         for phase in PHASES:
             p = entry.get(phase) if isinstance(entry.get(phase), dict) else {}
             tops = p.get("top_ops") if isinstance(p.get("top_ops"), list) else []
-            row[phase] = {"self_ms": float(_number(p.get("self_ms"))),
-                          "total_ms": float(_number(p.get("total_ms"))),
+            row[phase] = {"self_ms": float(_number(p.get("step_self_median_ms" if per_step
+                                                         else "self_ms"))),
+                          "total_ms": float(_number(p.get("step_median_ms" if per_step
+                                                          else "total_ms"))),
                           "ops": int(_number(p.get("ops"))),
                           "flops": int(_number(p.get("flops"))),
-                          "top_ops": [t for t in tops if isinstance(t, dict)]}
+                          "top_ops": [t for t in tops if isinstance(t, dict)],
+                          "step_mad_ms": float(_number(p.get("step_mad_ms")))}
+        samples = entry.get("step_self_ms")
+        row["step_self_ms"] = ([float(v) for v in samples if traceio.is_number(v)]
+                               if per_step and isinstance(samples, list) else None)
+        spread = entry.get("step_spread_pct")
+        row["step_spread_pct"] = spread if traceio.is_number(spread) else None
+        row["noisy"] = entry.get("noisy") is True
         out[fqn] = row
     for fqn in list(out):
         if fqn == "Global":
@@ -55,13 +87,19 @@ def module_times(summary):
 
 
 def _parent_only(fqn, rows):
-    row = {"module_type": "", "calls": 0}
+    row = {"module_type": "", "calls": 0, "step_self_ms": None, "step_spread_pct": None,
+           "noisy": False}
     children = [r for f, r in rows.items() if f.startswith(fqn + ".")
                 and "." not in f[len(fqn) + 1:]]
     for phase in PHASES:
         row[phase] = {"self_ms": 0.0, "total_ms": sum(c[phase]["total_ms"] for c in children),
                       "ops": sum(c[phase]["ops"] for c in children),
-                      "flops": sum(c[phase]["flops"] for c in children), "top_ops": []}
+                      "flops": sum(c[phase]["flops"] for c in children), "top_ops": [],
+                      "step_mad_ms": 0.0}
+    # No ops of its own: zero self time in every step (a sample the test can still compare).
+    counts = [len(c["step_self_ms"]) for c in children if c["step_self_ms"] is not None]
+    if counts and len(set(counts)) == 1:
+        row["step_self_ms"] = [0.0] * counts[0]
     return row
 
 
@@ -81,11 +119,47 @@ def _pct(old, new):
     return None  # no base time: a percentage says nothing
 
 
+def _step_count(summary):
+    steps = summary.get("steps")
+    return int(_number(steps.get("count"))) if isinstance(steps, dict) else 0
+
+
+def _op_ms(summary, rows, per_step):
+    """A step's op time (median) or the whole run's: what --min-share is a share of."""
+    if per_step:
+        return float(_number(summary["steps"].get("median_op_ms")))
+    return total_op_ms(rows)
+
+
+def _mode(base, new, totals, base_name, new_name):
+    """("test" | "median" | "totals", note or None): how the two sides can be compared."""
+    if totals:
+        return "totals", None
+    n_base, n_new = _step_count(base), _step_count(new)
+    if n_base == 0 or n_new == 0:
+        which = " and ".join(n for n, c in ((base_name, n_base), (new_name, n_new)) if c == 0)
+        return "totals", (f"{which}: no training steps (ProfilerStep ranges) kept; comparing "
+                          "whole-run totals without a significance test (record at least "
+                          f"{MIN_STEPS + 1} steps for the statistical gate)")
+    if n_base < MIN_STEPS or n_new < MIN_STEPS:
+        return "median", (f"{min(n_base, n_new)} step(s) kept on a side, fewer than {MIN_STEPS}: "
+                          "comparing per-step medians without a significance test (record more "
+                          "steps or leave fewer out with --exclude-steps)")
+    if not any(isinstance(e, dict) and isinstance(e.get("step_self_ms"), list)
+               for side in (base, new) for e in (side.get("modules") or {}).values()):
+        return "median", ("no per-step samples (a .summary.json from the core has medians only): "
+                          "comparing per-step medians without a significance test; pass the "
+                          "traces for the statistical gate")
+    return "test", None
+
+
 def compare(base, new, threshold=None, min_share=DEFAULT_MIN_SHARE_PCT, base_name="BASE",
-            new_name="NEW"):
+            new_name="NEW", alpha=DEFAULT_ALPHA, totals=False, absolute=False):
     """The diff of two summaries as a dict (the `--json` shape). Raises TraceError when the two
     sides trace different models (no root module in common)."""
-    a, b = module_times(base), module_times(new)
+    mode, note = _mode(base, new, totals, base_name, new_name)
+    per_step = mode != "totals"
+    a, b = module_times(base, per_step), module_times(new, per_step)
     if not a or not b:
         empty = base_name if not a else new_name
         raise TraceError(f"{empty}: no modules in this trace; diff needs two traced runs")
@@ -94,13 +168,18 @@ def compare(base, new, threshold=None, min_share=DEFAULT_MIN_SHARE_PCT, base_nam
         raise TraceError(f"{base_name} traces {', '.join(sorted(roots_a))} and {new_name} traces "
                          f"{', '.join(sorted(roots_b))}: different models; diff two runs of "
                          "the same model")
-    total_a, total_b = total_op_ms(a), total_op_ms(b)
+    total_a, total_b = _op_ms(base, a, per_step), _op_ms(new, b, per_step)
+    corrected = speed_corrected(a, b) if mode == "test" and not absolute else None
     rows = []
     for fqn in list(a) + [f for f in b if f not in a]:
         ra, rb = a.get(fqn), b.get(fqn)
         status = "both" if ra and rb else ("base_only" if ra else "new_only")
         self_a = sum(ra[p]["self_ms"] for p in PHASES) if ra else 0.0
         self_b = sum(rb[p]["self_ms"] for p in PHASES) if rb else 0.0
+        if per_step and ra and ra["step_self_ms"]:
+            self_a = stats.median(ra["step_self_ms"])  # median of the sums over phases
+        if per_step and rb and rb["step_self_ms"]:
+            self_b = stats.median(rb["step_self_ms"])
         tot_a = sum(ra[p]["total_ms"] for p in PHASES) if ra else 0.0
         tot_b = sum(rb[p]["total_ms"] for p in PHASES) if rb else 0.0
         row = {
@@ -118,18 +197,37 @@ def compare(base, new, threshold=None, min_share=DEFAULT_MIN_SHARE_PCT, base_nam
             "total_change_ms": round(tot_b - tot_a, 6),
             "total_change_pct": _round(_pct(tot_a, tot_b) if status == "both" else None),
         }
+        row.update(_test(mode, ra, rb, alpha, row,
+                         corrected.get(fqn) if corrected is not None else None))
         big_enough = (status == "both" and (
             (total_a > 0 and 100.0 * self_a / total_a >= min_share)
             or (total_b > 0 and 100.0 * self_b / total_b >= min_share)))
         row["gated"] = bool(big_enough)
         row["regressed"] = bool(threshold is not None and big_enough
-                                and row["self_change_pct"] is not None
-                                and row["self_change_pct"] > threshold)
+                                and row["change_pct"] is not None
+                                and row["change_pct"] > threshold
+                                and (mode != "test" or row["significant"]))
+        row["verdict"] = _verdict(row, mode)
         rows.append(row)
-    rows.sort(key=lambda r: (-abs(r["self_change_ms"]), r["status"] != "both", r["fqn"]))
+    if mode == "test":
+        # Modules over the threshold first, then significant changes, largest first; then the
+        # rest by the change of the median.
+        rows.sort(key=lambda r: (not r["regressed"], not r["significant"],
+                                 -abs(r["change_ms"] if r["significant"] else r["self_change_ms"]),
+                                 r["status"] != "both", r["fqn"]))
+    else:
+        rows.sort(key=lambda r: (-abs(r["self_change_ms"]), r["status"] != "both", r["fqn"]))
     return {
-        "base": {"trace": str(base.get("trace") or base_name), "op_ms": round(total_a, 6)},
-        "new": {"trace": str(new.get("trace") or new_name), "op_ms": round(total_b, 6)},
+        "base": {"trace": str(base.get("trace") or base_name), "op_ms": round(total_a, 6),
+                 "steps": _step_count(base)},
+        "new": {"trace": str(new.get("trace") or new_name), "op_ms": round(total_b, 6),
+                "steps": _step_count(new)},
+        "per_step": per_step,
+        "mode": mode,
+        "note": note,
+        "alpha": alpha,
+        "measure": "speed_corrected" if corrected is not None else "ms",
+        "step": _step_change(base, new, alpha) if mode == "test" else None,
         "op_change_ms": round(total_b - total_a, 6),
         "op_change_pct": _round(_pct(total_a, total_b)),
         "threshold_pct": threshold,
@@ -137,6 +235,130 @@ def compare(base, new, threshold=None, min_share=DEFAULT_MIN_SHARE_PCT, base_nam
         "rows": rows,
         "regressions": [r["fqn"] for r in rows if r["regressed"]],
     }
+
+
+# Modules the step speed is read from: own time at least this share of BASE's step (smaller
+# ones are a few ops, all jitter), and at least this many of them.
+SPEED_MIN_SHARE = 0.01
+SPEED_MIN_MODULES = 3
+
+
+SPEED_OWN_OUT = 16  # up to this many modules a module's own time is left out of its steps' speed
+
+
+def speed_corrected(a, b):
+    """{fqn: (base samples, new samples)} of every module's own time per step at BASE's median
+    speed: each step's time divided by that step's speed (stats.step_speeds, read from the
+    modules with at least SPEED_MIN_SHARE of the step; with few of them, from the others than
+    the module itself, so that its own change does not move the median it is divided by). None
+    when too few modules qualify."""
+    both = [f for f in a if f in b and a[f]["step_self_ms"] and b[f]["step_self_ms"]]
+    if not both:
+        return None
+    medians = {f: stats.median(a[f]["step_self_ms"]) for f in both}
+    step = sum(medians.values())
+    reference = {f: m for f, m in medians.items() if step > 0 and m >= SPEED_MIN_SHARE * step}
+    if len(reference) < SPEED_MIN_MODULES + 1:
+        return None
+
+    def speeds(leave_out):
+        ref = {f: m for f, m in reference.items() if f != leave_out}
+        out = []
+        for side in (a, b):
+            factors = stats.step_speeds({f: side[f]["step_self_ms"] for f in ref}, ref,
+                                        SPEED_MIN_MODULES)
+            if factors is None or any(f <= 0 for f in factors):
+                return None
+            out.append(factors)
+        return out
+
+    shared = speeds(None)
+    if shared is None:
+        return None
+    out = {}
+    for f in both:
+        pair = speeds(f) if f in reference and len(reference) <= SPEED_OWN_OUT else shared
+        if pair is None or len(a[f]["step_self_ms"]) != len(pair[0]) \
+                or len(b[f]["step_self_ms"]) != len(pair[1]):
+            out[f] = None
+            continue
+        out[f] = tuple([v / s for v, s in zip(side[f]["step_self_ms"], speed)]
+                       for side, speed in ((a, pair[0]), (b, pair[1])))
+    return out
+
+
+def _test(mode, ra, rb, alpha, row, corrected=None):
+    """The change of self time of one row: its estimate, interval and p-value (test mode), or
+    the change of the medians / totals alone. The test compares the module's own time per step
+    at BASE's speed (`corrected`: speed_corrected()'s pair for it), else in plain ms; the
+    estimate in ms is the change at BASE's median."""
+    out = {"change_ms": row["self_change_ms"], "change_pct": row["self_change_pct"],
+           "interval_ms": None, "interval_pct": None, "p_value": None, "significant": None,
+           "measure": None}
+    if mode != "test" or not (ra and rb and ra["step_self_ms"] and rb["step_self_ms"]):
+        return out
+    a, b = ra["step_self_ms"], rb["step_self_ms"]
+    if not any(a) and not any(b):
+        return out  # no time of its own on either side (a container): nothing to test
+    measure = "ms"
+    if corrected is not None:
+        a, b = corrected
+        measure = "speed_corrected"
+    c = stats.Comparison(a, b, alpha)
+    pct = [c.pct(v) for v in (c.shift, c.low, c.high)]
+    base_ms = stats.median(ra["step_self_ms"])
+
+    def to_ms(p):
+        return None if p is None else round(p / 100.0 * base_ms, 6)
+
+    out.update({
+        "change_ms": to_ms(pct[0]) if pct[0] is not None else round(c.shift, 6),
+        "change_pct": _round(pct[0]),
+        "interval_ms": None if pct[1] is None else [to_ms(pct[1]), to_ms(pct[2])],
+        "interval_pct": None if pct[1] is None else [_round(pct[1]), _round(pct[2])],
+        "p_value": float(f"{c.p_value:.4g}"),
+        "significant": c.significant(alpha),
+        "measure": measure,
+    })
+    return out
+
+
+def step_op_ms(summary):
+    """Op time of each kept step, in `kept` order (None when the summary does not say)."""
+    steps = summary.get("steps") if isinstance(summary.get("steps"), dict) else {}
+    kept, per_step = steps.get("kept"), steps.get("per_step")
+    if not isinstance(kept, list) or not isinstance(per_step, list):
+        return None
+    by_step = {s.get("step"): s.get("op_ms") for s in per_step if isinstance(s, dict)}
+    values = [by_step.get(k) for k in kept]
+    return values if values and all(traceio.is_number(v) for v in values) else None
+
+
+def _step_change(base, new, alpha):
+    """The whole step's op time compared in ms: what changed for every module alike (a slower
+    machine, or a change everywhere), which the speed-corrected rows leave out."""
+    op_a, op_b = step_op_ms(base), step_op_ms(new)
+    if not op_a or not op_b:
+        return None
+    c = stats.Comparison(op_a, op_b, alpha)
+    pct = [c.pct(v) for v in (c.shift, c.low, c.high)]
+    return {"base_ms": round(c.base_median, 6), "new_ms": round(c.new_median, 6),
+            "change_ms": round(c.shift, 6), "change_pct": _round(pct[0]),
+            "interval_pct": None if pct[1] is None else [_round(pct[1]), _round(pct[2])],
+            "p_value": float(f"{c.p_value:.4g}"), "significant": c.significant(alpha)}
+
+
+def _verdict(row, mode):
+    """"slower" / "faster" / "same" (no significant change) / "" (not compared): the one word
+    `report BASE NEW` colours by."""
+    if row["status"] != "both":
+        return ""
+    if mode == "test":
+        if not row["significant"] or not row["change_ms"]:
+            return "same"
+    elif not row["change_ms"]:
+        return "same"
+    return "slower" if row["change_ms"] > 0 else "faster"
 
 
 def _round(value):
@@ -159,26 +381,60 @@ def _signed(value, suffix=""):
     return f"{value:+.3f}"
 
 
+def _interval(row):
+    iv = row["interval_pct"]
+    if iv is None:
+        return ""
+    lo, hi = iv
+    return f"[{lo:+.0f},{hi:+.0f}]" if max(abs(lo), abs(hi)) >= 100 else f"[{lo:+.1f},{hi:+.1f}]"
+
+
+def _p(value):
+    if value is None:
+        return ""
+    return f"{value:.3f}" if value >= 0.001 else "<0.001"
+
+
 def render(result, limit=None):
     """The diff as text lines: a title, one row per module (numbers first, full fqn last, so long
     names never push the columns apart) and a legend."""
     rows = result["rows"]
+    tested = result["mode"] == "test"
     phases = [p for p in PHASES if any(
         (r["base"] and r["base"][p]["total_ms"]) or (r["new"] and r["new"][p]["total_ms"])
         for r in rows)] or ["forward"]
     lines = []
     pct = result["op_change_pct"]
-    lines.append(f"base {result['base']['trace']}: {result['base']['op_ms']:.3f} ms op time; "
+    unit = "ms op time per step (median)" if result["per_step"] else "ms op time"
+    lines.append(f"base {result['base']['trace']}: {result['base']['op_ms']:.3f} {unit}; "
                  f"new {result['new']['trace']}: {result['new']['op_ms']:.3f} ms "
                  f"({_signed(result['op_change_ms'])} ms"
                  + (f", {pct:+.1f}%" if pct is not None else "") + ")")
+    if result["per_step"]:
+        lines.append(f"steps kept: base {result['base']['steps']}, new {result['new']['steps']}"
+                     + (f"; self time per step compared by a Mann-Whitney U test, alpha "
+                        f"{result['alpha']:g}" if tested else ""))
+    step = result.get("step")
+    if step:
+        lines.append(f"op time per step: {step['base_ms']:.3f} -> {step['new_ms']:.3f} ms, "
+                     f"{_signed(step['change_pct'], '%')} {_interval(step)}% "
+                     f"p {_p(step['p_value'])}"
+                     + (" (every module alike: the machine's speed or a change everywhere; the "
+                        "rows compare each module at BASE's speed)"
+                        if result["measure"] == "speed_corrected" else ""))
+    if result["note"]:
+        lines.append("note: " + result["note"])
     lines.append("")
-    num_w, pct_w = 10, 9
+    num_w, pct_w, iv_w, p_w = 10, 9, 17, 7
     header = []
     for p in phases:
         header += [f"{PHASE_SHORT[p]} base".rjust(num_w), f"{PHASE_SHORT[p]} new".rjust(num_w)]
-    header += ["self Δms".rjust(num_w), "self Δ%".rjust(pct_w), "total Δms".rjust(num_w),
-               "total Δ%".rjust(pct_w), " module"]
+    header += ["self Δms".rjust(num_w), "self Δ%".rjust(pct_w)]
+    if tested:
+        header += [f"{100 * (1 - result['alpha']):g}% interval".rjust(iv_w), "p".rjust(p_w)]
+    else:
+        header += ["total Δms".rjust(num_w), "total Δ%".rjust(pct_w)]
+    header.append(" module")
     lines.append(" ".join(header))
     lines.append("-" * len(" ".join(header)))
     shown = rows if limit is None else rows[:limit]
@@ -187,21 +443,38 @@ def render(result, limit=None):
         for p in phases:
             cells.append(_ms(r["base"][p]["total_ms"] if r["base"] else 0).rjust(num_w))
             cells.append(_ms(r["new"][p]["total_ms"] if r["new"] else 0).rjust(num_w))
-        self_pct = _signed(r["self_change_pct"], "%") if r["status"] == "both" else ""
-        total_pct = _signed(r["total_change_pct"], "%") if r["status"] == "both" else ""
-        cells += [_signed(r["self_change_ms"]).rjust(num_w), self_pct.rjust(pct_w),
-                  _signed(r["total_change_ms"]).rjust(num_w), total_pct.rjust(pct_w)]
+        both = r["status"] == "both"
+        cells += [_signed(r["change_ms"]).rjust(num_w),
+                  (_signed(r["change_pct"], "%") if both else "").rjust(pct_w)]
+        if tested:
+            cells += [(_interval(r) + "%" if r["interval_pct"] else "").rjust(iv_w),
+                      _p(r["p_value"]).rjust(p_w)]
+        else:
+            total_pct = _signed(r["total_change_pct"], "%") if both else ""
+            cells += [_signed(r["total_change_ms"]).rjust(num_w), total_pct.rjust(pct_w)]
         mark = {"both": "", "base_only": "  (only in base)", "new_only": "  (only in new)"}
-        flag = "  << over threshold" if r["regressed"] else ""
+        flag = "  << over threshold" if r["regressed"] else (
+            "  (not significant)" if tested and both and r["significant"] is False
+            and result["threshold_pct"] is not None and r["gated"]
+            and (r["change_pct"] or 0) > result["threshold_pct"] else "")
         cells.append(" " + r["fqn"] + mark[r["status"]] + flag)
         lines.append(" ".join(cells))
     if limit is not None and len(rows) > limit:
         lines.append(f"... {len(rows) - limit} more modules (--all shows every one)")
     lines.append("")
-    lines.append("ms per phase: op time of the module and its submodules; self: its own ops, "
-                 "all phases; rows by |self Δms|")
+    what = ("median per step, module and submodules" if result["per_step"]
+            else "op time of the module and its submodules")
+    if tested:
+        at = (" at BASE's speed (each step's speed read from all modules)"
+              if result["measure"] == "speed_corrected" else "")
+        lines.append(f"ms per phase: {what}; self Δ: change of the module's own ops per step"
+                     f"{at}: Hodges-Lehmann shift, its interval and the U test's p-value; "
+                     "significant changes first")
+    else:
+        lines.append(f"ms per phase: {what}; self: its own ops, all phases; rows by |self Δms|")
     if result["threshold_pct"] is not None:
         n = len(result["regressions"])
-        lines.append(f"threshold {result['threshold_pct']:g}%: {n} module(s) slower by more "
-                     f"(modules with at least {result['min_share_pct']:g}% of op time)")
+        lines.append(f"threshold {result['threshold_pct']:g}%: {n} module(s) slower by more"
+                     + (f" with p < {result['alpha']:g}" if tested else "")
+                     + f" (modules with at least {result['min_share_pct']:g}% of op time)")
     return lines

@@ -9,14 +9,18 @@ package ships; it is inlined, so the file opens offline from disk. plotly is an 
 What goes into the page is the summary (fqntrace.summarize, per module and phase), never the
 events: a trace with a `<stem>.summary.json` beside it and no step ranges is not even parsed.
 Steps (fqntrace.steps) need the events and are only computed when the raw text holds
-`ProfilerStep#` ranges.
+`ProfilerStep#` ranges; then every number of the page is per step as `summary` gives it (the
+median over the steps kept, the warm-up left out by `exclude_steps`), the steps left out are
+marked in the steps chart, and BASE NEW is coloured by `diff`'s verdict (fqntrace.diff).
+A `<stem>.summary.json` beside a trace with steps is used when it has the per-step samples
+(`steps.kept`) and the default steps are left out.
 """
 import html
 import json
 import os
 import time
 
-from fqntrace import diff, steps, summarize, traceio
+from fqntrace import diff, step_times, steps, summarize, traceio
 from fqntrace.traceio import TraceError
 
 PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_page.html")
@@ -50,7 +54,7 @@ def _sibling_summary(path):
     return summary if named in ("", os.path.basename(path)) else None
 
 
-def load_run(path, note=lambda message: None):
+def load_run(path, note=lambda message: None, exclude_steps=step_times.DEFAULT_EXCLUDED):
     """(summary, steps) of one input: a .summary.json (no steps) or a trace. A trace's module
     numbers come from its <stem>.summary.json when the session wrote one; its events are parsed
     only when there is no such summary or the trace has step ranges."""
@@ -75,8 +79,17 @@ def load_run(path, note=lambda message: None):
     if trace.cut:
         note(f"{path} is cut off; reporting its {len(trace.events)} complete events; "
              f"{traceio.repair_hint(path)} to close the file")
-    summary = sibling if sibling is not None else summarize.summarize(trace)
-    return summary, (steps.per_step(trace) if with_steps else [])
+    # With steps, the sibling serves when it has the per-step samples (the core writes them,
+    # step 0 left out); other steps left out need the events.
+    if sibling is not None and with_steps and not (
+            exclude_steps == step_times.DEFAULT_EXCLUDED
+            and isinstance(sibling.get("steps"), dict) and "kept" in sibling["steps"]):
+        sibling = None
+    summary = sibling if sibling is not None else summarize.summarize(trace, exclude_steps)
+    step_list = steps.per_step(trace) if with_steps else []
+    for s in step_list:
+        s["excluded"] = s["step"] in exclude_steps
+    return summary, step_list
 
 
 def _label(path, summary):
@@ -85,9 +98,10 @@ def _label(path, summary):
     return f"rank {rank}: {name}" if rank is not None else name
 
 
-def build_data(paths, mode="auto", note=lambda message: None):
+def build_data(paths, mode="auto", note=lambda message: None,
+               exclude_steps=step_times.DEFAULT_EXCLUDED, alpha=diff.DEFAULT_ALPHA):
     """The page's data: {"mode", "runs": [...], "diff": ...}."""
-    loaded = [(p,) + load_run(p, note) for p in paths]
+    loaded = [(p,) + load_run(p, note, exclude_steps) for p in paths]
     if mode == "auto":
         ranks = [s.get("rank") for _, s, _ in loaded]
         mode = "diff" if len(loaded) == 2 and ranks[0] == ranks[1] else (
@@ -102,15 +116,24 @@ def build_data(paths, mode="auto", note=lambda message: None):
         if not modules:
             raise TraceError(f"{path}: no modules in this trace (no events with an fqn); "
                              "nothing to report")
+        per_step = step_times.has_steps(summary)
+        op_ms = (summary["steps"].get("median_op_ms") if per_step else None)
         runs.append({"label": _label(path, summary), "path": path,
-                     "rank": summary.get("rank"), "op_ms": round(diff.total_op_ms(modules), 6),
+                     "rank": summary.get("rank"),
+                     "op_ms": round(op_ms if traceio.is_number(op_ms)
+                                    else diff.total_op_ms(modules), 6),
+                     "per_step": per_step,
+                     "step_stats": {k: v for k, v in summary["steps"].items() if k != "per_step"}
+                     if per_step else None,
                      "complete": summary.get("complete", True) is not False
                      and not summary.get("dropped_events"),
                      "modules": modules, "steps": step_list})
     data = {"mode": mode, "runs": runs, "diff": None}
     if mode == "diff":
         data["diff"] = diff.compare(loaded[0][1], loaded[1][1], base_name=paths[0],
-                                    new_name=paths[1])
+                                    new_name=paths[1], alpha=alpha)
+        if data["diff"]["note"]:
+            note(data["diff"]["note"])
         runs[0]["label"] = "BASE " + os.path.basename(paths[0])
         runs[1]["label"] = "NEW " + os.path.basename(paths[1])
     return data
@@ -128,13 +151,14 @@ def render_html(data, title):
                 .replace("/*{{REPORT_DATA}}*/null", blob))
 
 
-def write_report(paths, output, mode="auto", note=lambda message: None):
+def write_report(paths, output, mode="auto", note=lambda message: None,
+                 exclude_steps=step_times.DEFAULT_EXCLUDED, alpha=diff.DEFAULT_ALPHA):
     """Writes the report; returns (output path, a short line of what was written)."""
     _plotly_js()  # fail with the install hint before reading any trace
     if not output.lower().endswith((".html", ".htm")):
         raise TraceError(f"{output}: the report is an HTML file; give -o a name ending in .html")
     started = time.perf_counter()
-    data = build_data(paths, mode=mode, note=note)
+    data = build_data(paths, mode=mode, note=note, exclude_steps=exclude_steps, alpha=alpha)
     title = "fqntrace report: " + ", ".join(os.path.basename(p) for p in paths)
     text = render_html(data, title)
     traceio.write_atomic(output, text)

@@ -9,11 +9,14 @@ import bisect
 import re
 import statistics
 
-from fqntrace import traceio
+from fqntrace import stats, traceio
 from fqntrace.traceio import PHASES
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 DEFAULT_EXCLUDED = frozenset({0})
+# A module whose step-to-step spread (1.4826 MAD / median of its per-step time) is above this
+# many percent is flagged noisy: a change of that size cannot be told from its noise.
+NOISY_PCT = 10.0
 
 
 def parse_step_list(text):
@@ -96,8 +99,11 @@ class StepTimes:
         per[(fqn, phase)] = per.get((fqn, phase), 0) + ns
 
     def summary(self, exclude, modules):
-        """The summary's `steps` object, and step_median_ms / step_self_median_ms in each of
-        `modules`' phase objects; None when the trace has no step ranges."""
+        """The summary's `steps` object (with `kept`: the step numbers the per-step numbers
+        cover), and in each of `modules`' phase objects step_median_ms / step_self_median_ms /
+        step_mad_ms, in each module step_self_ms (self time per kept step, all phases: the
+        samples `diff` tests), step_spread_pct and noisy; None when the trace has no step
+        ranges."""
         if not self.durations:
             return None
         all_steps = sorted(self.durations)
@@ -129,6 +135,8 @@ class StepTimes:
                     sub[key] = sub.get(key, 0) + ns
             subtrees.append(sub)
         for fqn, entry in modules.items():
+            subtree_all = [0] * len(kept)  # all phases, for the module's spread
+            self_all = [0] * len(kept)
             for phase in PHASES:
                 p = entry.get(phase)
                 if not isinstance(p, dict):
@@ -137,6 +145,17 @@ class StepTimes:
                 subtree = [sub.get((fqn, phase), 0) for sub in subtrees]
                 p["step_median_ms"] = _ms(statistics.median(subtree)) if kept else 0.0
                 p["step_self_median_ms"] = _ms(statistics.median(own)) if kept else 0.0
+                p["step_mad_ms"] = _ms(stats.mad(subtree))
+                for k in range(len(kept)):
+                    subtree_all[k] += subtree[k]
+                    self_all[k] += own[k]
+            # The samples `diff` tests (self time, all phases, one per kept step, in step order)
+            # and the spread `summary` flags.
+            entry["step_self_ms"] = [_ms(v) for v in self_all]
+            spread = stats.spread_pct(subtree_all)
+            entry["step_spread_pct"] = None if spread is None else round(spread, 3)
+            entry["noisy"] = bool(spread is not None and len(kept) > 1 and spread > NOISY_PCT)
+        out["kept"] = kept
         return out
 
 

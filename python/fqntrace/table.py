@@ -92,8 +92,9 @@ def _format_ms(value, width):
     return text
 
 
-def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH):
-    """The summary as text lines: a title, the tree table and a legend, at most `width` wide."""
+def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, cut_lines=True):
+    """The summary as text lines: a title, the tree table and a legend, the table at most `width`
+    wide. cut_lines=False: the title, notes and legend are whole (stdout is not a terminal)."""
     modules = summary.get("modules", {})
     roots = _build_tree(modules)
     phases = [phase] if phase else list(PHASES)
@@ -118,12 +119,16 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH):
     ell = _ellipsis()
     rows = _rows(roots, depth, key if sort_phase is not None else None)
 
+    def line(text):
+        return _fit(text, width, ell) if cut_lines else text
+
     num_w, pct_w, ops_w, calls_w, gf_w = 9, 6, 8, 6, 8
     type_w = min(16, max([4] + [len(str((n.entry or {}).get("module_type") or "")) for n in rows]))
     # GFLOPs only when the trace counted them (FQNTRACE_FLOPS=1).
     show_flops = any(_phase_value(r, p, "flops") for r in roots for p in phases)
+    spread_w = 6  # "±%" of a per-step table: the module's step-to-step spread, "!" when noisy
     fixed = (type_w + num_w * len(phases) + pct_w + ops_w + calls_w + (len(phases) + 4)
-             + ((gf_w + 1) if show_flops else 0))
+             + ((gf_w + 1) if show_flops else 0) + ((spread_w + 1) if per_step else 0))
     labels = []
     for node in rows:
         indent = "  " * min(node.depth, 12)
@@ -135,7 +140,8 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH):
     header = ["module".ljust(name_w), "type".ljust(type_w)]
     unit = "ms/st" if per_step else "ms"
     header += [f"{PHASE_SHORT[p]} {unit}".rjust(num_w) for p in phases]
-    header += ["%".rjust(pct_w), "ops".rjust(ops_w)]
+    header += ["%".rjust(pct_w)] + (["±%".rjust(spread_w)] if per_step else [])
+    header += ["ops".rjust(ops_w)]
     header += ["GFLOPs".rjust(gf_w)] if show_flops else []
     header += ["calls".rjust(calls_w)]
     lines = []
@@ -150,19 +156,19 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH):
     title += " (" + ", ".join(f"{PHASE_SHORT[p]} {total_by_phase[p]:.3f}" for p in PHASES) + ")"
     n_modules = sum(1 for n in _all_nodes(roots) if n.entry is not None and n.fqn != "Global")
     title += f", {n_modules} modules"
-    lines.append(_fit(title, width, ell))
+    lines.append(line(title))
     if per_step:
         st = summary["steps"]
         left_out = st.get("excluded") or []
-        lines.append(_fit(
+        lines.append(line(
             f"{st['count']} steps, median {_number(st.get('median_ms')):.3f} ms (min "
             f"{_number(st.get('min_ms')):.3f}, max {_number(st.get('max_ms')):.3f}, MAD "
             f"{_number(st.get('mad_ms')):.3f}); "
             + (f"left out: step {', '.join(str(s) for s in left_out)} (--exclude-steps)"
-               if left_out else "no step left out"), width, ell))
+               if left_out else "no step left out")))
     if summary.get("complete") is False or _number(summary.get("dropped_events")):
-        lines.append(_fit("note: incomplete trace (cut off, repaired or events dropped): the "
-                          "numbers cover what was recorded", width, ell))
+        lines.append(line("note: incomplete trace (cut off, repaired or events dropped): the "
+                          "numbers cover what was recorded"))
     lines.append("")
     lines.append(" ".join(header).rstrip())
     lines.append("-" * min(width, len(" ".join(header))))
@@ -175,7 +181,10 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH):
         module_type = _fit(str(entry.get("module_type") or ""), type_w, ell)
         cells = [name.ljust(name_w), module_type.ljust(type_w)]
         cells += [_format_ms(v, num_w).rjust(num_w) for v in values]
-        cells += [(f"{pct:.1f}" if pct else "-").rjust(pct_w), str(int(ops)).rjust(ops_w)]
+        cells.append((f"{pct:.1f}" if pct else "-").rjust(pct_w))
+        if per_step:
+            cells.append(_spread(entry).rjust(spread_w))
+        cells.append(str(int(ops)).rjust(ops_w))
         if show_flops:
             gflops = sum(_phase_value(node, p, "flops") for p in phases) / 1e9
             cells.append((f"{gflops:.3f}" if gflops else "-").rjust(gf_w))
@@ -185,15 +194,25 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH):
         lines.append("(no modules: the trace has no events with an fqn)")
     lines.append("")
     if per_step:
-        lines.append(_fit("ms/st: median op time per step, module and submodules; %: of a "
-                          "step's op time; ops, calls: all steps", width, ell))
+        lines.append(line("ms/st: median op time per step, module and submodules; %: of a "
+                          "step's op time; ops, calls: all steps"))
+        lines.append(line(f"±%: spread from step to step (1.4826 MAD / median); ! over "
+                          f"{step_times.NOISY_PCT:g}%: noisy, a change smaller than the spread "
+                          "needs many steps to show (diff tests it)"))
     else:
-        lines.append(_fit("ms: op time of the module and its submodules; %: share of all op "
-                          "time; calls: forward calls", width, ell))
+        lines.append(line("ms: op time of the module and its submodules; %: share of all op "
+                          "time; calls: forward calls"))
     if show_flops:
-        lines.append(_fit("GFLOPs: FLOPs of the module and its submodules, all phases shown",
-                          width, ell))
+        lines.append(line("GFLOPs: FLOPs of the module and its submodules, all phases shown"))
     return lines
+
+
+def _spread(entry):
+    spread = entry.get("step_spread_pct")
+    if not traceio.is_number(spread):
+        return ""
+    text = f"{spread:.0f}" if spread < 1000 else ">999"
+    return text + ("!" if entry.get("noisy") is True else " ")
 
 
 def _all_nodes(roots):

@@ -7,11 +7,16 @@ time shows once the outermost range around it has ended (a module's forward, a s
 
 The recent window is in *trace* time: the last --window seconds before the newest event of each
 file, kept as one bucket per second. Steps/s counts `ProfilerStep#N` ranges (fqntrace's steps).
+With steps, the "/st" columns give `summary`'s per-step number live: per module and phase the
+median over the last RECENT_STEPS finished steps of its time in each, the steps in
+--exclude-steps (the warm-up, step 0) left out. A range's time goes to the step whose range holds
+the end of the outermost range around it (the moment it is counted).
 
 The screen is drawn with `rich` (the optional extra `fqntrace[top]`); keys are read from the
 terminal in cbreak mode: q quits, s changes the order, up/down (or k/j) move, Enter/space
 expands or collapses the selected module, + / - expand or collapse all.
 """
+import bisect
 import collections
 import glob
 import os
@@ -19,7 +24,7 @@ import select
 import sys
 import time
 
-from fqntrace import summarize, traceio, tracestream
+from fqntrace import stats, step_times, summarize, traceio, tracestream
 from fqntrace.traceio import PHASES, TraceError
 
 INSTALL_HINT = ("fqntrace top needs the optional package rich: pip install 'fqntrace[top]' "
@@ -28,13 +33,18 @@ PHASE_SHORT = {"forward": "fwd", "backward": "bwd", "recompute": "rcmp"}
 SORTS = ("tree", "recent", "total")
 STEP_PREFIX = "ProfilerStep#"
 READ_SHARE = 0.8  # of each refresh interval spent reading when the job writes faster than that
+RECENT_STEPS = 20  # steps the per-step medians are taken over
 
 
 class LiveSummary(summarize.StreamSummary):
     """StreamSummary that also keeps, per second of trace time, the self time that counted."""
 
-    def __init__(self, window_s):
+    def __init__(self, window_s, exclude_steps=step_times.DEFAULT_EXCLUDED):
         super().__init__()
+        self.exclude_steps = exclude_steps
+        self.step_ranges = []  # recent (start, end, number), by start
+        self.step_self = collections.OrderedDict()  # number -> {(phase, fqn): ns}, kept steps
+        self.unassigned = []  # (when, owner, ns) counted before the range of their step was read
         self.window_ns = int(window_s * 1e9)
         self.buckets = collections.OrderedDict()  # second -> {(phase, fqn): ns}
         self.latest_ns = None
@@ -52,6 +62,31 @@ class LiveSummary(summarize.StreamSummary):
         if type(name) is str and name.startswith(STEP_PREFIX):
             self.steps += 1
             self.step_ends.append(end)
+            number = step_times.step_number(e)
+            if number is not None:
+                self.step_range(start, end, number)
+
+    def step_range(self, start, end, number):
+        bisect.insort(self.step_ranges, (start, end, number))
+        del self.step_ranges[:-2 * RECENT_STEPS]
+        if number not in self.exclude_steps:
+            self.step_self[number] = {}
+            while len(self.step_self) > RECENT_STEPS:
+                self.step_self.popitem(last=False)
+        waiting, self.unassigned = self.unassigned, []
+        for when, owner, ns in waiting:
+            self.to_step(when, owner, ns)
+
+    def to_step(self, when, owner, ns):
+        """Adds counted time to the step whose range holds `when`; keeps it for later when no
+        range read so far reaches that far."""
+        k = bisect.bisect_right(self.step_ranges, (when, float("inf"), 0)) - 1
+        if k >= 0 and when < self.step_ranges[k][1]:
+            per = self.step_self.get(self.step_ranges[k][2])
+            if per is not None:  # None: a step left out, or one too old to keep
+                per[owner] = per.get(owner, 0) + ns
+        elif not self.step_ranges or when >= self.step_ranges[-1][1]:
+            self.unassigned.append((when, owner, ns))
 
     def commit(self, owner, group, when_ns):
         super().commit(owner, group, when_ns)
@@ -60,6 +95,7 @@ class LiveSummary(summarize.StreamSummary):
         ns = sum(t[0] for t in group[2].values())
         if not ns:
             return
+        self.to_step(when_ns, owner, ns)
         second = when_ns // 1_000_000_000
         bucket = self.buckets.get(second)
         if bucket is None:
@@ -95,6 +131,16 @@ class LiveSummary(summarize.StreamSummary):
                     out[(phase, fqn)] = ns
         return out
 
+    def step_samples(self):
+        """{(phase, fqn): [ns in each of the recent kept steps]} (self time), and how many
+        steps; the last step read is left out while later time may still arrive for it."""
+        done = list(self.step_self.values())[:-1]
+        out = {}
+        for k, per in enumerate(done):
+            for owner, ns in per.items():
+                out.setdefault(owner, [0] * len(done))[k] += ns
+        return out, len(done)
+
     def steps_per_s(self):
         """Steps per second of trace time over the window: intervals between step ends."""
         if len(self.step_ends) < 2:
@@ -106,11 +152,12 @@ class LiveSummary(summarize.StreamSummary):
 class Source:
     """One followed file: its Follower, its LiveSummary and what to tell the user about it."""
 
-    def __init__(self, path, window_s):
+    def __init__(self, path, window_s, exclude_steps=step_times.DEFAULT_EXCLUDED):
         self.path = path
         self.window_s = window_s
+        self.exclude_steps = exclude_steps
         self.follower = tracestream.Follower(path)
-        self.live = LiveSummary(window_s)
+        self.live = LiveSummary(window_s, exclude_steps)
         self.message = None
 
     @property
@@ -128,7 +175,7 @@ class Source:
             self.message = str(error) + "; retrying"
             return None
         if restarted:
-            self.live = LiveSummary(self.window_s)
+            self.live = LiveSummary(self.window_s, self.exclude_steps)
             self.message = (f"{self.path} was replaced (a new run, rotated or truncated): "
                             "reading the new file from its start")
         add = self.live.add
@@ -164,9 +211,10 @@ class Source:
 class Sources:
     """The files to follow; a pattern (`run.*.json`, `{rank}`) picks up files created later."""
 
-    def __init__(self, patterns, window_s):
+    def __init__(self, patterns, window_s, exclude_steps=step_times.DEFAULT_EXCLUDED):
         self.patterns = patterns
         self.window_s = window_s
+        self.exclude_steps = exclude_steps
         self.sources = {}
         self.rescan()
 
@@ -180,9 +228,9 @@ class Sources:
                     self.unmatched.append(pattern)
                 for path in sorted(found):
                     if path not in self.sources:
-                        self.sources[path] = Source(path, self.window_s)
+                        self.sources[path] = Source(path, self.window_s, self.exclude_steps)
             elif pattern not in self.sources:
-                self.sources[pattern] = Source(pattern, self.window_s)
+                self.sources[pattern] = Source(pattern, self.window_s, self.exclude_steps)
 
     def read(self, budget_s=None):
         """Reads every file round-robin until nothing is new or budget_s seconds are spent
@@ -215,7 +263,7 @@ class Sources:
 
 
 class Row:
-    __slots__ = ("fqn", "depth", "children", "recent", "total", "per_rank")
+    __slots__ = ("fqn", "depth", "children", "recent", "total", "per_rank", "steps")
 
     def __init__(self, fqn):
         self.fqn = fqn
@@ -224,6 +272,11 @@ class Row:
         self.recent = dict.fromkeys(PHASES, 0)
         self.total = dict.fromkeys(PHASES, 0)
         self.per_rank = {}  # rank label -> recent ns, all phases
+        self.steps = {}  # phase -> [subtree ns per recent kept step] (the first file's steps)
+
+    def step_median(self, phase):
+        values = self.steps.get(phase)
+        return stats.median(values) if values else 0
 
 
 def build_rows(sources):
@@ -254,6 +307,13 @@ def build_rows(sources):
         for (phase, fqn), ns in live.since_start().items():
             for r in _chain(row, fqn):
                 r.total[phase] += ns
+        if index == 0:  # per-step medians of one process (ranks' steps do not line up)
+            per, n = live.step_samples()
+            for (phase, fqn), values in per.items():
+                for r in _chain(row, fqn):
+                    mine = r.steps.setdefault(phase, [0] * n)
+                    for k, ns in enumerate(values):
+                        mine[k] += ns
     roots.sort(key=lambda r: r.fqn == "Global")
     return roots
 
@@ -386,6 +446,10 @@ def render(sources, view, window_s, rate, width=None):
     table.add_column("%", justify="right", no_wrap=True)
     for p in phases:
         table.add_column("\u03a3" + PHASE_SHORT[p], justify="right", no_wrap=True)
+    with_steps = any(r.steps for r in roots)
+    if with_steps:
+        for p in phases:
+            table.add_column(PHASE_SHORT[p] + "/st", justify="right", no_wrap=True)
     if per_rank:
         for lab, _ in ranked:
             table.add_column(lab, justify="right", no_wrap=True)
@@ -398,15 +462,25 @@ def render(sources, view, window_s, rate, width=None):
         cells = [name] + [_ms(r.recent[p]) for p in phases]
         cells.append(f"{share:.1f}" if share else "-")
         cells += [_ms(r.total[p]) for p in phases]
+        if with_steps:
+            cells += [_ms(r.step_median(p)) for p in phases]
         if per_rank:
             cells += [_ms(r.per_rank.get(lab, 0)) for lab, _ in ranked]
         table.add_row(*cells, style="reverse" if i == view.selected else None)
     legend = Text(f"ms of op time of the module and its submodules over the last {window_s:g} s "
                   "of trace time (%: share" + (", rN: per rank" if per_rank else "") +
-                  "); \u03a3: since the start.  keys: q quit, s sort, \u2191/\u2193 move, "
+                  "); \u03a3: since the start" + (
+                      "; /st: median per step over the last steps, "
+                      + _left_out(ordered[0].exclude_steps) if with_steps else "") +
+                  ".  keys: q quit, s sort, \u2191/\u2193 move, "
                   "Enter expand/collapse, +/- all", style="dim")
     parts = [title] + notes + [table if rows else Text("(no module time yet)"), legend]
     return Group(*parts), rows
+
+
+def _left_out(exclude):
+    return ("step " + ", ".join(str(s) for s in sorted(exclude)[:5]) + " left out") if exclude \
+        else "no step left out"
 
 
 class _Keys:
@@ -462,7 +536,8 @@ def main(args):
     from rich.console import Console
     from rich.live import Live
 
-    sources = Sources(args.traces, args.window)
+    sources = Sources(args.traces, args.window,
+                      getattr(args, "exclude_steps", step_times.DEFAULT_EXCLUDED))
     view = View(args.depth)
     console = Console()
     if args.once:

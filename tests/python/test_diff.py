@@ -80,9 +80,12 @@ def test_DiffReadsTheSummariesTheCoreWrites(runs):
 
 
 def test_ThresholdExitCodes(runs):
+    # Runs without training steps: one note says there is no test, then the totals rule.
     over = fqntrace_cli("diff", runs["base"], runs["slow"], "--threshold", "50")
     assert over.returncode == diff.EXIT_REGRESSION
-    assert SLOW_BLOCK in one_line(over.stderr)
+    note, verdict = over.stderr.strip().splitlines()
+    assert note.startswith("fqntrace: note: ") and "without a significance test" in note
+    assert verdict.startswith("fqntrace: ") and SLOW_BLOCK in verdict
     assert "over threshold" in over.stdout
     # The same run against itself never regresses, even at threshold 0.
     same = fqntrace_cli("diff", runs["base"], runs["base"], "--threshold", "0")
@@ -133,3 +136,108 @@ def test_BadInputsGiveOneLineAndNonZeroExit(runs, tmp_path):
     usage = fqntrace_cli("diff", runs["base"])
     assert usage.returncode == 2
     one_line(usage.stderr)
+
+
+# ---------------------------------------------------------------------------------------------
+# The statistical gate on summaries with per-step samples (the shape summarize writes).
+
+
+def step_summary(samples, name="run.json"):
+    """A summary with steps: per module its own time in each kept step (forward only)."""
+    n = len(next(iter(samples.values())))
+    modules = {}
+    for fqn, values in samples.items():
+        median = sorted(values)[n // 2] if n % 2 else sum(sorted(values)[n // 2 - 1:n // 2 + 1]) / 2
+        phase = {"self_ms": sum(values), "total_ms": sum(values), "step_median_ms": median,
+                 "step_self_median_ms": median, "ops": n, "flops": 0}
+        modules[fqn] = {"module_type": "M", "calls": n, "forward": phase,
+                        "backward": {}, "recompute": {}, "step_self_ms": list(values)}
+    op = [sum(v[k] for v in samples.values()) for k in range(n)]
+    return {"trace": name, "modules": modules,
+            "steps": {"count": n, "recorded": n + 1, "excluded": [0], "kept": list(range(1, n + 1)),
+                      "median_op_ms": sorted(op)[n // 2],
+                      "per_step": [{"step": k + 1, "op_ms": op[k], "excluded": False}
+                                   for k in range(n)]}}
+
+
+STEADY = [1.00, 1.01, 0.99, 1.02, 0.98, 1.00, 1.01, 0.99, 1.03, 0.97, 1.00, 1.02]
+# A module whose median is up 20 % but whose steps swing from 1 to 9 ms on both sides.
+NOISY_BASE = [1.0, 9.0, 2.0, 8.0, 3.0, 7.0, 4.0, 6.0, 5.0, 5.5, 4.5, 5.2]
+NOISY_NEW = [1.2, 9.1, 2.1, 8.5, 3.5, 7.2, 6.4, 6.6, 6.0, 6.1, 4.0, 9.9]
+
+
+def test_OnlyASignificantSlowdownFailsTheGateAndRanksFirst():
+    base = step_summary({"Net.steady": STEADY, "Net.noisy": NOISY_BASE})
+    new = step_summary({"Net.steady": [v * 1.06 for v in STEADY], "Net.noisy": NOISY_NEW})
+    result = diff.compare(base, new, threshold=5)
+    assert result["mode"] == "test" and result["note"] is None
+    rows = {r["fqn"]: r for r in result["rows"]}
+    steady, noisy = rows["Net.steady"], rows["Net.noisy"]
+    assert steady["significant"] and steady["p_value"] < 0.001
+    assert steady["change_pct"] == pytest.approx(6.0, abs=0.5)
+    assert steady["interval_pct"][0] > 4 and steady["interval_pct"][1] < 8.5
+    # The noisy module moved more, in ms and in %, but not significantly: listed after, no gate.
+    assert noisy["self_change_ms"] > 10 * steady["self_change_ms"]
+    assert noisy["change_pct"] > 5 and not noisy["significant"] and noisy["p_value"] > 0.05
+    assert result["rows"][0]["fqn"] == "Net.steady"
+    assert result["regressions"] == ["Net.steady"]
+    assert (steady["verdict"], noisy["verdict"]) == ("slower", "same")
+    text = "\n".join(diff.render(result))
+    assert "Net.noisy  (not significant)" in text and "Net.steady  << over threshold" in text
+    # A stricter level keeps the steady module's verdict; a higher threshold passes it.
+    assert diff.compare(base, new, threshold=5, alpha=0.001)["regressions"] == ["Net.steady"]
+    assert diff.compare(base, new, threshold=10)["regressions"] == []
+
+
+def test_IdenticalSamplesNeverFailTheGate():
+    same = step_summary({"Net.a": STEADY, "Net.b": NOISY_BASE})
+    result = diff.compare(same, json.loads(json.dumps(same)), threshold=0)
+    assert result["regressions"] == []
+    assert all(r["p_value"] == 1.0 and r["change_ms"] == 0 for r in result["rows"]
+               if r["p_value"] is not None)
+
+
+def test_TooFewStepsGiveOneNoteAndTheMedianRule(tmp_path):
+    base = step_summary({"Net.a": STEADY[:3]})
+    new = step_summary({"Net.a": [v * 1.5 for v in STEADY[:3]]})
+    result = diff.compare(base, new, threshold=10)
+    assert result["mode"] == "median" and "fewer than 5" in result["note"]
+    assert result["rows"][0]["p_value"] is None and result["regressions"] == ["Net.a"]
+    (tmp_path / "base.summary.json").write_text(json.dumps(base))
+    (tmp_path / "new.summary.json").write_text(json.dumps(new))
+    proc = fqntrace_cli("diff", tmp_path / "base.summary.json", tmp_path / "new.summary.json",
+                        "--threshold", "10")
+    assert proc.returncode == diff.EXIT_REGRESSION
+    notes = [line for line in proc.stderr.splitlines() if line.startswith("fqntrace: note: ")]
+    assert len(notes) == 1 and "fewer than 5" in notes[0]
+    assert "note: " in proc.stdout  # the text says it too
+    # --totals compares whole-run totals, whatever the steps.
+    assert diff.compare(base, new, totals=True)["mode"] == "totals"
+    bad = fqntrace_cli("diff", tmp_path / "base.summary.json", tmp_path / "new.summary.json",
+                       "--alpha", "2")
+    assert bad.returncode == 2
+    one_line(bad.stderr)
+
+
+def test_AMachineRunningSlowerAsAWholeIsNoRegressionOfEveryModule():
+    # Five modules; in NEW every step runs 25 % slower (a loaded machine, a lower clock): each
+    # module's time at BASE's speed is unchanged, and only the step line says the machine was
+    # slower. --absolute compares plain ms and fails them all.
+    names = ["Net.a", "Net.b", "Net.c", "Net.d", "Net.e"]
+    wobble = [1.00, 1.04, 0.97, 1.02, 0.99, 1.03, 0.96, 1.01, 1.00, 0.98, 1.05, 0.995]
+    base = step_summary({f: [(i + 1) * w for w in wobble] for i, f in enumerate(names)})
+    slower = step_summary({f: [1.25 * (i + 1) * w for w in wobble[::-1]]
+                           for i, f in enumerate(names)})
+    result = diff.compare(base, slower, threshold=10)
+    assert result["measure"] == "speed_corrected"
+    assert result["regressions"] == []
+    assert all(abs(r["change_pct"]) < 1 for r in result["rows"] if r["p_value"] is not None)
+    assert result["step"]["change_pct"] == pytest.approx(25, abs=3)
+    assert result["step"]["significant"]
+    assert sorted(diff.compare(base, slower, threshold=10, absolute=True)["regressions"]) == names
+    # One module's own code 30 % slower on the slower machine: that one, by about 30 %.
+    hot = step_summary({f: [1.25 * (i + 1) * w * (1.3 if f == "Net.c" else 1) for w in wobble[::-1]]
+                        for i, f in enumerate(names)})
+    result = diff.compare(base, hot, threshold=10)
+    assert result["regressions"] == ["Net.c"] and result["rows"][0]["fqn"] == "Net.c"
+    assert result["rows"][0]["change_pct"] == pytest.approx(30, abs=3)

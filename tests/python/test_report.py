@@ -12,6 +12,7 @@ import torch
 from PIL import Image
 
 from browser import Page, chromium_binary
+import fqntrace
 from fqntrace import demo, steps, summarize, traceio
 from slow_block import SLOW_BLOCK, Net, train
 
@@ -159,6 +160,89 @@ def test_ReportOfBaseAndNewColoursByChange(folder, page):
     page.screenshot(str(folder / "diff-report.png"))
 
 
+def warm_up_heavy_trace(path, steps=8):
+    """Steps of Net (forward, backward, optimizer step), step 0 made ~50x longer by big matmuls
+    outside any module: the warm-up a real first step has (allocations, autotuning)."""
+    torch.manual_seed(0)
+    model = Net()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(32, 64)
+    big = torch.randn(512, 1024), torch.randn(1024, 1024)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with fqntrace.profile(str(path)) as written:
+            for k in range(steps):
+                if k == 0:
+                    for _ in range(6):
+                        torch.mm(*big)
+                loss = model(x).pow(2).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    finally:
+        torch.set_num_threads(threads)
+    return written
+
+
+def test_StepChartIsNotScaledByTheWarmUpAndTheTableShowsSummaryMedians(folder, page):
+    trace = warm_up_heavy_trace(folder / "warm.json")
+    out = folder / "warm.html"
+    make_report(trace, "-o", out)
+    page.open(out)
+    page.wait_for("document.getElementById('steps')._fullLayout !== undefined"
+                  " && document.querySelectorAll('#modules tbody tr').length > 5")
+    assert page.errors == []
+    walls = page.evaluate("DATA.runs[0].steps.map((s) => [s.step, s.ms, s.excluded])")
+    assert [w[0] for w in walls] == list(range(8)) and walls[0][2] and not walls[1][2]
+    kept_max = max(max(ms for _, ms, _ in walls[1:]),
+                   page.evaluate("Math.max(...DATA.runs[0].steps.slice(1).map((s) =>"
+                                 " s.op_ms.forward + s.op_ms.backward + s.op_ms.recompute))"))
+    assert walls[0][1] > 5 * kept_max, walls  # the warm-up really is far longer
+    # The y axis is set by the kept steps: step 0 runs off the top (marked), the rest is readable.
+    low, high = page.evaluate("document.getElementById('steps')._fullLayout.yaxis.range")
+    assert low == 0 and kept_max <= high < 2 * kept_max < walls[0][1]
+    notes = page.evaluate("document.getElementById('steps')._fullLayout.annotations"
+                          ".map((a) => a.text)")
+    assert any(n.startswith("left out") for n in notes), notes
+    # Module across steps: the same, and it opens on the module with the most own time.
+    mlow, mhigh = page.evaluate("document.getElementById('step-module-chart')"
+                                "._fullLayout.yaxis.range")
+    assert mhigh > 0
+
+    # Every time in the table is summary --json's per-step median, to the digit.
+    proc = fqntrace_cli("summary", "--json", trace)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["steps"]["excluded"] == [0] and summary["steps"]["count"] == 7
+    heads = page.evaluate("Array.from(document.querySelectorAll('#modules thead th'))"
+                          ".map((th) => th.textContent)")
+    assert "fwd total ms/step" in heads and "bwd self ms/step" in heads
+    cells = page.evaluate(
+        "Array.from(document.querySelectorAll('#modules tbody tr')).map((tr) =>"
+        " Array.from(tr.children).map((td) => [td.textContent, td.dataset.value]))")
+    compared = 0
+    for row in cells:
+        fqn = row[0][0].strip()
+        entry = summary["modules"].get(fqn)
+        if entry is None:
+            continue
+        for phase, short in (("forward", "fwd"), ("backward", "bwd")):
+            for field, label in (("step_median_ms", "total"), ("step_self_median_ms", "self")):
+                text, value = row[heads.index(f"{short} {label} ms/step")]
+                expected = entry[phase][field]
+                assert float(value) == expected, (fqn, phase, field, value, expected)
+                compared += 1
+        spread = row[heads.index("±% across steps")][0]
+        assert spread.rstrip("!") == f"{entry['step_spread_pct']:.0f}"
+        assert spread.endswith("!") == entry["noisy"]
+    assert compared >= 4 * 8
+    # The header gives the per-step op time, not the run's total with the warm-up in it.
+    meta = page.evaluate("document.getElementById('meta').textContent")
+    assert "per step (median of 7 steps, step 0 left out)" in meta
+    page.screenshot(str(folder / "warm-report.png"))
+
+
 def test_ReportOfSeveralRanksHasARankSelectorAndSpread(demo_trace, folder, page):
     summary = summarize.load_for_summary(demo_trace)
     paths = []
@@ -166,7 +250,7 @@ def test_ReportOfSeveralRanksHasARankSelectorAndSpread(demo_trace, folder, page)
         s = json.loads(json.dumps(summary))
         s["rank"] = rank
         if rank == 1:  # rank 1 spends twice as long in the first block's forward
-            for phase in ("self_ms", "total_ms"):
+            for phase in ("self_ms", "total_ms", "step_self_median_ms", "step_median_ms"):
                 s["modules"][ZOOM_INTO]["forward"][phase] *= 2
         path = folder / f"rank{rank}.summary.json"
         path.write_text(json.dumps(s))
@@ -187,10 +271,13 @@ def test_ReportOfSeveralRanksHasARankSelectorAndSpread(demo_trace, folder, page)
                   " s.dispatchEvent(new Event('change')); })()")
     value = page.evaluate("(() => { const t = document.getElementById('icicle').data[0];"
                           f" return t.values[t.ids.indexOf('forward|{ZOOM_INTO}')]; }})()")
-    assert value == pytest.approx(2 * summary["modules"][ZOOM_INTO]["forward"]["self_ms"]
-                                  + sum(summary["modules"][f"{ZOOM_INTO}.{c}"]["forward"]
-                                        ["total_ms"] for c in ("ln1", "attn", "ln2", "mlp")),
-                                  rel=1e-3)
+    # (per step: the demo trace has steps, so the tree shows per-step medians as summary does)
+    forward = summary["modules"][ZOOM_INTO]["forward"]
+    # (the icicle adds up its children's boxes: their own medians)
+    assert value == pytest.approx(2 * forward["step_self_median_ms"]
+                                  + sum(m["forward"]["step_self_median_ms"]
+                                        for f, m in summary["modules"].items()
+                                        if f.startswith(ZOOM_INTO + ".")), rel=1e-3)
 
 
 def test_ReportWithoutPlotlySaysHowToInstall(demo_trace, folder, tmp_path):

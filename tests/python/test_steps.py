@@ -241,6 +241,17 @@ def test_summary_reports_per_step_medians_without_step_0(tmp_path):
             for key in ("step_median_ms", "step_self_median_ms"):
                 assert exported["modules"][fqn][phase][key] == pytest.approx(
                     m[phase][key], abs=1e-5), (fqn, phase, key)
+        # ... and the samples `diff` tests: own time per kept step, all phases.
+        assert exported["modules"][fqn]["step_self_ms"] == pytest.approx(
+            m["step_self_ms"], abs=1e-5), fqn
+        # ... and the spread `summary` flags noisy modules by.
+        if m["step_spread_pct"] is None:
+            assert exported["modules"][fqn]["step_spread_pct"] is None, fqn
+        else:
+            assert exported["modules"][fqn]["step_spread_pct"] == pytest.approx(
+                m["step_spread_pct"], abs=0.01), fqn
+        assert exported["modules"][fqn]["noisy"] == m["noisy"], fqn
+    assert exported["steps"]["kept"] == steps["kept"] == [1, 2, 3]
     # The existing keys keep covering the whole trace.
     everything = summary("--exclude-steps", "none")
     assert everything["steps"]["count"] == 4

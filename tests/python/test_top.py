@@ -128,6 +128,39 @@ def test_live_summary_counts_steps_and_forgets_old_seconds():
     assert live.steps == 5 and live.steps_per_s() == pytest.approx(2 / 2.0)
 
 
+def test_live_per_step_medians_leave_the_warm_up_out_as_summary_does():
+    # Steps 0..5 of 1 ms each; Net's op in step k lasts 100 µs, except the warm-up (step 0):
+    # 900 µs. Step ranges arrive after their ops (the core writes them when the step ends), and
+    # step 3's op only after its range: both still land in their step.
+    live = top.LiveSummary(window_s=60)
+    durs = [900.0, 100.0, 110.0, 90.0, 100.0, 120.0]
+    for k, dur in enumerate(durs):
+        ts = k * 1000.0
+        event = json.loads(op(ts + 10))
+        event["dur"] = dur
+        step = {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "pid": 1,
+                "tid": 9, "ts": ts, "dur": 1000.0, "args": {"fqn": "Global", "phase": "forward"}}
+        for e in ([step, event] if k == 3 else [event, step]):
+            live.add(e)
+            live.settle()
+    per, n = live.step_samples()
+    # Step 0 left out, step 5 (the last read) waits for late time: steps 1..4.
+    assert n == 4 and per[("forward", "Net")] == [100_000, 110_000, 90_000, 100_000]
+    # The same median `summary` gives per step: 0.1 ms.
+    rows = top.build_rows([type("S", (), {"live": live, "rank": 0})()])
+    assert rows[0].fqn == "Net" and rows[0].step_median("forward") == 100_000
+    everything = top.LiveSummary(window_s=60, exclude_steps=frozenset())
+    for k, dur in enumerate(durs):
+        event = json.loads(op(k * 1000.0 + 10))
+        event["dur"] = dur
+        everything.add(event)
+        everything.add({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}",
+                        "pid": 1, "tid": 9, "ts": k * 1000.0, "dur": 1000.0,
+                        "args": {"fqn": "Global", "phase": "forward"}})
+        everything.settle()
+    assert everything.step_samples()[0][("forward", "Net")][0] == 900_000
+
+
 # ---------------------------------------------------------------------------------------------
 # The live view in tmux
 

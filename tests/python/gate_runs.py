@@ -1,0 +1,148 @@
+"""Runs for the diff gate's false-alarm / detection test (test_diff_gate.py), and the script that
+measures the rates for docs/report.md:
+
+    .venv/bin/python tests/python/gate_runs.py --pairs 20 [--load] [--steps 25] [--threshold 10]
+
+A tiny CPU program of STEPS steps (step 0 is the warm-up `diff` leaves out): per step a few
+modules of small matmuls, one of them (`Net.hot`) about 20% of the step; `slow=True` gives it 30%
+more matmuls. Runs are made in pairs, interleaved (A B, A B, ...) in one process so that a drift
+of the machine's load hits both sides alike, as a CI job comparing against a base built on the
+same runner would.
+
+`--load` (and the test) starts one busy process per core for the duration: the gate has to hold
+on a machine other jobs load.
+"""
+import argparse
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+
+import torch
+from torch import nn
+
+import fqntrace
+from fqntrace import cli
+
+STEPS = 25  # step 0 (warm-up) is left out: 24 steps per side (a few ms each)
+DIM = 96
+COLD_UNITS = (10, 10, 10, 10)  # matmuls per step of the other modules
+HOT_UNITS = 10                 # Net.hot: 10 of 50 matmuls, 20% of a step
+SLOW_HOT_UNITS = 13            # +30%
+HOT = "Net.hot"
+
+
+class Work(nn.Module):
+    def __init__(self, units):
+        super().__init__()
+        self.units = units
+        self.register_buffer("w", torch.randn(DIM, DIM) / DIM ** 0.5)
+
+    def forward(self, x):
+        for _ in range(self.units):
+            x = torch.mm(x, self.w)
+        return x
+
+
+class Net(nn.Module):
+    def __init__(self, slow=False):
+        super().__init__()
+        self.embed = Work(COLD_UNITS[0])
+        self.mix = Work(COLD_UNITS[1])
+        self.hot = Work(SLOW_HOT_UNITS if slow else HOT_UNITS)
+        self.mlp = Work(COLD_UNITS[2])
+        self.head = Work(COLD_UNITS[3])
+
+    def forward(self, x):
+        return self.head(self.mlp(self.hot(self.mix(self.embed(x)))))
+
+
+def run(path, slow=False, steps=None):
+    """One traced run of `steps` steps (default STEPS); returns the trace path."""
+    steps = steps or STEPS
+    torch.manual_seed(0)
+    model = Net(slow=slow)
+    x = torch.randn(DIM, DIM)
+    with torch.no_grad():
+        model(x)  # untraced warm-up of the allocator and kernels
+        with fqntrace.profile(str(path)) as written:
+            for _ in range(steps):
+                model(x)
+                fqntrace.step()
+    return written
+
+
+def gate(base, new, threshold=10.0, extra=()):
+    """`python -m fqntrace diff BASE NEW --threshold T --json [extra]`, in this process: (exit
+    code, the JSON result)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = cli.main(["diff", str(base), str(new), "--threshold", f"{threshold:g}", "--json",
+                         *extra])
+    return code, json.loads(out.getvalue())
+
+
+@contextlib.contextmanager
+def busy_cores(n=None):
+    """One process spinning per core (the load of other jobs), stopped on exit."""
+    n = n or os.cpu_count() or 1
+    # Each spins until stopped, or until this process is gone (killed tests leave no spinner).
+    spin = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass\n"
+    procs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(n)]
+    try:
+        yield n
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
+
+
+def pairs(folder, n_pairs, threshold=10.0, extra=()):
+    """n_pairs identical pairs and n_pairs pairs with Net.hot slower, interleaved; returns
+    {"same": [(code, first row fqn, regressions)], "slow": [...]}."""
+    torch.set_num_threads(1)  # one intra-op thread: no wait on a preempted worker
+    out = {"same": [], "slow": []}
+    for i in range(n_pairs):
+        a = run(os.path.join(folder, f"a{i}.json"))
+        b = run(os.path.join(folder, f"b{i}.json"))
+        c = run(os.path.join(folder, f"c{i}.json"))
+        s = run(os.path.join(folder, f"s{i}.json"), slow=True)
+        for kind, (base, new) in (("same", (a, b)), ("slow", (c, s))):
+            code, result = gate(base, new, threshold, extra)
+            out[kind].append((code, result["rows"][0]["fqn"], result["regressions"]))
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pairs", type=int, default=20)
+    parser.add_argument("--load", action="store_true", help="one busy process per core")
+    parser.add_argument("--threshold", type=float, default=10.0)
+    parser.add_argument("--steps", type=int, default=STEPS)
+    parser.add_argument("--absolute", action="store_true", help="diff --absolute (plain ms)")
+    parser.add_argument("--folder", default=None)
+    args = parser.parse_args()
+    globals()["STEPS"] = args.steps
+    import tempfile
+
+    folder = args.folder or tempfile.mkdtemp(prefix="fqntrace-gate-")
+    with busy_cores() if args.load else contextlib.nullcontext():
+        result = pairs(folder, args.pairs, args.threshold,
+                       ("--absolute",) if args.absolute else ())
+    false_alarms = sum(code != 0 for code, _, _ in result["same"])
+    detected = sum(code == 3 and first == HOT for code, first, _ in result["slow"])
+    failed = sum(code == 3 for code, _, _ in result["slow"])
+    print(f"load: {'one busy process per core' if args.load else 'none added'}; "
+          f"{args.pairs} pairs each, {STEPS} steps a run, threshold {args.threshold:g}%"
+          + (", --absolute" if args.absolute else ""))
+    print(f"identical pairs: {false_alarms}/{args.pairs} false alarms "
+          f"({[r for _, _, r in result['same'] if r]})")
+    print(f"{HOT} +30%: {failed}/{args.pairs} failed the gate, {detected}/{args.pairs} with "
+          f"{HOT} ranked first")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""`diff --threshold 10` as a CI gate on a loaded machine: it neither fires on noise nor misses
+the module that changed (issue 23).
+
+A tiny CPU program of 25 steps of ~2 ms (step 0, the warm-up, left out: 24 per side) with one
+module, Net.hot, about 20% of a step (tests/python/gate_runs.py). While this test runs it starts
+one busy process per core itself (the load of other jobs; they are stopped when it ends):
+- 5 interleaved pairs of identical runs: at most one exits 3 (a false alarm);
+- 5 pairs with Net.hot 30% slower: at least 4 exit 3 with Net.hot ranked first.
+"""
+import pytest
+
+import gate_runs
+from fqntrace import diff
+
+PAIRS = 5
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("gate")
+    with gate_runs.busy_cores() as n:
+        print(f"\nload: {n} busy processes (one per core) while the runs and diffs are made")
+        return gate_runs.pairs(str(folder), PAIRS, threshold=10.0)
+
+
+def test_IdenticalRunsPassTheGateUnderLoad(outcomes):
+    alarms = [regressions for code, _, regressions in outcomes["same"] if code != 0]
+    assert all(code in (0, diff.EXIT_REGRESSION) for code, _, _ in outcomes["same"])
+    assert len(alarms) <= 1, f"false alarms in {len(alarms)} of {PAIRS} identical pairs: {alarms}"
+
+
+def test_ASlowerModuleFailsTheGateRankedFirstUnderLoad(outcomes):
+    caught = [(code, first) for code, first, _ in outcomes["slow"]]
+    hits = sum(code == diff.EXIT_REGRESSION and first == gate_runs.HOT for code, first in caught)
+    assert hits >= PAIRS - 1, f"{gate_runs.HOT} +30%: (exit, first row) per pair: {caught}"
+    # Whenever the gate fails, it names the module that changed.
+    for code, first, regressions in outcomes["slow"]:
+        if code == diff.EXIT_REGRESSION:
+            assert gate_runs.HOT in regressions
