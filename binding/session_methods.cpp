@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "buffer/intern.h"
 #include "plugin/config.h"
 #include "plugin/log.h"
 #include "plugin/observer.h"
@@ -116,6 +117,54 @@ PyObject* py_memory_yield_slot(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// torch.profiler starts (True) or stops (False) recording (python/fqntrace/_kineto_hook.py).
+PyObject* py_record_function_ids(PyObject*, PyObject* arg) {
+  int on = PyObject_IsTrue(arg);
+  if (on < 0) return nullptr;
+  Py_BEGIN_ALLOW_THREADS
+  set_record_function_ids(on != 0);
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+// {Record function id: (fqn, phase, module class or None)} of the ranges recorded since the
+// current or last torch.profiler recording started.
+PyObject* py_record_function_attribution(PyObject*, PyObject*) {
+  std::vector<RfEntry> entries;
+  Py_BEGIN_ALLOW_THREADS
+  entries = record_function_attribution();
+  Py_END_ALLOW_THREADS
+  const InternTable& names = InternTable::instance();
+  PyObject* phases[3] = {PyUnicode_FromString("forward"), PyUnicode_FromString("backward"),
+                         PyUnicode_FromString("recompute")};
+  PyObject* out = PyDict_New();
+  std::vector<PyObject*> fqns;  // one str per fqn id met, made once
+  auto fqn_str = [&](uint32_t id) -> PyObject* {
+    if (id >= fqns.size()) fqns.resize(id + 1, nullptr);
+    if (fqns[id] == nullptr) fqns[id] = PyUnicode_FromString(names.str(id).c_str());
+    return fqns[id];
+  };
+  bool ok = out != nullptr && phases[0] && phases[1] && phases[2];
+  for (const RfEntry& e : entries) {
+    if (!ok) break;
+    PyObject* fqn = fqn_str(e.fqn_id);
+    PyObject* type = e.type_id != 0 ? fqn_str(e.type_id) : Py_None;
+    PyObject* key = PyLong_FromUnsignedLongLong(e.rf_id);
+    PyObject* value = (fqn && type && key) ? PyTuple_Pack(3, fqn, phases[static_cast<int>(e.phase)], type) : nullptr;
+    ok = value != nullptr && PyDict_SetItem(out, key, value) == 0;
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+  }
+  for (PyObject* o : fqns) Py_XDECREF(o);
+  for (PyObject* o : phases) Py_XDECREF(o);
+  if (!ok) {
+    Py_XDECREF(out);
+    if (!PyErr_Occurred()) PyErr_NoMemory();
+    return nullptr;
+  }
+  return out;
+}
+
 }  // namespace
 
 void add_session_methods(std::vector<PyMethodDef>& methods) {
@@ -130,6 +179,10 @@ void add_session_methods(std::vector<PyMethodDef>& methods) {
   methods.push_back({"running", py_running, METH_NOARGS, "is a session running"});
   methods.push_back({"set_process_group", py_set_process_group, METH_VARARGS,
                      "(backend, rank, world_size) once init_process_group ran, for distributedInfo"});
+  methods.push_back({"record_function_ids", py_record_function_ids, METH_O,
+                     "torch.profiler starts (True) or stops (False) recording: ranges carry ids"});
+  methods.push_back({"record_function_attribution", py_record_function_attribution, METH_NOARGS,
+                     "{Record function id: (fqn, phase, module class or None)} of the last recording"});
   methods.push_back({"memory_yield_slot", py_memory_yield_slot, METH_NOARGS,
                      "torch.profiler starts on this thread: give the allocator's slot back"});
 }

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "buffer/buffer_registry.h"
+#include "drain/module_spans.h"
+#include "drain/rf_attribution.h"
 #include "drain/tick_converter.h"
 #include "exporters/exporter.h"
 
@@ -39,9 +41,12 @@ class Drainer {
   void fail() { failed_ = true; }
   bool failed() const { return failed_; }
   uint64_t events_written() const { return events_written_; }
+  // (RecordFunction handle → attribution) of the ranges drained while torch.profiler recorded.
+  RfAttribution& rf_attribution() { return rf_; }
 
  private:
-  void deliver(const RawEvent& raw, uint32_t tid, bool shaped);
+  void deliver(const RawEvent& raw, uint32_t tid, bool shaped, ModuleSpans::Thread& spans);
+  void deliver_span(const ModuleSpan& span);
 
   std::vector<std::unique_ptr<Exporter>> exporters_;
   const uint64_t origin_ns_;
@@ -51,6 +56,9 @@ class Drainer {
   uint64_t events_written_ = 0;
   bool failed_ = false;
   std::string dims_json_, types_json_;  // scratch for the current op's shapes
+  ModuleSpans spans_;
+  std::vector<uint32_t> span_tracks_;  // module tracks already named
+  RfAttribution rf_;
 };
 
 }  // namespace fqntrace

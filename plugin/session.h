@@ -3,7 +3,9 @@
 // or at process exit) drains everything and completes the files.
 #pragma once
 #include <string>
+#include <vector>
 
+#include "drain/rf_attribution.h"
 #include "plugin/config.h"
 
 namespace fqntrace {
@@ -22,6 +24,13 @@ void set_session_process_group(const std::string& backend, int rank, int world_s
 // Steps (plugin/steps.cpp): installs or removes the observer's callback when the step window
 // opens or closes. The session keeps running either way.
 void set_session_recording(bool on);
+// torch.profiler starts (true) or stops (false) recording: while any recording runs, the
+// callback asks RecordFunction for ids (one atomic increment per range, in torch) so every event
+// carries the handle Kineto writes as "Record function id" (python/fqntrace/_kineto_hook.py).
+void set_record_function_ids(bool on);
+// (handle → fqn, phase, module class) of every range ended since the current (or last)
+// torch.profiler recording started, after draining everything recorded so far.
+std::vector<RfEntry> record_function_attribution();
 // Drain now and push bytes to the OS (tests and fqntrace.flush()).
 void flush_session();
 

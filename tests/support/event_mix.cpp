@@ -283,11 +283,12 @@ class StepWriter {
   void allreduce(uint32_t fqn) {
     uint64_t bytes = 25ull << 20;
     RawEvent& c = b_.open(EventKind::kCollective, id("c10d::allreduce_"), fqn, Phase::kBackward);
-    c.range.collective = {bytes, 2, id("allreduce"), /*work=*/false, /*user_scope=*/false};
+    c.range.collective = {bytes, 2, id("allreduce")};
     b_.pass(5000, 20000);
     b_.close();
     RawEvent& w = b_.open(EventKind::kCollective, id("gloo:all_reduce"), fqn, Phase::kBackward, 1);
-    w.range.collective = {bytes, 2, id("allreduce"), /*work=*/true, /*user_scope=*/false};
+    w.range.collective = {bytes, 2, id("allreduce")};
+    w.flags |= kCollectiveWork;
     b_.pass(200000, 900000);
     b_.close(1);
   }
