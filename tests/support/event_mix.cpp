@@ -84,7 +84,8 @@ class Builder {
       case EventKind::kUserScope: ++counts_->user_scopes; break;
       case EventKind::kShapes:
       case EventKind::kServe:
-      case EventKind::kMemory: break;  // none is ever a written range
+      case EventKind::kMemory:
+      case EventKind::kModuleSpan: break;  // none is ever a written range
     }
     out_->push_back({thread, e});
   }
