@@ -172,9 +172,12 @@ def annotate_file(kineto_path, attribution, output=None):
 
 def annotate_files(kineto_path, fqntrace_path, output):
     """The `annotate` verb: Counts, and the number of ids fqntrace's trace had."""
+    doc = load_kineto(kineto_path)  # the profiler's file first: its problems are the likelier
     attribution = attribution_from_trace(fqntrace_path)
     if not attribution:
         raise TraceError(f"{fqntrace_path}: no event carries a \"Record function id\"; the trace "
                          "must come from the same run, traced with FQNTRACE while torch.profiler "
                          "recorded (fqntrace asks for the ids only then)")
-    return annotate_file(kineto_path, attribution, output), len(attribution)
+    counts = annotate_events(doc["traceEvents"], attribution)
+    write_kineto(output, doc)
+    return counts, len(attribution)
