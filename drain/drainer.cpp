@@ -6,10 +6,11 @@
 namespace fqntrace {
 
 Drainer::Drainer(std::vector<std::unique_ptr<Exporter>> exporters, uint64_t mono_origin_ns,
-                 bool shapes)
+                 bool shapes, bool module_spans)
     : exporters_(std::move(exporters)),
       origin_ns_(mono_origin_ns),
       shapes_(shapes),
+      module_spans_(module_spans),
       spans_([this](const ModuleSpan& span) { deliver_span(span); }) {}
 
 uint64_t Drainer::drain(ThreadBuffer& b, uint64_t generation) {
@@ -82,7 +83,7 @@ void Drainer::deliver(const RawEvent& raw, uint32_t tid, bool shaped, ModuleSpan
   if (r.rf_id != 0) {
     rf_.add({r.rf_id, r.fqn_id, raw.kind == EventKind::kModule ? r.module.type_id : 0, raw.phase});
   }
-  spans_.add(spans, raw, record.ts_ns, record.ts_ns + record.dur_ns);
+  if (module_spans_) spans_.add(spans, raw, record.ts_ns, record.ts_ns + record.dur_ns);
 }
 
 void Drainer::deliver_span(const ModuleSpan& span) {

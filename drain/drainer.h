@@ -20,8 +20,11 @@ namespace fqntrace {
 class Drainer {
  public:
   // `exporters` are open; `mono_origin_ns` is TraceInfo::mono_origin_ns; `shapes`: kShapes
-  // chunks are reassembled into the ops' input shapes (else they are skipped).
-  Drainer(std::vector<std::unique_ptr<Exporter>> exporters, uint64_t mono_origin_ns, bool shapes);
+  // chunks are reassembled into the ops' input shapes (else they are skipped). `module_spans`:
+  // build the backward and recompute module spans (off only in the exporter benchmark's
+  // comparison of their cost).
+  Drainer(std::vector<std::unique_ptr<Exporter>> exporters, uint64_t mono_origin_ns, bool shapes,
+          bool module_spans = true);
 
   // Session start, before the first event is recorded: the tick map's first measurement.
   void start_clock() { ticks_.start(); }
@@ -51,6 +54,7 @@ class Drainer {
   std::vector<std::unique_ptr<Exporter>> exporters_;
   const uint64_t origin_ns_;
   const bool shapes_;
+  const bool module_spans_;
   TickConverter ticks_;
   uint64_t next_flow_id_ = 0;
   uint64_t events_written_ = 0;

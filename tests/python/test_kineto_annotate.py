@@ -66,6 +66,11 @@ with tp.profile(activities=[tp.ProfilerActivity.CPU],
 """
 
 
+def done_diff_stdout(tmp_path, tb):
+    return subprocess.run([sys.executable, "-m", "fqntrace", "diff", str(tmp_path / "direct.json"),
+                           tb, "--json"], capture_output=True, text=True, check=True).stdout
+
+
 def _cpu_ops(doc):
     return [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
 
@@ -133,6 +138,16 @@ def test_traced_program_exports_annotated_traces(tmp_path):
     assert fc1["forward"]["ops"] > 0 and fc1["backward"]["ops"] > 0
     assert s["modules"]["Net.blocks.1"]["recompute"]["self_ms"] >= 0
     assert "device_ms" not in fc1["forward"]  # a CPU-only trace: no device columns
+    # report and diff read them too (through the same summary).
+    tb = str(tmp_path / "tb" / tb_files[0])
+    for verb in (["diff", str(tmp_path / "direct.json"), tb, "--json"],
+                 ["report", str(tmp_path / "direct.json"), "-o", str(tmp_path / "r.html")]):
+        done = subprocess.run([sys.executable, "-m", "fqntrace", *verb], capture_output=True,
+                              text=True)
+        assert done.returncode == 0, (verb, done.stderr)
+    rows = {r["fqn"] for r in json.loads(done_diff_stdout(tmp_path, tb))["rows"]}
+    assert "Net.blocks.0.fc1" in rows
+    assert "Net.blocks.0.fc1" in (tmp_path / "r.html").read_text()
 
 
 # -- the device half: a hand-made fragment in Kineto's format --------------------------------
@@ -212,6 +227,10 @@ def test_summary_shows_device_time_per_phase(tmp_path):
     lines = table.render_table(s)
     header = next(line for line in lines if line.startswith("module"))
     assert "fwd dev" in header and "bwd dev" in header
+    # diff carries the device time of both sides.
+    from fqntrace import diff
+    row = next(r for r in diff.compare(s, s)["rows"] if r["fqn"] == "Net.fc")
+    assert row["new"]["backward"]["device_ms"] == 0.065
 
 
 def test_annotate_verb_on_the_fragment(tmp_path):
