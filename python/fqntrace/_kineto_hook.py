@@ -12,6 +12,7 @@ traces*). Runs in the traced process:
 
 Nothing here may disturb the profiler: a failure is one line on stderr and the file stays as
 torch wrote it."""
+import os
 import sys
 
 from fqntrace import _native
@@ -68,8 +69,8 @@ def _wrap_export(profile_class, C):
 
     def export_chrome_trace(self, path, *args, **kwargs):
         result = original(self, path, *args, **kwargs)
-        if isinstance(path, str) and C.running():
-            _annotate(path, C)
+        if isinstance(path, (str, os.PathLike)) and C.running():
+            _annotate(os.fspath(path), C)
         return result
 
     export_chrome_trace._fqntrace_ids = True

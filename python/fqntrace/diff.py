@@ -42,6 +42,8 @@ def module_times(summary):
                           "ops": int(_number(p.get("ops"))),
                           "flops": int(_number(p.get("flops"))),
                           "top_ops": [t for t in tops if isinstance(t, dict)]}
+            if "device_ms" in p:  # an annotated torch.profiler trace with kernels
+                row[phase]["device_ms"] = float(_number(p.get("device_ms")))
         out[fqn] = row
     for fqn in list(out):
         if fqn == "Global":
