@@ -29,6 +29,7 @@ struct Config {
   bool monotonic_clock = false;  // FQNTRACE_CLOCK=monotonic: clock_gettime even where the TSC would do
   bool shapes = false;          // FQNTRACE_SHAPES=1: Kineto's "Input Dims" / "Input type" args
   bool memory = false;          // FQNTRACE_MEMORY=1: the allocator's reports (docs/memory.md)
+  bool module_spans = true;     // FQNTRACE_MODULE_SPANS=0: no backward/recompute module tracks
   StepWindow steps;             // FQNTRACE_STEPS: the steps recorded (default: all)
   int rank = 0;
   int world_size = 1;

@@ -228,7 +228,8 @@ bool start_session(const Config& config, std::string* error) {
     if (!ex->open(output_info, error)) return false;
     exporters.push_back(std::move(ex));
   }
-  session->drain = std::make_unique<Drainer>(std::move(exporters), info.mono_origin_ns, config.shapes);
+  session->drain = std::make_unique<Drainer>(std::move(exporters), info.mono_origin_ns, config.shapes,
+                                             config.module_spans);
 
   // Events left in a thread's ring by an earlier session are not this session's.
   session_state::buffers().for_each_and_reap([](ThreadBuffer& b) { b.ring.drain([](const RawEvent&) {}); });
