@@ -8,7 +8,8 @@ median over runs is printed (and each run's value).
 
 `--workload train`: a training loop instead (a 4-block MLP of tiny Linear layers, forward,
 backward, SGD; `--ops` is then the number of steps): the drain's CPU per written event with
-backward in it, where the backward module spans are built (docs/benchmarks.md). `--python`
+backward in it, where the backward module spans are built (docs/benchmarks.md; `--env
+FQNTRACE_MODULE_SPANS=0` for the same without them). `--python`
 runs the child with another interpreter (another checkout's .venv: a before/after comparison).
 """
 import argparse
@@ -93,20 +94,22 @@ def main():
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", default="")
     parser.add_argument("--workload", choices=("add", "train"), default="add")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment variable for the child (FQNTRACE_MODULE_SPANS=0)")
     parser.add_argument("--python", default=sys.executable,
                         help="the interpreter of the child (default: this one)")
     args = parser.parse_args()
     drain, loop, size, dropped = [], [], [], []
     with tempfile.TemporaryDirectory(prefix="fqntrace-drain-cpu-") as d:
         for _ in range(args.runs):
-            r = run_once(args.ops, d, {}, args.python,
+            r = run_once(args.ops, d, dict(kv.split("=", 1) for kv in args.env), args.python,
                          CHILD if args.workload == "add" else CHILD_TRAIN)
             drain.append(r[0]); loop.append(r[1]); size.append(r[2]); dropped.append(r[3])
             time.sleep(0.5)
-    result = {"workload": args.workload, "python": args.python, "ops": args.ops, "runs": args.runs, "drain_ns_per_op": statistics.median(drain),
+    result = {"workload": args.workload, "env": args.env, "python": args.python, "ops": args.ops, "runs": args.runs, "drain_ns_per_op": statistics.median(drain),
               "drain_ns_per_op_runs": drain, "loop_ns_per_op": statistics.median(loop),
               "bytes_per_op": statistics.median(size), "dropped": dropped}
-    print(f"[{args.workload}] drain CPU per event: {result['drain_ns_per_op']:.0f} ns (runs: "
+    print(f"[{args.workload}{' ' + ' '.join(args.env) if args.env else ''}] drain CPU per event: {result['drain_ns_per_op']:.0f} ns (runs: "
           f"{', '.join(f'{v:.0f}' for v in drain)}); loop thread {result['loop_ns_per_op']:.0f} ns/event; "
           f"{result['bytes_per_op']:.1f} bytes/event; dropped {dropped}")
     if args.json:
