@@ -5,9 +5,9 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <map>
 #include <string>
 
-#include "buffer/intern.h"
 #include "plugin/config.h"
 #include "plugin/log.h"
 #include "plugin/observer.h"
@@ -130,33 +130,32 @@ PyObject* py_record_function_ids(PyObject*, PyObject* arg) {
 // {Record function id: (fqn, phase, module class or None)} of the ranges recorded since the
 // current or last torch.profiler recording started.
 PyObject* py_record_function_attribution(PyObject*, PyObject*) {
-  std::vector<RfEntry> entries;
+  std::vector<RangeAttribution> entries;
   Py_BEGIN_ALLOW_THREADS
   entries = record_function_attribution();
   Py_END_ALLOW_THREADS
-  const InternTable& names = InternTable::instance();
-  PyObject* phases[3] = {PyUnicode_FromString("forward"), PyUnicode_FromString("backward"),
-                         PyUnicode_FromString("recompute")};
   PyObject* out = PyDict_New();
-  std::vector<PyObject*> fqns;  // one str per fqn id met, made once
-  auto fqn_str = [&](uint32_t id) -> PyObject* {
-    if (id >= fqns.size()) fqns.resize(id + 1, nullptr);
-    if (fqns[id] == nullptr) fqns[id] = PyUnicode_FromString(names.str(id).c_str());
-    return fqns[id];
+  std::map<const std::string*, PyObject*> strs;  // one str per interned string met
+  auto str = [&](const std::string* s) -> PyObject* {
+    if (s == nullptr) return Py_None;
+    PyObject*& o = strs[s];
+    if (o == nullptr) o = PyUnicode_FromStringAndSize(s->data(), static_cast<Py_ssize_t>(s->size()));
+    return o;
   };
-  bool ok = out != nullptr && phases[0] && phases[1] && phases[2];
-  for (const RfEntry& e : entries) {
+  bool ok = out != nullptr;
+  for (const RangeAttribution& e : entries) {
     if (!ok) break;
-    PyObject* fqn = fqn_str(e.fqn_id);
-    PyObject* type = e.type_id != 0 ? fqn_str(e.type_id) : Py_None;
+    PyObject* fqn = str(e.fqn);
+    PyObject* type = str(e.module_type);
     PyObject* key = PyLong_FromUnsignedLongLong(e.rf_id);
-    PyObject* value = (fqn && type && key) ? PyTuple_Pack(3, fqn, phases[static_cast<int>(e.phase)], type) : nullptr;
+    PyObject* phase = PyUnicode_FromString(e.phase);
+    PyObject* value = (fqn && type && key && phase) ? PyTuple_Pack(3, fqn, phase, type) : nullptr;
     ok = value != nullptr && PyDict_SetItem(out, key, value) == 0;
     Py_XDECREF(key);
+    Py_XDECREF(phase);
     Py_XDECREF(value);
   }
-  for (PyObject* o : fqns) Py_XDECREF(o);
-  for (PyObject* o : phases) Py_XDECREF(o);
+  for (auto& kv : strs) Py_XDECREF(kv.second);
   if (!ok) {
     Py_XDECREF(out);
     if (!PyErr_Occurred()) PyErr_NoMemory();

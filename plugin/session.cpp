@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "buffer/buffer_registry.h"
+#include "buffer/intern.h"
 #include "buffer/ticks.h"
 #include "drain/drainer.h"
 #include "exporters/exporter.h"
@@ -381,14 +382,21 @@ void set_session_recording(bool on) {
   memory::set_enabled(on && g_session->config.memory);
 }
 
-std::vector<RfEntry> record_function_attribution() {
+std::vector<RangeAttribution> record_function_attribution() {
   if (g_forked_child) return {};
   std::lock_guard<std::mutex> lock(g_lifecycle_mu);
   if (g_session == nullptr) return {};
   std::lock_guard<std::mutex> drain_lock(g_session->drain_mu);
   g_session->drain_all();  // every range ended so far
   g_session->flush_all();
-  return g_session->drain->rf_attribution().entries();
+  const InternTable& names = InternTable::instance();
+  std::vector<RangeAttribution> out;
+  out.reserve(g_session->drain->rf_attribution().entries().size());
+  for (const RfEntry& e : g_session->drain->rf_attribution().entries()) {
+    out.push_back({e.rf_id, &names.str(e.fqn_id), e.type_id != 0 ? &names.str(e.type_id) : nullptr,
+                   phase_name(e.phase)});
+  }
+  return out;
 }
 
 void flush_session() {

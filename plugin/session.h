@@ -2,10 +2,10 @@
 // thread that moves events from the per-thread rings to the exporters; stopping (explicitly,
 // or at process exit) drains everything and completes the files.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
-#include "drain/rf_attribution.h"
 #include "plugin/config.h"
 
 namespace fqntrace {
@@ -28,9 +28,16 @@ void set_session_recording(bool on);
 // callback asks RecordFunction for ids (one atomic increment per range, in torch) so every event
 // carries the handle Kineto writes as "Record function id" (python/fqntrace/_kineto_hook.py).
 void set_record_function_ids(bool on);
-// (handle → fqn, phase, module class) of every range ended since the current (or last)
-// torch.profiler recording started, after draining everything recorded so far.
-std::vector<RfEntry> record_function_attribution();
+// What fqntrace attributed to one RecordFunction (strings are interned: they never move).
+struct RangeAttribution {
+  uint64_t rf_id;
+  const std::string* fqn;
+  const std::string* module_type;  // fqntrace's module scopes, else nullptr
+  const char* phase;
+};
+// Every range ended since the current (or last) torch.profiler recording started, after
+// draining everything recorded so far.
+std::vector<RangeAttribution> record_function_attribution();
 // Drain now and push bytes to the OS (tests and fqntrace.flush()).
 void flush_session();
 
