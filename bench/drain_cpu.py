@@ -5,6 +5,12 @@ drain's work on the loop's last events is counted too. Every run is a process of
 median over runs is printed (and each run's value).
 
     .venv/bin/python bench/drain_cpu.py [--ops 400000] [--runs 5] [--json OUT]
+
+`--workload train`: a training loop instead (a 4-block MLP of tiny Linear layers, forward,
+backward, SGD; `--ops` is then the number of steps): the drain's CPU per written event with
+backward in it, where the backward module spans are built (docs/benchmarks.md; `--env
+FQNTRACE_MODULE_SPANS=0` for the same without them). `--python`
+runs the child with another interpreter (another checkout's .venv: a before/after comparison).
 """
 import argparse
 import json
@@ -34,12 +40,39 @@ print(fqntrace.tracing(), (p1 - p0 - (t1 - t0)) / n, (t1 - t0) / n)
 """
 
 
-def run_once(ops, trace_dir, env_extra):
+CHILD_TRAIN = r"""
+import sys, time, torch
+import fqntrace
+n = int(sys.argv[1])
+torch.set_num_threads(1)
+def block():
+    return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8))
+model = torch.nn.Sequential(*[block() for _ in range(4)], torch.nn.Linear(8, 1))
+opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+x = torch.randn(4, 8)
+def step():
+    opt.zero_grad()
+    model(x).sum().backward()
+    opt.step()
+for _ in range(20):
+    step()
+time.sleep(0.1)
+p0, t0 = time.process_time_ns(), time.thread_time_ns()
+for _ in range(n):
+    step()
+t1 = time.thread_time_ns()
+time.sleep(0.2)
+p1 = time.process_time_ns()
+print(fqntrace.tracing(), (p1 - p0 - (t1 - t0)) / n, (t1 - t0) / n)
+"""
+
+
+def run_once(ops, trace_dir, env_extra, python=sys.executable, child=CHILD):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
     env.update(env_extra)
     env["FQNTRACE"] = os.path.join(trace_dir, "drain.json")
     env["OMP_NUM_THREADS"] = "1"
-    out = subprocess.run([sys.executable, "-c", CHILD, str(ops)], env=env, check=True,
+    out = subprocess.run([python, "-c", child, str(ops)], env=env, check=True,
                          stdout=subprocess.PIPE, text=True).stdout.split()
     assert out[0] == "True", "fqntrace did not start"
     size = os.path.getsize(env["FQNTRACE"])
@@ -47,7 +80,12 @@ def run_once(ops, trace_dir, env_extra):
         f.seek(max(0, size - 200))
         tail = f.read().decode(errors="replace")
     dropped = int(tail.split('"dropped_events": ')[1].split(",")[0]) if "dropped_events" in tail else -1
-    return float(out[1]), float(out[2]), size / ops, dropped
+    if child is CHILD:
+        return float(out[1]), float(out[2]), size / ops, dropped
+    # per written event: the tail's count (X events), of which the loop wrote all but the warm-up
+    events = int(tail.split('"events": ')[1].split(",")[0])
+    per_step = events / (ops + 20)
+    return float(out[1]) / per_step, float(out[2]) / per_step, size / events, dropped
 
 
 def main():
@@ -55,19 +93,25 @@ def main():
     parser.add_argument("--ops", type=int, default=400_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", default="")
+    parser.add_argument("--workload", choices=("add", "train"), default="add")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment variable for the child (FQNTRACE_MODULE_SPANS=0)")
+    parser.add_argument("--python", default=sys.executable,
+                        help="the interpreter of the child (default: this one)")
     args = parser.parse_args()
     drain, loop, size, dropped = [], [], [], []
     with tempfile.TemporaryDirectory(prefix="fqntrace-drain-cpu-") as d:
         for _ in range(args.runs):
-            r = run_once(args.ops, d, {})
+            r = run_once(args.ops, d, dict(kv.split("=", 1) for kv in args.env), args.python,
+                         CHILD if args.workload == "add" else CHILD_TRAIN)
             drain.append(r[0]); loop.append(r[1]); size.append(r[2]); dropped.append(r[3])
             time.sleep(0.5)
-    result = {"ops": args.ops, "runs": args.runs, "drain_ns_per_op": statistics.median(drain),
+    result = {"workload": args.workload, "env": args.env, "python": args.python, "ops": args.ops, "runs": args.runs, "drain_ns_per_op": statistics.median(drain),
               "drain_ns_per_op_runs": drain, "loop_ns_per_op": statistics.median(loop),
               "bytes_per_op": statistics.median(size), "dropped": dropped}
-    print(f"drain CPU per op event: {result['drain_ns_per_op']:.0f} ns (runs: "
-          f"{', '.join(f'{v:.0f}' for v in drain)}); loop thread {result['loop_ns_per_op']:.0f} ns/op; "
-          f"{result['bytes_per_op']:.1f} bytes/op; dropped {dropped}")
+    print(f"[{args.workload}{' ' + ' '.join(args.env) if args.env else ''}] drain CPU per event: {result['drain_ns_per_op']:.0f} ns (runs: "
+          f"{', '.join(f'{v:.0f}' for v in drain)}); loop thread {result['loop_ns_per_op']:.0f} ns/event; "
+          f"{result['bytes_per_op']:.1f} bytes/event; dropped {dropped}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

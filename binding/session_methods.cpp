@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <map>
 #include <string>
 
 #include "plugin/config.h"
@@ -116,6 +117,53 @@ PyObject* py_memory_yield_slot(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// torch.profiler starts (True) or stops (False) recording (python/fqntrace/_kineto_hook.py).
+PyObject* py_record_function_ids(PyObject*, PyObject* arg) {
+  int on = PyObject_IsTrue(arg);
+  if (on < 0) return nullptr;
+  Py_BEGIN_ALLOW_THREADS
+  set_record_function_ids(on != 0);
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+// {Record function id: (fqn, phase, module class or None)} of the ranges recorded since the
+// current or last torch.profiler recording started.
+PyObject* py_record_function_attribution(PyObject*, PyObject*) {
+  std::vector<RangeAttribution> entries;
+  Py_BEGIN_ALLOW_THREADS
+  entries = record_function_attribution();
+  Py_END_ALLOW_THREADS
+  PyObject* out = PyDict_New();
+  std::map<const std::string*, PyObject*> strs;  // one str per interned string met
+  auto str = [&](const std::string* s) -> PyObject* {
+    if (s == nullptr) return Py_None;
+    PyObject*& o = strs[s];
+    if (o == nullptr) o = PyUnicode_FromStringAndSize(s->data(), static_cast<Py_ssize_t>(s->size()));
+    return o;
+  };
+  bool ok = out != nullptr;
+  for (const RangeAttribution& e : entries) {
+    if (!ok) break;
+    PyObject* fqn = str(e.fqn);
+    PyObject* type = str(e.module_type);
+    PyObject* key = PyLong_FromUnsignedLongLong(e.rf_id);
+    PyObject* phase = PyUnicode_FromString(e.phase);
+    PyObject* value = (fqn && type && key && phase) ? PyTuple_Pack(3, fqn, phase, type) : nullptr;
+    ok = value != nullptr && PyDict_SetItem(out, key, value) == 0;
+    Py_XDECREF(key);
+    Py_XDECREF(phase);
+    Py_XDECREF(value);
+  }
+  for (auto& kv : strs) Py_XDECREF(kv.second);
+  if (!ok) {
+    Py_XDECREF(out);
+    if (!PyErr_Occurred()) PyErr_NoMemory();
+    return nullptr;
+  }
+  return out;
+}
+
 }  // namespace
 
 void add_session_methods(std::vector<PyMethodDef>& methods) {
@@ -130,6 +178,10 @@ void add_session_methods(std::vector<PyMethodDef>& methods) {
   methods.push_back({"running", py_running, METH_NOARGS, "is a session running"});
   methods.push_back({"set_process_group", py_set_process_group, METH_VARARGS,
                      "(backend, rank, world_size) once init_process_group ran, for distributedInfo"});
+  methods.push_back({"record_function_ids", py_record_function_ids, METH_O,
+                     "torch.profiler starts (True) or stops (False) recording: ranges carry ids"});
+  methods.push_back({"record_function_attribution", py_record_function_attribution, METH_NOARGS,
+                     "{Record function id: (fqn, phase, module class or None)} of the last recording"});
   methods.push_back({"memory_yield_slot", py_memory_yield_slot, METH_NOARGS,
                      "torch.profiler starts on this thread: give the allocator's slot back"});
 }

@@ -19,6 +19,8 @@ enum class EventKind : uint8_t {
   kShapes,      // not a range: a chunk of the next op's encoded input shapes       shapes (no range)
   kServe,       // never written: a scope that only lends its fqn to what runs inside it
   kMemory,      // not a range: an allocation or free the allocator reported         memory
+  kModuleSpan,  // never written by callbacks: a module's backward or recompute span on its
+                // thread's module track, made by the drain (drain/module_spans.h)  module
 };
 
 enum class Phase : uint8_t { kForward, kBackward, kRecompute };
@@ -40,12 +42,12 @@ struct ModulePayload {
   uint32_t type_id;  // interned class name ("Linear")
 };
 
+// Whether it is the backend's work range and whether it was opened as a USER_SCOPE range travel
+// in the event's flags (kCollectiveWork, kCollectiveUserScope), which keeps this payload at 16 B.
 struct CollectivePayload {
   uint64_t bytes;          // what the collective moves (its first argument's tensors)
   uint32_t group_size;     // process group size, 0 when unknown
   uint32_t kind_name_id;   // interned kind ("allreduce"), the issuer's for a work range
-  bool work;               // the backend's work range rather than the issuing c10d op
-  bool user_scope;         // opened as a USER_SCOPE range (gloo's work) rather than as an op
 };
 
 // Everything a traced range carries: a common header and its kind's payload.
@@ -61,6 +63,10 @@ struct Range {
     ModulePayload module;
     CollectivePayload collective;
   };
+  // The RecordFunction's handle (`fn.handle()`, what Kineto writes as "Record function id"):
+  // non-zero only while a callback that needs ids runs, i.e. while torch.profiler records
+  // (fqntrace then asks for ids too). Joins a torch.profiler trace's cpu_ops to these events.
+  uint64_t rf_id;
 };
 
 // kShapes: a piece of the encoded input shapes of the op that follows at the same depth
@@ -94,9 +100,9 @@ struct RawEvent {
   EventKind kind;
   Phase phase;    // ranges only
   uint8_t depth;  // nesting depth among traced ranges on this thread (0 = outermost)
-  uint8_t flags;  // ranges: kTopOp, kPhaseTop; kMemory: kMemGrad
+  uint8_t flags;  // ranges: kTopOp, kPhaseTop (collectives: kCollectiveWork, kCollectiveUserScope); kMemory: kMemGrad
 };
-static_assert(sizeof(Range) == 56, "a range fills the union: header 32 B + payload 24 B");
+static_assert(sizeof(Range) == 56, "a range fills the union: header 32 B + payload 16 B + rf_id 8 B");
 static_assert(sizeof(ShapesChunk) <= sizeof(Range), "a shapes chunk must not grow the event");
 static_assert(sizeof(MemorySample) <= sizeof(Range), "a memory sample must not grow the event");
 static_assert(sizeof(RawEvent) == 64, "RawEvent is the unit of every buffer: one cache line");
@@ -110,6 +116,10 @@ constexpr uint8_t kTopOp = 1;
 // phase and taken out of the enclosing op's, so recompute time shows up as recompute and a
 // compiled module's time under its submodules.
 constexpr uint8_t kPhaseTop = 2;
+// kCollective only: the backend's work range ("gloo:all_reduce") rather than the issuing c10d op.
+constexpr uint8_t kCollectiveWork = 4;
+// kCollective only: opened as a USER_SCOPE range (gloo's work) rather than as an op.
+constexpr uint8_t kCollectiveUserScope = 8;
 // kMemory only: the report came under an AccumulateGrad node (a parameter's .grad).
 constexpr uint8_t kMemGrad = 1;
 
@@ -119,7 +129,7 @@ inline bool is_cpu_op(const RawEvent& e) {
     case EventKind::kOp:
     case EventKind::kNode:
     case EventKind::kEngineEval: return true;
-    case EventKind::kCollective: return !e.range.collective.user_scope;
+    case EventKind::kCollective: return (e.flags & kCollectiveUserScope) == 0;
     default: return false;
   }
 }

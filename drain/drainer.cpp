@@ -6,8 +6,12 @@
 namespace fqntrace {
 
 Drainer::Drainer(std::vector<std::unique_ptr<Exporter>> exporters, uint64_t mono_origin_ns,
-                 bool shapes)
-    : exporters_(std::move(exporters)), origin_ns_(mono_origin_ns), shapes_(shapes) {}
+                 bool shapes, bool module_spans)
+    : exporters_(std::move(exporters)),
+      origin_ns_(mono_origin_ns),
+      shapes_(shapes),
+      module_spans_(module_spans),
+      spans_([this](const ModuleSpan& span) { deliver_span(span); }) {}
 
 uint64_t Drainer::drain(ThreadBuffer& b, uint64_t generation) {
   if (b.announced_generation != generation && !b.ring.empty()) {
@@ -22,6 +26,7 @@ uint64_t Drainer::drain(ThreadBuffer& b, uint64_t generation) {
     assembler = static_cast<shapes::Assembler*>(b.drain_state.get());
   }
   uint64_t delivered = 0;
+  ModuleSpans::Thread& spans = spans_.thread(b.os_tid);
   b.ring.drain([&](const RawEvent& e) {
     if (failed_) return;
     if (e.kind == EventKind::kShapes) {
@@ -30,14 +35,14 @@ uint64_t Drainer::drain(ThreadBuffer& b, uint64_t generation) {
     }
     bool shaped = assembler != nullptr && e.kind == EventKind::kOp &&
                   assembler->take(e.depth, &dims_json_, &types_json_);
-    deliver(e, b.os_tid, shaped);
+    deliver(e, b.os_tid, shaped, spans);
     ++delivered;
   });
   events_written_ += delivered;
   return delivered;
 }
 
-void Drainer::deliver(const RawEvent& raw, uint32_t tid, bool shaped) {
+void Drainer::deliver(const RawEvent& raw, uint32_t tid, bool shaped, ModuleSpans::Thread& spans) {
   static const std::string kNone;
   const InternTable& names = InternTable::instance();
   if (raw.kind == EventKind::kMemory) {
@@ -74,6 +79,29 @@ void Drainer::deliver(const RawEvent& raw, uint32_t tid, bool shaped) {
                      shaped ? &dims_json_ : nullptr,
                      shaped ? &types_json_ : nullptr};
   for (const auto& ex : exporters_) ex->event(record);
+  if (raw.kind == EventKind::kModule) spans_.module_seen(r.fqn_id, r.module.type_id);
+  if (r.rf_id != 0) {
+    rf_.add({r.rf_id, r.fqn_id, raw.kind == EventKind::kModule ? r.module.type_id : 0, raw.phase});
+  }
+  if (module_spans_) spans_.add(spans, raw, record.ts_ns, record.ts_ns + record.dur_ns);
+}
+
+void Drainer::deliver_span(const ModuleSpan& span) {
+  static const std::string kNone;
+  const InternTable& names = InternTable::instance();
+  bool named = false;
+  for (uint32_t t : span_tracks_) named = named || t == span.track_tid;
+  if (!named) {
+    span_tracks_.push_back(span.track_tid);
+    std::string label = "thread " + std::to_string(span.track_tid) + " (modules in backward of " +
+                        std::to_string(span.track_tid & ~kModuleTrackBit) + ")";
+    for (auto& ex : exporters_) ex->thread_seen(span.track_tid, label);
+  }
+  const Range& r = span.raw.range;
+  EventRecord record{span.raw, span.track_tid, names.str(r.name_id), names.str(r.fqn_id),
+                     names.str(r.module.type_id), kNone, span.ts_ns, span.dur_ns, 0, 0};
+  for (const auto& ex : exporters_) ex->event(record);
+  ++events_written_;
 }
 
 bool Drainer::flush(std::string* error) {
@@ -88,6 +116,7 @@ bool Drainer::flush(std::string* error) {
 }
 
 std::vector<std::string> Drainer::finish(uint64_t dropped_events) {
+  if (!failed_) spans_.close_all();  // stretches still open end with the session
   FinishInfo fin;
   fin.dropped_events = dropped_events;
   fin.events_written = events_written_;

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "buffer/buffer_registry.h"
+#include "drain/module_spans.h"
+#include "drain/rf_attribution.h"
 #include "drain/tick_converter.h"
 #include "exporters/exporter.h"
 
@@ -18,8 +20,11 @@ namespace fqntrace {
 class Drainer {
  public:
   // `exporters` are open; `mono_origin_ns` is TraceInfo::mono_origin_ns; `shapes`: kShapes
-  // chunks are reassembled into the ops' input shapes (else they are skipped).
-  Drainer(std::vector<std::unique_ptr<Exporter>> exporters, uint64_t mono_origin_ns, bool shapes);
+  // chunks are reassembled into the ops' input shapes (else they are skipped). `module_spans`:
+  // build the backward and recompute module spans (off only in the exporter benchmark's
+  // comparison of their cost).
+  Drainer(std::vector<std::unique_ptr<Exporter>> exporters, uint64_t mono_origin_ns, bool shapes,
+          bool module_spans = true);
 
   // Session start, before the first event is recorded: the tick map's first measurement.
   void start_clock() { ticks_.start(); }
@@ -39,18 +44,25 @@ class Drainer {
   void fail() { failed_ = true; }
   bool failed() const { return failed_; }
   uint64_t events_written() const { return events_written_; }
+  // (RecordFunction handle → attribution) of the ranges drained while torch.profiler recorded.
+  RfAttribution& rf_attribution() { return rf_; }
 
  private:
-  void deliver(const RawEvent& raw, uint32_t tid, bool shaped);
+  void deliver(const RawEvent& raw, uint32_t tid, bool shaped, ModuleSpans::Thread& spans);
+  void deliver_span(const ModuleSpan& span);
 
   std::vector<std::unique_ptr<Exporter>> exporters_;
   const uint64_t origin_ns_;
   const bool shapes_;
+  const bool module_spans_;
   TickConverter ticks_;
   uint64_t next_flow_id_ = 0;
   uint64_t events_written_ = 0;
   bool failed_ = false;
   std::string dims_json_, types_json_;  // scratch for the current op's shapes
+  ModuleSpans spans_;
+  std::vector<uint32_t> span_tracks_;  // module tracks already named
+  RfAttribution rf_;
 };
 
 }  // namespace fqntrace

@@ -188,6 +188,10 @@ void EventLines::append(std::string& out, const EventRecord& e, const char* sepa
     p = put(p, ",\"Input type\":");
     p = put(p, *e.input_types);
   }
+  if (r.rf_id != 0) {  // only while torch.profiler records (buffer/event.h)
+    p = put(p, ",\"Record function id\":");
+    p = put_uint(p, r.rf_id);
+  }
   p = put(p, ",\"depth\":");
   p = put_uint(p, raw.depth);
   p = put(p, "}}");

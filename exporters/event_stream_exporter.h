@@ -10,6 +10,7 @@
 #include "exporters/exporter.h"
 #include "exporters/json_text.h"
 #include "exporters/memory_json.h"
+#include "exporters/module_span_json.h"
 #include "exporters/output_file.h"
 
 namespace fqntrace {
@@ -37,6 +38,8 @@ class EventStreamExporter : public Exporter {
   void event(const EventRecord& e) final {
     if (e.raw.kind == EventKind::kMemory) {
       json::append_memory_event(file_.pending(), e, info_.pid, separator(), &first_);
+    } else if (e.raw.kind == EventKind::kModuleSpan) {
+      json::append_module_span(file_.pending(), e, info_.pid, separator(), &first_);
     } else {
       lines_->append(file_.pending(), e, separator(), &first_);
     }

@@ -150,7 +150,7 @@ void append_event(std::string& out, const EventRecord& e, long pid, const char* 
       append_uint(out, r.collective.bytes);
       out += ",\"group_size\":";
       append_uint(out, r.collective.group_size);
-      if (r.collective.work) out += ",\"async_work\":true";
+      if ((raw.flags & kCollectiveWork) != 0) out += ",\"async_work\":true";
       break;
     case EventKind::kOp:
       if (r.op.flops != 0) {
@@ -166,6 +166,10 @@ void append_event(std::string& out, const EventRecord& e, long pid, const char* 
     out += *e.input_dims;
     out += ",\"Input type\":";
     out += *e.input_types;
+  }
+  if (r.rf_id != 0) {  // only while torch.profiler records (buffer/event.h)
+    out += ",\"Record function id\":";
+    append_uint(out, r.rf_id);
   }
   out += ",\"depth\":";
   append_uint(out, raw.depth);

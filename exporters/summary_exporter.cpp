@@ -83,6 +83,7 @@ class SummaryExporter final : public Exporter {
 
   void event(const EventRecord& e) override {
     const RawEvent& r = e.raw;
+    if (r.kind == EventKind::kModuleSpan) return;  // a view of ranges already counted
     if (r.kind == EventKind::kMemory) {
       ModuleStats& m = modules_[r.memory.fqn_id];
       if (m.fqn == nullptr) m.fqn = &e.fqn;
@@ -100,11 +101,11 @@ class SummaryExporter final : public Exporter {
     PhaseStats& p = m.phase[static_cast<int>(r.phase)];
     if (r.kind == EventKind::kCollective) {
       const CollectivePayload& c = r.range.collective;
-      if (c.work) {
+      if ((r.flags & kCollectiveWork) != 0) {
         p.comm_ns += e.dur_ns;  // not compute: it runs beside the training thread
         return;
       }
-      if (c.user_scope) return;
+      if ((r.flags & kCollectiveUserScope) != 0) return;
       p.comm_bytes += c.bytes;
       ++p.collectives;
       ++p.ops;  // an issuing c10d op is an op like any other

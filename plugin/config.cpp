@@ -209,6 +209,19 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
   config.shapes = env_switch(env, "FQNTRACE_SHAPES", &config.warnings);
   config.module_ranges = env_switch(env, "FQNTRACE_MODULE_RANGES", &config.warnings);
   config.memory = env_switch(env, "FQNTRACE_MEMORY", &config.warnings);
+  // On by default: FQNTRACE_MODULE_SPANS=0 leaves out the module tracks (their bytes and drain
+  // work, docs/benchmarks.md).
+  if (const char* spans = env("FQNTRACE_MODULE_SPANS"); spans != nullptr && *spans != '\0') {
+    std::vector<std::string> bad;
+    bool on = env_switch(env, "FQNTRACE_MODULE_SPANS", &bad);
+    if (bad.empty()) {
+      config.module_spans = on;
+    } else {
+      config.warnings.push_back("FQNTRACE_MODULE_SPANS=" + printable(spans) +
+                                " is not a switch value; module spans stay on. Set it to 0 (or "
+                                "false, no, off) or 1.");
+    }
+  }
   if (const char* steps = env("FQNTRACE_STEPS"); steps != nullptr && *steps != '\0') {
     std::string problem;
     if (!parse_step_window(steps, &config.steps, &problem)) {

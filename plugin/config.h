@@ -32,6 +32,7 @@ struct Config {
   // FQNTRACE_MODULE_RANGES=1: module scopes are also `nn.Module: <fqn>` RecordFunction ranges,
   // which torch.profiler then shows; by default they are frames only fqntrace sees.
   bool module_ranges = false;
+  bool module_spans = true;     // FQNTRACE_MODULE_SPANS=0: no backward/recompute module tracks
   StepWindow steps;             // FQNTRACE_STEPS: the steps recorded (default: all)
   int rank = 0;
   int world_size = 1;

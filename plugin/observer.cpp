@@ -203,8 +203,8 @@ void attribute_collective(const at::RecordFunction& fn, const NameInfo& info, Fr
   p.bytes = c.bytes;
   p.group_size = c.group_size;
   p.kind_name_id = c.kind_name_id;
-  p.work = info.collective_work != 0;
-  p.user_scope = f.kind == EventKind::kUserScope;
+  if (info.collective_work != 0) f.flags |= kCollectiveWork;
+  if (f.kind == EventKind::kUserScope) f.flags |= kCollectiveUserScope;
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
@@ -217,7 +217,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     Frame& f = ts->frames[ts->depth];
     f.rf = &fn;
     f.range.seq = fn.seqNr();
-    f.range.collective = CollectivePayload{};  // the largest payload: clears them all
+    f.range.rf_id = fn.handle();
+    f.range.op = OpPayload{};  // payloads are 16 B each: clears them all
     f.flags = 0;
     f.collective = false;
     f.issue_mark = 0;
@@ -375,9 +376,10 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
 
 }  // namespace
 
-at::CallbackHandle install(bool need_inputs) {
+at::CallbackHandle install(bool need_inputs, bool need_ids) {
   return at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
                                    .needsInputs(need_inputs)
+                                   .needsIds(need_ids)
                                    .scopes({at::RecordScope::FUNCTION,
                                             at::RecordScope::BACKWARD_FUNCTION,
                                             at::RecordScope::USER_SCOPE}));
@@ -430,7 +432,8 @@ bool open_scope(ScopeKind kind, uint32_t fqn_id, uint32_t type_id, uint32_t name
     Frame& f = ts->frames[ts->depth];
     f.rf = kDirectScope;
     f.range.seq = -1;
-    f.range.collective = CollectivePayload{};  // the largest payload: clears them all
+    f.range.rf_id = 0;  // no RecordFunction: nothing of torch.profiler's to join with
+    f.range.op = OpPayload{};  // payloads are 16 B each: clears them all
     f.range.name_id = name_id;
     f.range.fqn_id = fqn_id;
     f.flags = 0;

@@ -15,7 +15,7 @@ namespace fqntrace::observer {
 
 // Installs the global callback; the session calls this once per session start. With
 // need_inputs, the dispatcher hands op inputs to the callback (for FLOPs; costs a little per op).
-at::CallbackHandle install(bool need_inputs);
+at::CallbackHandle install(bool need_inputs, bool need_ids = false);
 void uninstall(at::CallbackHandle handle);
 
 // Side channels, set on the current thread just before the range they describe opens.

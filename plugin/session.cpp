@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "buffer/buffer_registry.h"
+#include "buffer/intern.h"
 #include "buffer/ticks.h"
 #include "drain/drainer.h"
 #include "exporters/exporter.h"
@@ -173,6 +174,9 @@ struct Session {
 
 std::mutex g_lifecycle_mu;
 Session* g_session = nullptr;
+// torch.profiler recordings under way (set_record_function_ids): while > 0 the callback asks
+// RecordFunction for ids, so each event carries the handle Kineto writes as "Record function id".
+int g_id_requests = 0;
 bool g_forked_child = false;
 std::once_flag g_process_hooks_once;
 
@@ -225,7 +229,8 @@ bool start_session(const Config& config, std::string* error) {
     if (!ex->open(output_info, error)) return false;
     exporters.push_back(std::move(ex));
   }
-  session->drain = std::make_unique<Drainer>(std::move(exporters), info.mono_origin_ns, config.shapes);
+  session->drain = std::make_unique<Drainer>(std::move(exporters), info.mono_origin_ns, config.shapes,
+                                             config.module_spans);
 
   // Events left in a thread's ring by an earlier session are not this session's.
   session_state::buffers().for_each_and_reap([](ThreadBuffer& b) { b.ring.drain([](const RawEvent&) {}); });
@@ -248,7 +253,7 @@ bool start_session(const Config& config, std::string* error) {
   // them: FLOPs, shapes, or a distributed job (collectives' bytes and group size).
   session->callback_inputs = config.flops || config.shapes || config.world_size > 1;
   if (steps::begin_session(config.steps)) {  // else the callback waits for the step window
-    session->callback = observer::install(session->callback_inputs);
+    session->callback = observer::install(session->callback_inputs, g_id_requests > 0);
     session->callback_installed = true;
   }
   session_state::g_recording.store(session->callback_installed, std::memory_order_relaxed);
@@ -346,16 +351,32 @@ void set_session_process_group(const std::string& backend, int rank, int world_s
     // A process group without WORLD_SIZE in the environment (e.g. mp.spawn): from now on the
     // collectives need their inputs. Ranges already open keep the callback they started with.
     observer::uninstall(g_session->callback);
-    g_session->callback = observer::install(true);
+    g_session->callback = observer::install(true, g_id_requests > 0);
     g_session->callback_inputs = true;
   }
+}
+
+void set_record_function_ids(bool on) {
+  std::lock_guard<std::mutex> lock(g_lifecycle_mu);
+  bool before = g_id_requests > 0;
+  g_id_requests = std::max(0, g_id_requests + (on ? 1 : -1));
+  if (g_session == nullptr) return;
+  if (on && !before) {  // a new recording: the last one's attribution is no longer asked for
+    std::lock_guard<std::mutex> drain_lock(g_session->drain_mu);
+    g_session->drain_all();
+    g_session->drain->rf_attribution().clear();
+  }
+  if (!g_session->callback_installed || before == (g_id_requests > 0)) return;
+  // Ranges already open keep the callback they started with (RecordFunction copies them).
+  observer::uninstall(g_session->callback);
+  g_session->callback = observer::install(g_session->callback_inputs, g_id_requests > 0);
 }
 
 void set_session_recording(bool on) {
   std::lock_guard<std::mutex> lock(g_lifecycle_mu);
   if (g_session == nullptr || g_session->callback_installed == on) return;
   if (on) {
-    g_session->callback = observer::install(g_session->callback_inputs);
+    g_session->callback = observer::install(g_session->callback_inputs, g_id_requests > 0);
   } else {
     observer::uninstall(g_session->callback);
   }
@@ -363,6 +384,23 @@ void set_session_recording(bool on) {
   session_state::g_recording.store(on, std::memory_order_relaxed);
   // Outside the step window the allocator's reports are not recorded either.
   memory::set_enabled(on && g_session->config.memory);
+}
+
+std::vector<RangeAttribution> record_function_attribution() {
+  if (g_forked_child) return {};
+  std::lock_guard<std::mutex> lock(g_lifecycle_mu);
+  if (g_session == nullptr) return {};
+  std::lock_guard<std::mutex> drain_lock(g_session->drain_mu);
+  g_session->drain_all();  // every range ended so far
+  g_session->flush_all();
+  const InternTable& names = InternTable::instance();
+  std::vector<RangeAttribution> out;
+  out.reserve(g_session->drain->rf_attribution().entries().size());
+  for (const RfEntry& e : g_session->drain->rf_attribution().entries()) {
+    out.push_back({e.rf_id, &names.str(e.fqn_id), e.type_id != 0 ? &names.str(e.type_id) : nullptr,
+                   phase_name(e.phase)});
+  }
+  return out;
 }
 
 void flush_session() {

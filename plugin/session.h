@@ -2,7 +2,9 @@
 // thread that moves events from the per-thread rings to the exporters; stopping (explicitly,
 // or at process exit) drains everything and completes the files.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "plugin/config.h"
 
@@ -22,6 +24,20 @@ void set_session_process_group(const std::string& backend, int rank, int world_s
 // Steps (plugin/steps.cpp): installs or removes the observer's callback when the step window
 // opens or closes. The session keeps running either way.
 void set_session_recording(bool on);
+// torch.profiler starts (true) or stops (false) recording: while any recording runs, the
+// callback asks RecordFunction for ids (one atomic increment per range, in torch) so every event
+// carries the handle Kineto writes as "Record function id" (python/fqntrace/_kineto_hook.py).
+void set_record_function_ids(bool on);
+// What fqntrace attributed to one RecordFunction (strings are interned: they never move).
+struct RangeAttribution {
+  uint64_t rf_id;
+  const std::string* fqn;
+  const std::string* module_type;  // fqntrace's module scopes, else nullptr
+  const char* phase;
+};
+// Every range ended since the current (or last) torch.profiler recording started, after
+// draining everything recorded so far.
+std::vector<RangeAttribution> record_function_attribution();
 // Drain now and push bytes to the OS (tests and fqntrace.flush()).
 void flush_session();
 

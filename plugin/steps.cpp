@@ -65,7 +65,8 @@ void write_range(uint32_t name_id, uint64_t start_ticks, uint64_t end_ticks) {
   if (g_track == nullptr) g_track = session_state::register_buffer(kStepTrackTid, "ProfilerStep");
   if (g_track == nullptr) return;
   RawEvent e;
-  e.range.collective = CollectivePayload{};  // the largest payload: clears them all
+  e.range.op = OpPayload{};  // payloads are 16 B each: clears them all
+  e.range.rf_id = 0;
   e.range.start_ns = start_ticks;
   e.range.end_ns = end_ticks;
   e.range.seq = -1;

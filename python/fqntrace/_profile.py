@@ -1,7 +1,7 @@
 """fqntrace.profile(): trace the body of a with-block (for code that prefers it to FQNTRACE)."""
 import contextlib
 
-from fqntrace import _coexist, _distributed, _exit, _fsdp, _hooks, _native, _steps
+from fqntrace import _coexist, _distributed, _exit, _fsdp, _hooks, _kineto_hook, _native, _steps
 
 
 def _steps_text(steps):
@@ -36,6 +36,7 @@ def profile(path, steps=None, memory=None):
     _fsdp.install()
     _steps.install()
     _coexist.install()
+    _kineto_hook.install()
     try:
         yield expanded
     finally:

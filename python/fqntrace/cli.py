@@ -8,6 +8,8 @@
     diff BASE NEW        per-module change of time between two runs (--threshold for CI)
     report TRACE... -o F self-contained HTML report (needs the `fqntrace[report]` extra)
     top TRACE...         live per-module view of a running job's trace(s)
+    annotate KINETO FQNTRACE -o OUT
+                         a torch.profiler trace gets fqntrace's fqn and phase (same run)
 
 This module only parses arguments and dispatches. The work is in fqntrace.summarize and
 fqntrace.table (summary), fqntrace.crossrank (summary over several ranks), fqntrace.top (the
@@ -25,7 +27,8 @@ import json
 import os
 import sys
 
-from fqntrace import crossrank, diff, merge, repair, report, step_times, summarize, table, validate
+from fqntrace import (crossrank, diff, kineto_annotate, merge, repair, report, step_times,
+                      summarize, table, validate)
 from fqntrace.traceio import PHASES, TraceError
 
 PROG = "python -m fqntrace"
@@ -199,6 +202,16 @@ def cmd_diff(args):
     return 0
 
 
+def cmd_annotate(args):
+    counts, ids = kineto_annotate.annotate_files(args.kineto, args.fqntrace, args.output)
+    print(f"annotated: {counts.line()} -> {args.output}")
+    if counts.cpu_ops and not counts.cpu_ops_annotated:
+        _err(f"no cpu_op of {args.kineto} matched the {ids} ids of {args.fqntrace}; are they "
+             "from the same run?")
+        return 1
+    return 0
+
+
 def cmd_report(args):
     path, info = report.write_report(args.traces, args.output, mode=args.mode, note=_note,
                                      exclude_steps=args.exclude_steps, alpha=args.alpha)
@@ -257,6 +270,21 @@ def build_parser():
     p.add_argument("trace", metavar="TRACE")
     p.add_argument("-o", "--output", metavar="OUT", help="write the repaired trace here")
     p.set_defaults(func=cmd_repair)
+
+    p = verbs.add_parser("annotate", help="add fqn and phase to a torch.profiler trace",
+                         description="Gives each cpu_op of a torch.profiler (Kineto) trace the "
+                         "fqn and phase fqntrace recorded for the same RecordFunction (joined "
+                         "on \"Record function id\"), and each kernel, memcpy and memset the "
+                         "fqn and phase of the op that launched it (\"External id\" / "
+                         "correlation). Both traces must come from the same run, traced with "
+                         "FQNTRACE while torch.profiler recorded. A traced program's own "
+                         "exports are annotated as they are written; this is for traces "
+                         "exported otherwise.")
+    p.add_argument("kineto", metavar="KINETO", help="the torch.profiler trace (.json, .json.gz)")
+    p.add_argument("fqntrace", metavar="FQNTRACE", help="fqntrace's trace of the same run")
+    p.add_argument("-o", "--output", metavar="OUT", required=True,
+                   help="the annotated trace (.json; .json.gz writes gzip)")
+    p.set_defaults(func=cmd_annotate)
 
     p = verbs.add_parser("merge", help="merge per-rank traces into one",
                          description="One Chrome trace from several ranks' traces: one process "

@@ -68,6 +68,8 @@ def module_times(summary, per_step=None):
                           "flops": int(_number(p.get("flops"))),
                           "top_ops": [t for t in tops if isinstance(t, dict)],
                           "step_mad_ms": float(_number(p.get("step_mad_ms")))}
+            if "device_ms" in p:  # an annotated torch.profiler trace with kernels
+                row[phase]["device_ms"] = float(_number(p.get("device_ms")))
         samples = entry.get("step_self_ms")
         row["step_self_ms"] = ([float(v) for v in samples if traceio.is_number(v)]
                                if per_step and isinstance(samples, list) else None)
@@ -186,10 +188,8 @@ def compare(base, new, threshold=None, min_share=DEFAULT_MIN_SHARE_PCT, base_nam
             "fqn": fqn,
             "module_type": (rb or ra)["module_type"] or (ra or rb)["module_type"],
             "status": status,
-            "base": {p: {"self_ms": ra[p]["self_ms"], "total_ms": ra[p]["total_ms"]}
-                     for p in PHASES} if ra else None,
-            "new": {p: {"self_ms": rb[p]["self_ms"], "total_ms": rb[p]["total_ms"]}
-                    for p in PHASES} if rb else None,
+            "base": {p: _phase_times(ra[p]) for p in PHASES} if ra else None,
+            "new": {p: _phase_times(rb[p]) for p in PHASES} if rb else None,
             "self_ms": [round(self_a, 6), round(self_b, 6)],
             "self_change_ms": round(self_b - self_a, 6),
             "self_change_pct": _round(_pct(self_a, self_b) if status == "both" else None),
@@ -359,6 +359,14 @@ def _verdict(row, mode):
     elif not row["change_ms"]:
         return "same"
     return "slower" if row["change_ms"] > 0 else "faster"
+
+
+def _phase_times(phase):
+    """A row's numbers of one phase; device time too for annotated torch.profiler traces."""
+    out = {"self_ms": phase["self_ms"], "total_ms": phase["total_ms"]}
+    if "device_ms" in phase:
+        out["device_ms"] = phase["device_ms"]
+    return out
 
 
 def _round(value):

@@ -33,7 +33,7 @@ ENGINE_WRAPPER = "autograd::engine::evaluate_function:"
 
 def _new_phase():
     return {"self_ns": 0, "self_ops": 0, "self_flops": 0, "comm_ns": 0, "comm_bytes": 0,
-            "collectives": 0, "top": {}}
+            "collectives": 0, "device_ns": 0, "top": {}}
 
 
 def _ms(ns):
@@ -43,7 +43,7 @@ def _ms(ns):
 def _valid_slices(events):
     """The X events that carry time and a module: numeric ts, dur >= 0, args.fqn a string."""
     for e in events:
-        if not isinstance(e, dict) or e.get("ph") != "X":
+        if not isinstance(e, dict) or e.get("ph") != "X" or traceio.is_module_view(e):
             continue
         args = e.get("args")
         if (traceio.is_number(e.get("ts")) and traceio.is_number(e.get("dur")) and e["dur"] >= 0
@@ -59,6 +59,7 @@ class _Totals:
         self.modules = {}
         self.first_seen = {}
         self.memory = memory.MemoryStats()
+        self.device_seen = False  # device events with an fqn (annotated torch.profiler trace)
 
     def memory_event(self, e):
         """A "[memory]" event, in file order (its module gets a row even without ops)."""
@@ -71,7 +72,7 @@ class _Totals:
 
     def memory_order(self, e):
         """Any event, in file order: what the memory numbers need from it."""
-        if not isinstance(e, dict):
+        if not isinstance(e, dict) or traceio.is_module_view(e):
             return
         if memory.is_memory_event(e):
             self.memory_event(e)
@@ -97,6 +98,12 @@ class _Totals:
         elif start < self.first_seen[fqn]:
             self.first_seen[fqn] = start
         phase = args.get("phase")
+        if not is_op and e.get("cat") in traceio.DEVICE_CATS:
+            # a torch.profiler trace annotated by fqntrace: the kernel's launching op's module
+            if phase in PHASES:
+                m["phases"][phase]["device_ns"] += round(e["dur"] * 1000)
+                self.device_seen = True
+            return None
         if not is_op and e.get("cat") == "user_annotation" and "module_type" in args:
             if not m["module_type"] and isinstance(args.get("module_type"), str):
                 m["module_type"] = args["module_type"]
@@ -253,7 +260,7 @@ class StreamSummary:
 
     def add(self, e):
         self.totals.memory_order(e)
-        if not isinstance(e, dict) or e.get("ph") != "X":
+        if not isinstance(e, dict) or e.get("ph") != "X" or traceio.is_module_view(e):
             return
         args = e.get("args")
         ts = e.get("ts")
@@ -455,6 +462,9 @@ def _result(totals, header, tail, incomplete, path, merged_ranks, per_step=None,
             }
             if with_memory:
                 entry[phase].update(totals.memory.fields(fqn, phase, below_fqns[fqn]))
+            if totals.device_seen:
+                entry[phase]["device_ms"] = _ms(sum(s["device_ns"] for s in subtree))
+                entry[phase]["self_device_ms"] = _ms(p["device_ns"])
             entry[phase]["top_ops"] = [{"name": name, "ms": _ms(ns), "count": count}
                                        for name, (ns, count) in tops]
         out_modules[fqn] = entry

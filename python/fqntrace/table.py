@@ -127,8 +127,12 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
     # GFLOPs only when the trace counted them (FQNTRACE_FLOPS=1).
     show_flops = any(_phase_value(r, p, "flops") for r in roots for p in phases)
     spread_w = 6  # "±%" of a per-step table: the module's step-to-step spread, "!" when noisy
-    fixed = (type_w + num_w * len(phases) + pct_w + ops_w + calls_w + (len(phases) + 4)
-             + ((gf_w + 1) if show_flops else 0) + ((spread_w + 1) if per_step else 0))
+    # Device time only for an annotated torch.profiler trace with kernels (docs/trace-format.md).
+    show_device = any(isinstance(m.get(p), dict) and "device_ms" in m[p]
+                      for m in modules.values() for p in phases)
+    fixed = (type_w + num_w * len(phases) * (2 if show_device else 1) + pct_w + ops_w + calls_w
+             + (len(phases) * (2 if show_device else 1) + 4) + ((gf_w + 1) if show_flops else 0)
+             + ((spread_w + 1) if per_step else 0))
     labels = []
     for node in rows:
         indent = "  " * min(node.depth, 12)
@@ -140,6 +144,7 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
     header = ["module".ljust(name_w), "type".ljust(type_w)]
     unit = "ms/st" if per_step else "ms"
     header += [f"{PHASE_SHORT[p]} {unit}".rjust(num_w) for p in phases]
+    header += [f"{PHASE_SHORT[p]} dev".rjust(num_w) for p in phases] if show_device else []
     header += ["%".rjust(pct_w)] + (["±%".rjust(spread_w)] if per_step else [])
     header += ["ops".rjust(ops_w)]
     header += ["GFLOPs".rjust(gf_w)] if show_flops else []
@@ -181,6 +186,9 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
         module_type = _fit(str(entry.get("module_type") or ""), type_w, ell)
         cells = [name.ljust(name_w), module_type.ljust(type_w)]
         cells += [_format_ms(v, num_w).rjust(num_w) for v in values]
+        if show_device:
+            cells += [_format_ms(_phase_value(node, p, "device_ms"), num_w).rjust(num_w)
+                      for p in phases]
         cells.append((f"{pct:.1f}" if pct else "-").rjust(pct_w))
         if per_step:
             cells.append(_spread(entry).rjust(spread_w))
@@ -202,6 +210,9 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
     else:
         lines.append(line("ms: op time of the module and its submodules; %: share of all op "
                           "time; calls: forward calls"))
+    if show_device:
+        lines.append(line("dev: device time (kernels, copies, fills of a torch.profiler trace) "
+                          "launched by the module's ops and its submodules', whole trace"))
     if show_flops:
         lines.append(line("GFLOPs: FLOPs of the module and its submodules, all phases shown"))
     return lines

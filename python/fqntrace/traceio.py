@@ -32,6 +32,11 @@ CHROME = "chrome"
 JSONL = "jsonl"
 PHASES = ("forward", "backward", "recompute")
 MODULE_SPAN_PREFIX = "nn.Module: "
+# Backward and recompute module spans on each thread's module track (docs/trace-format.md): a
+# view of ranges the trace already has, never counted again.
+MODULE_VIEW_CAT = "module_span"
+# A torch.profiler trace's device events (kernels, copies, fills): device time, not op time.
+DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 NEST_TOLERANCE_NS = 1  # ts and dur are each rounded to 1 ns when written
 GZIP_MAGIC = b"\x1f\x8b"
 GZIP_SUFFIX = ".gz"
@@ -631,6 +636,11 @@ def nest(slices):
                 parents[i] = stack[-1]
             stack.append(i)
     return parents, overlap, starts, ends
+
+
+def is_module_view(event):
+    """A backward or recompute module span of the module track (cat "module_span")."""
+    return event.get("cat") == MODULE_VIEW_CAT
 
 
 def module_span_fqn(event):

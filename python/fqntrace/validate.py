@@ -137,7 +137,7 @@ def _check_event(trace, i, e):
         for key in ("pid", "tid"):
             if e.get(key) is None:
                 raise _Problem(f"{here}: \"{key}\" is missing")
-        if e.get("cat") in ("cpu_op", "user_annotation"):
+        if e.get("cat") in ("cpu_op", "user_annotation", traceio.MODULE_VIEW_CAT):
             args = e.get("args")
             if not isinstance(args, dict):
                 raise _Problem(f"{here}: {e['cat']} event without args")

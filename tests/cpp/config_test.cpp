@@ -199,6 +199,22 @@ TEST(ConfigTest, SwitchesAcceptTheUsualWords) {
   EXPECT_NE(r.config->warnings[1].find("FQNTRACE_SHAPES=2"), std::string::npos);
 }
 
+// Module spans are on unless FQNTRACE_MODULE_SPANS says off; a bad value keeps them on, warned.
+TEST(ConfigTest, ModuleSpansAreOnUnlessTurnedOff) {
+  ConfigResult r = parse_with("/tmp/t.json", {});
+  ASSERT_TRUE(r.config);
+  EXPECT_TRUE(r.config->module_spans);
+  r = parse_with("/tmp/t.json", {{"FQNTRACE_MODULE_SPANS", "off"}});
+  ASSERT_TRUE(r.config);
+  EXPECT_FALSE(r.config->module_spans);
+  EXPECT_TRUE(r.config->warnings.empty());
+  r = parse_with("/tmp/t.json", {{"FQNTRACE_MODULE_SPANS", "maybe"}});
+  ASSERT_TRUE(r.config);
+  EXPECT_TRUE(r.config->module_spans);
+  ASSERT_EQ(r.config->warnings.size(), 1u);
+  EXPECT_NE(r.config->warnings[0].find("FQNTRACE_MODULE_SPANS=maybe"), std::string::npos);
+}
+
 // A rank at or above the world size is a broken launcher environment: the trace could not say
 // which process it is (validate would reject it), so tracing is off with one line.
 TEST(ConfigTest, RankOutsideTheWorldIsABadValue) {

@@ -98,13 +98,17 @@ TEST(EventLinesTest, ShapesHostileNamesAndEveryPhase) {
       e.range.op.alloc_bytes = n % 2 ? 0 : 4096 * (n + 1);  // FQNTRACE_MEMORY's per-op bytes
       add_raw(both, e, 17, n++);
       add_raw(both, e, 18, n++, &dims, &types);  // another thread: another cached head
+      RawEvent profiled = e;  // while torch.profiler records: the RecordFunction's handle
+      profiled.range.rf_id = 1234567890123ull + n;
+      add_raw(both, profiled, 17, n++);
       RawEvent module = e;
       module.kind = EventKind::kModule;
       module.range.module.type_id = InternTable::instance().intern("Weird\"Type");
       add_raw(both, module, 17, n++);
       RawEvent coll = e;
       coll.kind = EventKind::kCollective;
-      coll.range.collective = {4096, 2, InternTable::instance().intern("allreduce"), true, true};
+      coll.range.collective = {4096, 2, InternTable::instance().intern("allreduce")};
+      coll.flags |= kCollectiveWork | kCollectiveUserScope;
       add_raw(both, coll, 17, n++);
     }
   }

@@ -14,7 +14,10 @@ using namespace fqntrace::testing;
 
 namespace {
 
-bool is_module_span(const json& e) { return e.at("args").contains("module_type"); }
+// A forward (or recompute) module range of the thread, not a span of its module track.
+bool is_module_span(const json& e) {
+  return e.at("cat") == "user_annotation" && e.at("args").contains("module_type");
+}
 std::string fqn_of(const json& e) { return e.at("args").at("fqn").get<std::string>(); }
 std::string phase_of(const json& e) { return e.at("args").at("phase").get<std::string>(); }
 double end_of(const json& e) { return e.at("ts").get<double>() + e.at("dur").get<double>(); }

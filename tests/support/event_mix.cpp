@@ -84,7 +84,8 @@ class Builder {
       case EventKind::kUserScope: ++counts_->user_scopes; break;
       case EventKind::kShapes:
       case EventKind::kServe:
-      case EventKind::kMemory: break;  // none is ever a written range
+      case EventKind::kMemory:
+      case EventKind::kModuleSpan: break;  // none is ever a written range
     }
     out_->push_back({thread, e});
   }
@@ -283,11 +284,12 @@ class StepWriter {
   void allreduce(uint32_t fqn) {
     uint64_t bytes = 25ull << 20;
     RawEvent& c = b_.open(EventKind::kCollective, id("c10d::allreduce_"), fqn, Phase::kBackward);
-    c.range.collective = {bytes, 2, id("allreduce"), /*work=*/false, /*user_scope=*/false};
+    c.range.collective = {bytes, 2, id("allreduce")};
     b_.pass(5000, 20000);
     b_.close();
     RawEvent& w = b_.open(EventKind::kCollective, id("gloo:all_reduce"), fqn, Phase::kBackward, 1);
-    w.range.collective = {bytes, 2, id("allreduce"), /*work=*/true, /*user_scope=*/false};
+    w.range.collective = {bytes, 2, id("allreduce")};
+    w.flags |= kCollectiveWork;
     b_.pass(200000, 900000);
     b_.close(1);
   }
@@ -360,7 +362,9 @@ MixPipeline::MixPipeline(const std::string& format, const std::string& path) {
     exporters.push_back(std::move(ex));
   };
   bool dev_null = path == "/dev/null";
-  if (format == "chrome" || format == "all") add(make_chrome_trace_exporter(), path);
+  // chrome_nospans: the Chrome trace without the drain's module spans (what they cost, P4).
+  bool spans = format != "chrome_nospans";
+  if (format == "chrome" || format == "all" || !spans) add(make_chrome_trace_exporter(), path);
   if (format == "jsonl" || format == "all") add(make_json_lines_exporter(), dev_null ? path : path + ".jsonl");
   // gzip outputs are chosen by the .gz suffix: to discard them, a .gz name that is /dev/null.
   if (format == "chrome_gz") add(make_chrome_trace_exporter(), dev_null ? null_gz_path() : path + ".gz");
@@ -371,9 +375,11 @@ MixPipeline::MixPipeline(const std::string& format, const std::string& path) {
     add(make_summary_exporter(), dev_null ? path : path + ".summary.json");
   }
   if (exporters.empty()) {
-    die("unknown format '" + format + "' (chrome, jsonl, summary, all, chrome_gz, jsonl_gz)");
+    die("unknown format '" + format +
+        "' (chrome, jsonl, summary, all, chrome_gz, jsonl_gz, chrome_nospans)");
   }
-  drainer_ = std::make_unique<Drainer>(std::move(exporters), EventMix::origin_ns(), /*shapes=*/false);
+  drainer_ = std::make_unique<Drainer>(std::move(exporters), EventMix::origin_ns(), /*shapes=*/false,
+                                       spans);
   drainer_->start_clock();  // the mix's times are ns already: no tick source chosen, identity
   for (int t = 0; t < kMixThreads; ++t) {
     buffers_.push_back(std::make_unique<ThreadBuffer>(EventMix::tid(t), "", /*capacity_log2=*/16));

@@ -1,0 +1,34 @@
+#include "exporters/module_span_json.h"
+
+#include "exporters/json_text.h"
+
+namespace fqntrace::json {
+
+void append_module_span(std::string& out, const EventRecord& e, long pid, const char* separator,
+                        bool* first) {
+  begin_line(out, separator, first);
+  out += "{\"ph\":\"X\",\"cat\":\"module_span\",\"name\":";
+  append_string(out, e.name);
+  out += ",\"pid\":";
+  append_int(out, pid);
+  out += ",\"tid\":";
+  append_uint(out, e.tid);
+  out += ",\"ts\":";
+  append_us(out, e.ts_ns);
+  out += ",\"dur\":";
+  append_us(out, e.dur_ns);
+  out += ",\"args\":{\"fqn\":";
+  append_string(out, e.fqn);
+  out += ",\"phase\":\"";
+  out += phase_name(e.raw.phase);
+  out += "\"";
+  if (!e.module_type.empty()) {
+    out += ",\"module_type\":";
+    append_string(out, e.module_type);
+  }
+  out += ",\"depth\":";
+  append_uint(out, e.raw.depth);
+  out += "}}";
+}
+
+}  // namespace fqntrace::json
