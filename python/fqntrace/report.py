@@ -8,15 +8,15 @@ package ships; it is inlined, so the file opens offline from disk. plotly is an 
 
 What goes into the page is the summary (fqntrace.summarize, per module and phase), never the
 events: a trace with a `<stem>.summary.json` beside it and no step ranges is not even parsed.
-Steps (fqntrace.steps) need the events and are only computed when the raw text holds
-`ProfilerStep#` ranges.
+Steps (fqntrace.steps) come from the same streamed pass as the summary, in memory bounded by the
+modules and steps.
 """
 import html
 import json
 import os
 import time
 
-from fqntrace import diff, steps, summarize, traceio
+from fqntrace import diff, steps, summarize, traceio, tracestream
 from fqntrace.traceio import TraceError
 
 PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_page.html")
@@ -52,31 +52,25 @@ def _sibling_summary(path):
 
 def load_run(path, note=lambda message: None):
     """(summary, steps) of one input: a .summary.json (no steps) or a trace. A trace's module
-    numbers come from its <stem>.summary.json when the session wrote one; its events are parsed
-    only when there is no such summary or the trace has step ranges."""
+    numbers come from its <stem>.summary.json when the session wrote one; its events are read
+    (as a stream, fqntrace.tracestream) only when there is no such summary or the trace has
+    step ranges."""
     if summarize.is_summary_path(path):
         return summarize.load_summary(path), []
     sibling = _sibling_summary(path)
-    with_steps = steps.file_has_step_ranges(path)
-    if sibling is not None and with_steps is False:
+    if sibling is not None and not tracestream.lines_with(path, summarize.STEP_MARK):
         return sibling, []
-    text = traceio.read_text(path)
-    if with_steps is None:
-        with_steps = steps.has_step_ranges(text)
     try:
-        trace = traceio.parse(path, text)
+        summary, times = summarize.summarize_with_steps(path, note=note)
     except TraceError:
         try:  # a summary under another name (`summary --json > out.json`)
-            return summarize.load_summary(path, text), []
-        except TraceError:
+            if os.path.getsize(path) < summarize.SUMMARY_FILE_LIMIT and not \
+                    tracestream.is_gzip(path):
+                return summarize.load_summary(path), []
+        except (OSError, TraceError):
             pass
         raise
-    del text
-    if trace.cut:
-        note(f"{path} is cut off; reporting its {len(trace.events)} complete events; "
-             f"{traceio.repair_hint(path)} to close the file")
-    summary = sibling if sibling is not None else summarize.summarize(trace)
-    return summary, (steps.per_step(trace) if with_steps else [])
+    return (sibling if sibling is not None else summary), steps.per_step_from(times)
 
 
 def _label(path, summary):

@@ -95,6 +95,10 @@ class StepTimes:
         per = self._times.setdefault(step, {})
         per[(fqn, phase)] = per.get((fqn, phase), 0) + ns
 
+    def self_times(self, step):
+        """{(fqn, phase): self time in ns} of one step."""
+        return dict(self._times.get(step, {}))
+
     def summary(self, exclude, modules):
         """The summary's `steps` object, and step_median_ms / step_self_median_ms in each of
         `modules`' phase objects; None when the trace has no step ranges."""

@@ -1,14 +1,22 @@
-"""`python -m fqntrace validate`: checks a trace read by traceio and names its first problem.
+"""`python -m fqntrace validate`: checks a trace and names its first problem.
 
 The checks, in order: the file reads as a trace (not cut off), the top-level fields, every event,
 nesting per thread, flow pairs, and a module span for every op's fqn. An incomplete trace (cut,
 repaired, or with dropped events) may lack one end of a flow or the span of an fqn; those are
 counted instead of reported.
+
+The trace is read as a stream (fqntrace.tracestream), in memory bounded by what is still open
+(a thread's pending ranges, flows whose "f" has not come, the modules), never by the file: the
+core writes each range when it ends, so a range comes after everything it encloses and nesting
+is checked with one stack per thread (siblings at the same args.depth merged). A file not in
+that order (not written by the core), or one the stream cannot read (damage; small files only,
+for the exact place of the damage) is checked whole (traceio).
 """
 import json
+import os
 from typing import NamedTuple
 
-from fqntrace import traceio
+from fqntrace import traceio, tracestream
 from fqntrace.traceio import PHASES, TraceError
 
 
@@ -18,8 +26,32 @@ class Relaxations(NamedTuple):
     fqns: int   # fqns whose module span is missing
 
 
+WHOLE_FILE_LIMIT = 32 << 20  # bytes on disk: what may be loaded whole for an exact message
+
+
 def validate_file(path):
     """The success line for a valid trace; raises TraceError with the first problem."""
+    try:
+        n_events, n_threads, relaxed, incomplete = _check_stream(path)
+    except (_NotPostOrder, TraceError) as error:
+        if isinstance(error, TraceError) and not _small(path):
+            raise
+        n_events, n_threads, relaxed, incomplete = _check_whole(path)
+    except _Problem as problem:
+        raise TraceError(f"{path}: {problem}") from None
+    return _ok_line(n_events, n_threads, relaxed, incomplete)
+
+
+def _small(path):
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return True  # the whole-file reader says what is wrong with it
+    return size < (WHOLE_FILE_LIMIT >> 3 if tracestream.is_gzip(path) else WHOLE_FILE_LIMIT)
+
+
+def _check_whole(path):
+    """The checks on the whole file in memory: (events, threads, relaxations, incomplete)."""
     text = traceio.read_text(path)
     if not text.strip():
         raise TraceError(f"{path}: empty file (the traced program wrote nothing)")
@@ -28,8 +60,12 @@ def validate_file(path):
         n_threads, relaxed = _check_events(trace)
     except _Problem as problem:
         raise TraceError(f"{path}: {problem}") from None
-    line = f"ok: {len(trace.events)} events, {n_threads} threads"
-    if trace.incomplete:
+    return len(trace.events), n_threads, relaxed, trace.incomplete
+
+
+def _ok_line(n_events, n_threads, relaxed, incomplete):
+    line = f"ok: {n_events} events, {n_threads} threads"
+    if incomplete:
         allowed = []
         if relaxed.flows:
             plural = "s" if relaxed.flows != 1 else ""
@@ -106,11 +142,14 @@ def _check_top_level(header, need_events):
         raise _Problem("baseTimeNanoseconds is not a whole number of nanoseconds >= 0")
 
 
-def _where(trace, i):
+def _where(trace, i, line=None):
     label = "traceEvents" if trace.format == traceio.CHROME else "event"
     where = f"{label}[{i}]"
-    if trace.event_lines is not None and i < len(trace.event_lines):
-        where += f" (line {trace.event_lines[i]})"
+    lines = getattr(trace, "event_lines", None)
+    if line is None and lines is not None and i < len(lines):
+        line = lines[i]
+    if line is not None:
+        where += f" (line {line})"
     return where
 
 
@@ -119,13 +158,13 @@ def _describe_event(e):
     return f" {json.dumps(name, ensure_ascii=False)}" if isinstance(name, str) else ""
 
 
-def _check_event(trace, i, e):
+def _check_event(trace, i, e, line=None):
     if not isinstance(e, dict):
-        raise _Problem(f"{_where(trace, i)} is not an object")
+        raise _Problem(f"{_where(trace, i, line)} is not an object")
     ph = e.get("ph")
     if not isinstance(ph, str):
-        raise _Problem(f"{_where(trace, i)} has no \"ph\"")
-    here = _where(trace, i) + _describe_event(e)
+        raise _Problem(f"{_where(trace, i, line)} has no \"ph\"")
+    here = _where(trace, i, line) + _describe_event(e)
     if ph == "X":
         if not isinstance(e.get("name"), str):
             raise _Problem(f"{here}: X event without a name")
@@ -226,3 +265,195 @@ def _check_events(trace):
                        f"(\"nn.Module: {fqn}\" with args.module_type)")
     threads = {traceio.thread_key(e) for e in slices}
     return len(threads), Relaxations(loose_flows, len(missing))
+
+
+# ---------------------------------------------------------------------------------------------
+# The same checks on a stream of events
+
+
+class _NotPostOrder(Exception):
+    """A thread's ranges are not in end order: check the file whole."""
+
+
+def _span_text(e):
+    start = traceio.to_ns(e["ts"])
+    end = start + traceio.to_ns(e["dur"])
+    return f"{traceio.format_us(start)}..{traceio.format_us(end)} us"
+
+
+def _overlap_problem(trace, a, b):
+    """a, b: (index, line, event) of two slices that overlap without nesting, a the earlier."""
+    ea, eb = a[2], b[2]
+    return _Problem(f"slices on pid {ea.get('pid')} tid {ea.get('tid')} overlap without nesting: "
+                    f"{_where(trace, a[0], a[1])}{_describe_event(ea)} [{_span_text(ea)}] and "
+                    f"{_where(trace, b[0], b[1])}{_describe_event(eb)} [{_span_text(eb)}]")
+
+
+class _StreamChecks:
+    """validate's checks fed event by event (file order). Holds per thread the ranges whose
+    enclosing range has not come yet, the flows still open and the modules: never the events."""
+
+    TOL = traceio.NEST_TOLERANCE_NS
+
+    def __init__(self, trace):
+        self.trace = trace  # the stream: format (for messages); incomplete once it is read
+        self.threads = {}  # (pid, tid) -> [stack of [start, end, depth, (i, line, e)], last end]
+        self.overlap = None
+        self.flows = {}  # (cat, id) -> [starts, finishes, (first i, line)]; closed ones dropped
+        self.closed_flows = 0
+        self.spans = set()
+        self.first_op = {}  # fqn -> (i, line, event) of its first op read before any span of it
+        self.compiled = []  # the compiled-code slices (docs/compile.md), few
+
+    def add(self, i, line, e):
+        _check_event(self.trace, i, e, line)
+        ph = e["ph"]
+        if ph == "X":
+            self._slice(i, line, e)
+        elif ph == "s" or ph == "f":
+            key = (json.dumps(e.get("cat")), json.dumps(e["id"]))
+            flow = self.flows.get(key)
+            if flow is None:
+                flow = self.flows[key] = [0, 0, (i, line)]
+            flow[0 if ph == "s" else 1] += 1
+            if flow[0] == 1 and flow[1] == 1:
+                del self.flows[key]
+                self.closed_flows += 1
+
+    def _slice(self, i, line, e):
+        start = traceio.to_ns(e["ts"])
+        end = start + traceio.to_ns(e["dur"])
+        args = e.get("args")
+        if e.get("cat") == "cpu_op":
+            fqn = args["fqn"]
+            if fqn not in self.spans and fqn not in self.first_op and fqn != "Global":
+                self.first_op[fqn] = (i, line, e)
+        else:
+            fqn = traceio.module_span_fqn(e)
+            if fqn is not None:
+                self.spans.add(fqn)
+        name = e.get("name")
+        if isinstance(name, str) and (name in traceio.COMPILED_CODE_NAMES
+                                      or name.startswith(traceio.COMPILED_REGION_PREFIX)):
+            self.compiled.append(e)
+        depth = args.get("depth") if type(args) is dict else None
+        if type(depth) is not int:
+            depth = None
+        key = (str(e.get("pid")), str(e.get("tid")))
+        thread = self.threads.get(key)
+        if thread is None:
+            thread = self.threads[key] = [[], end]
+        elif end < thread[1] - self.TOL:
+            raise _NotPostOrder(key)
+        elif end > thread[1]:
+            thread[1] = end
+        stack = thread[0]
+        tol = self.TOL
+        while stack:  # the pending ranges this one encloses (traceio.nest's rule)
+            c = stack[-1]
+            if c[0] < start or c[1] > end + tol or not (c[0] < end or c[0] == start):
+                break
+            stack.pop()
+        if stack:
+            c = stack[-1]
+            if self.overlap is None and start < c[1] - tol and end > c[1] + tol:
+                self.overlap = (c[3], (i, line, e))
+            if depth is not None and c[2] == depth:  # a sibling: both share every parent
+                if end >= c[1]:
+                    c[1] = end
+                    c[3] = (i, line, e)
+                return
+        stack.append([start, end, depth, (i, line, e)])
+
+    def finish(self, stream_again):
+        """The nesting, flow and fqn checks once every event is read; returns (threads,
+        Relaxations). stream_again(): a fresh iterator of (i, line, event), for the rare checks
+        that need a second look (a bad flow, a missing span in a trace with compiled code)."""
+        trace = self.trace
+        if self.overlap is not None:
+            raise _overlap_problem(trace, *self.overlap)
+        incomplete = trace.incomplete
+        loose = [k for k, (s, f, _) in self.flows.items() if s + f == 1]
+        bad = [k for k, (s, f, _) in self.flows.items() if s + f != 1]
+        if bad or (loose and not incomplete):
+            # Count the open flows again from the start: one closed earlier may have come back.
+            keys = set(self.flows)
+            counts = {}
+            for i, line, e in stream_again():
+                if isinstance(e, dict) and e.get("ph") in ("s", "f") and e.get("id") is not None:
+                    key = (json.dumps(e.get("cat")), json.dumps(e["id"]))
+                    if key in keys:
+                        c = counts.setdefault(key, [0, 0, (i, line)])
+                        c[0 if e["ph"] == "s" else 1] += 1
+            for (cat, fid), (starts, finishes, (first, line)) in sorted(
+                    counts.items(), key=lambda kv: kv[1][2][0]):
+                if incomplete and starts + finishes == 1:
+                    continue
+                raise _Problem(f"flow id {fid} (cat {cat}, first at {_where(trace, first, line)}) "
+                               f"has {starts} \"s\" and {finishes} \"f\" events; each flow needs "
+                               "exactly one of each")
+        missing = {f: where for f, where in self.first_op.items() if f not in self.spans}
+        if missing and self.compiled:
+            in_compiled = traceio.CompiledCode(self.compiled)
+            spans = set(self.spans)
+            for _, _, e in stream_again():
+                if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") == "cpu_op" \
+                        and e["args"]["fqn"] in missing and in_compiled.contains(e):
+                    spans.add(e["args"]["fqn"])
+            missing = {f: where for f, where in missing.items()
+                       if f not in spans and not traceio.has_ancestor_in(f, spans)}
+        if missing and not incomplete:
+            fqn, (i, line, e) = min(missing.items(), key=lambda kv: kv[1][0])
+            raise _Problem(f"{_where(trace, i, line)}{_describe_event(e)} has fqn "
+                           f"{json.dumps(fqn)} but the trace has no module span for it "
+                           f"(\"nn.Module: {fqn}\" with args.module_type)")
+        return len(self.threads), Relaxations(len(loose), len(missing))
+
+
+def _numbered(stream):
+    """(index, line or None, event) of every event of a stream."""
+    i = 0
+    for batch, first_line in stream.batches():
+        if first_line is None:
+            for e in batch:
+                yield i, None, e
+                i += 1
+        else:
+            for k, e in enumerate(batch):
+                yield i + k, first_line + k, e
+            i += len(batch)
+
+
+def _check_stream(path):
+    """validate's checks reading the file as a stream: (events, threads, relaxations,
+    incomplete). Raises _Problem, TraceError (the stream cannot read the file) or _NotPostOrder."""
+    with tracestream.TraceStream(path) as stream:
+        checks = _StreamChecks(stream)
+        try:
+            _check_top_level(stream.header, need_events=False)
+            for i, line, e in _numbered(stream):
+                checks.add(i, line, e)
+        except _Problem as problem:
+            for _ in stream:  # a cut file is reported as cut, whatever else is wrong
+                pass
+            _raise_if_cut(path, stream)
+            raise problem from None
+        _raise_if_cut(path, stream)
+
+        def again():
+            with tracestream.TraceStream(path) as second:
+                yield from _numbered(second)
+
+        n_threads, relaxed = checks.finish(again)
+        return stream.events_read, n_threads, relaxed, stream.incomplete
+
+
+def _raise_if_cut(path, stream):
+    if not stream.cut:
+        return
+    if stream.format == traceio.JSONL:
+        what = "its last line is partial" if stream.dropped_partial else "no footer line"
+    else:
+        what = "no closing tail"
+    raise _Problem(f"truncated ({what}; {stream.events_read} complete events); "
+                   + traceio.repair_hint(path))
