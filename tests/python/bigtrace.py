@@ -3,8 +3,12 @@ trace the core wrote, repeated with their times shifted past the previous copy (
 stays in end order, as the core writes).
 
     python tests/python/bigtrace.py SOURCE.json OUT.json SIZE_MB [--rank R]
+
+OUT ending in .jsonl is written as JSON Lines (the same events), in .gz gzip-compressed.
 """
 import argparse
+import gzip
+import json
 import os
 import re
 
@@ -43,7 +47,14 @@ def make(source, output, size_mb, rank=None):
     target = size_mb * (1 << 20)
     written = 0
     n = 0
-    with open(output, "w") as out:
+    jsonl = output.endswith((".jsonl", ".jsonl.gz"))
+    if jsonl:
+        fields = json.loads(header + "]}")
+        fields.pop("traceEvents", None)
+        header = json.dumps({"ph": "header", **fields})
+    joiner = "\n" if jsonl else ",\n"
+    opener = gzip.open if output.endswith(".gz") else open
+    with opener(output, "wt", **({"compresslevel": 1} if output.endswith(".gz") else {})) as out:
         out.write(header + "\n")
         first = True
         copy = 0
@@ -56,14 +67,18 @@ def make(source, output, size_mb, rank=None):
                         chunk.append(before)
                     continue
                 chunk.append(before + _us(ts_ns + offset) + after)
-            body = ",\n".join(chunk)
-            out.write(body if first else ",\n" + body)
+            body = joiner.join(chunk)
+            out.write(body if first else joiner + body)
             first = False
             written += len(body) + 2
             n += len(chunk)
             copy += 1
-        out.write('\n], "fqntrace": {"version": "0.1.0", "events": %d, "dropped_events": 0, '
-                  '"complete": true}}\n' % n)
+        if jsonl:
+            out.write('\n{"ph": "footer", "events": %d, "dropped_events": 0, "complete": true}\n'
+                      % n)
+        else:
+            out.write('\n], "fqntrace": {"version": "0.1.0", "events": %d, "dropped_events": 0, '
+                      '"complete": true}}\n' % n)
     return n, copy
 
 
