@@ -76,14 +76,7 @@ def summarize_files(paths, jobs=None, note=lambda message: None):
     else:
         with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
             results = list(pool.map(_summarize_one, paths))
-    summaries = []
-    for path, (summary, messages) in zip(paths, results):
-        if summary is None:
-            raise TraceError(messages[0])
-        for message in messages:
-            note(message)
-        summaries.append(summary)
-    return summaries
+    return _collect(paths, results, note)
 
 
 DASK_HINT = ("summary --scheduler needs Dask's distributed scheduler: pip install "
@@ -157,7 +150,15 @@ def summarize_on_cluster(patterns, address, note=lambda message: None):
 
 
 def _collect(paths, results, note):
-    return _collect(paths, results, note)
+    """The summaries of (summary, notes) results; the first failure as a TraceError."""
+    summaries = []
+    for path, (summary, messages) in zip(paths, results):
+        if summary is None:
+            raise TraceError(messages[0])
+        for message in messages:
+            note(message)
+        summaries.append(summary)
+    return summaries
 
 
 def _rank_ids(paths, summaries, note):

@@ -70,39 +70,48 @@ class ByteSource:
         self._inflate = zlib.decompressobj(wbits=31) if is_gzip(path) else None
         self._done = False
         self._inflated_any = False
+        self._pending = b""
 
     def read(self):
-        """The next chunk of bytes, b'' at the end."""
-        while not self._done:
+        """The next chunk of bytes (at most CHUNK_BYTES, decompressed ones too), b'' at the
+        end."""
+        while True:
+            if self._pending:  # compressed bytes not inflated yet
+                data = self._inflate_some()
+                if data:
+                    return data
+                continue
+            if self._done:
+                return b""
             try:
-                data = self._file.read(CHUNK_BYTES)
+                data = self._file.read(CHUNK_BYTES if self._inflate is None else CHUNK_BYTES >> 3)
             except OSError as error:
                 raise TraceError(f"{self.path}: cannot read ({error.strerror or error})") from None
             if not data:
                 self._done = True
                 return b""
-            if self._inflate is not None:
-                data = self._inflate_some(data)
-            if data:
+            if self._inflate is None:
                 return data
-        return b""
+            self._pending = data
 
-    def _inflate_some(self, data):
-        out = []
-        while data:
-            try:
-                out.append(self._inflate.decompress(data))
-            except zlib.error:
-                if not self._inflated_any:
-                    raise TraceError(f"{self.path}: not a gzip file (a .gz trace is written by "
-                                     "FQNTRACE=….json.gz)") from None
-                self._done = True  # damaged compressed data: keep what was decoded
-                break
-            self._inflated_any = True
-            data = self._inflate.unused_data
-            if self._inflate.eof:  # another gzip member may follow
-                self._inflate = zlib.decompressobj(wbits=31)
-        return b"".join(out)
+    def _inflate_some(self):
+        """Inflates the pending bytes, at most CHUNK_BYTES of output."""
+        try:
+            out = self._inflate.decompress(self._pending, CHUNK_BYTES)
+        except zlib.error:
+            if not self._inflated_any:
+                raise TraceError(f"{self.path}: not a gzip file (a .gz trace is written by "
+                                 "FQNTRACE=….json.gz)") from None
+            self._pending = b""
+            self._done = True  # damaged compressed data: keep what was decoded
+            return b""
+        self._inflated_any = True
+        if self._inflate.eof:  # another gzip member may follow
+            self._pending = self._inflate.unused_data
+            self._inflate = zlib.decompressobj(wbits=31)
+        else:
+            self._pending = self._inflate.unconsumed_tail
+        return out
 
     def close(self):
         self._file.close()

@@ -12,6 +12,7 @@ is checked with one stack per thread (siblings at the same args.depth merged). A
 that order (not written by the core), or one the stream cannot read (damage; small files only,
 for the exact place of the damage) is checked whole (traceio).
 """
+import bisect
 import json
 import os
 from typing import NamedTuple
@@ -289,6 +290,50 @@ def _overlap_problem(trace, a, b):
                     f"{_where(trace, b[0], b[1])}{_describe_event(eb)} [{_span_text(eb)}]")
 
 
+class _ClosedFlows:
+    """The ids of flows that had both ends, per category: the core numbers flows 1, 2, 3, ...,
+    so they are kept as ranges of consecutive numbers (a handful), other ids as they are."""
+
+    def __init__(self):
+        self._by_cat = {}
+
+    def ids(self, cat):
+        return self._by_cat.setdefault(cat, _IdSet())
+
+    def add(self, cat, fid):
+        self.ids(cat).add(fid)
+
+
+class _IdSet:
+    def __init__(self):
+        self.starts = []  # sorted starts of disjoint ranges [start, end] of whole numbers
+        self.ends = []
+        self.other = set()
+
+    def __contains__(self, text):
+        if not text.isdigit():
+            return text in self.other
+        n = int(text)
+        k = bisect.bisect_right(self.starts, n) - 1
+        return k >= 0 and n <= self.ends[k]
+
+    def add(self, text):
+        if not text.isdigit():
+            self.other.add(text)
+            return
+        n = int(text)
+        k = bisect.bisect_right(self.starts, n) - 1  # the range starting at or before n
+        if k >= 0 and n <= self.ends[k] + 1:
+            self.ends[k] = max(self.ends[k], n)
+        else:
+            k += 1
+            self.starts.insert(k, n)
+            self.ends.insert(k, n)
+        if k + 1 < len(self.starts) and self.starts[k + 1] <= self.ends[k] + 1:
+            self.ends[k] = max(self.ends[k], self.ends.pop(k + 1))  # joins the next range
+            self.starts.pop(k + 1)
+
+
 class _StreamChecks:
     """validate's checks fed event by event (file order). Holds per thread the ranges whose
     enclosing range has not come yet, the flows still open and the modules: never the events."""
@@ -300,7 +345,8 @@ class _StreamChecks:
         self.threads = {}  # (pid, tid) -> [stack of [start, end, depth, (i, line, e)], last end]
         self.overlap = None
         self.flows = {}  # (cat, id) -> [starts, finishes, (first i, line)]; closed ones dropped
-        self.closed_flows = 0
+        self.closed = _ClosedFlows()  # ... and remembered here, compactly
+        self.reopened = set()  # flows seen again after both ends: counted again at the end
         self.spans = set()
         self.first_op = {}  # fqn -> (i, line, event) of its first op read before any span of it
         self.compiled = []  # the compiled-code slices (docs/compile.md), few
@@ -314,11 +360,13 @@ class _StreamChecks:
             key = (json.dumps(e.get("cat")), json.dumps(e["id"]))
             flow = self.flows.get(key)
             if flow is None:
+                if key[1] in self.closed.ids(key[0]):
+                    self.reopened.add(key)
                 flow = self.flows[key] = [0, 0, (i, line)]
             flow[0 if ph == "s" else 1] += 1
-            if flow[0] == 1 and flow[1] == 1:
+            if flow[0] == 1 and flow[1] == 1 and key not in self.reopened:
                 del self.flows[key]
-                self.closed_flows += 1
+                self.closed.add(key[0], key[1])
 
     def _slice(self, i, line, e):
         start = traceio.to_ns(e["ts"])
@@ -373,8 +421,8 @@ class _StreamChecks:
         if self.overlap is not None:
             raise _overlap_problem(trace, *self.overlap)
         incomplete = trace.incomplete
-        loose = [k for k, (s, f, _) in self.flows.items() if s + f == 1]
-        bad = [k for k, (s, f, _) in self.flows.items() if s + f != 1]
+        loose = [k for k, (s, f, _) in self.flows.items() if s + f == 1 and k not in self.reopened]
+        bad = [k for k, (s, f, _) in self.flows.items() if s + f != 1 or k in self.reopened]
         if bad or (loose and not incomplete):
             # Count the open flows again from the start: one closed earlier may have come back.
             keys = set(self.flows)

@@ -15,6 +15,7 @@ import re
 _TS = re.compile(r'"ts":(-?\d+)\.(\d{3})')
 _DUR = re.compile(r'"dur":(\d+)\.(\d{3})')
 _RANK = re.compile(r'"rank": \d+')
+_FLOW_ID = re.compile(r'"id":(\d+)')
 
 
 def _us(ns):
@@ -30,19 +31,28 @@ def make(source, output, size_mb, rank=None):
         header = _RANK.sub(f'"rank": {rank}', header, count=1)
     events = []
     end = 0
+    max_id = 0
     for line in lines[1:]:
         if not line.startswith("{"):
             continue  # the tail
         line = line.rstrip(",")
         ts = _TS.search(line)
         if ts is None:
-            events.append((line, None, None))  # metadata: written once
+            events.append((line, None, None, None))  # metadata: written once
             continue
         dur = _DUR.search(line)
         ts_ns = int(ts.group(1)) * 1000 + int(ts.group(2))
         dur_ns = int(dur.group(1)) * 1000 + int(dur.group(2)) if dur else 0
         end = max(end, ts_ns + dur_ns)
-        events.append((line[:ts.start()] + '"ts":', ts_ns, line[ts.end():]))
+        flow = _FLOW_ID.search(line) if line.startswith(('{"ph":"s"', '{"ph":"f"')) else None
+        if flow is not None and flow.end() <= ts.start():  # each copy's flows get ids of their
+            # own, as in one long run
+            max_id = max(max_id, int(flow.group(1)))
+            before, after = line[:ts.start()], line[ts.end():]
+            events.append((before[:flow.start()] + '"id":', (int(flow.group(1)), before[flow.end():]
+                                                              + '"ts":'), ts_ns, after))
+            continue
+        events.append((line[:ts.start()] + '"ts":', None, ts_ns, line[ts.end():]))
     period = end + 1_000_000
     target = size_mb * (1 << 20)
     written = 0
@@ -61,11 +71,13 @@ def make(source, output, size_mb, rank=None):
         while written < target:
             offset = copy * period
             chunk = []
-            for before, ts_ns, after in events:
+            for before, flow, ts_ns, after in events:
                 if ts_ns is None:
                     if not copy:
                         chunk.append(before)
                     continue
+                if flow is not None:
+                    before = before + str(flow[0] + copy * max_id) + flow[1]
                 chunk.append(before + _us(ts_ns + offset) + after)
             body = joiner.join(chunk)
             out.write(body if first else joiner + body)
