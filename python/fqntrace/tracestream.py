@@ -649,7 +649,17 @@ class Follower:
     def _parse_lines(self, lines):
         out = []
         decode = _DECODER.raw_decode
+        fast = _decode_batch
         for raw in lines:
+            if raw[:2] == b'{"' and self.header is not None:  # an event line of the core's
+                body = raw.rstrip()
+                try:
+                    obj = fast(body[:-1] if body[-1:] == b"," else body)
+                except _BATCH_ERRORS:
+                    obj = None
+                if type(obj) is dict and obj.get("ph") != "footer":
+                    out.append(obj)
+                    continue
             line = raw.decode("utf-8", errors="surrogateescape").strip()
             if not line:
                 continue
