@@ -9,8 +9,8 @@ import bisect
 import re
 import statistics
 
-from fqntrace import traceio
-from fqntrace.traceio import PHASES
+from fqntrace.analysis import traceio
+from fqntrace.analysis.traceio import PHASES
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 DEFAULT_EXCLUDED = frozenset({0})

@@ -16,8 +16,8 @@ import json
 import os
 import time
 
-from fqntrace import diff, steps, summarize, traceio, tracestream
-from fqntrace.traceio import TraceError
+from fqntrace.analysis import diff, steps, summarize, traceio, tracestream
+from fqntrace.analysis.traceio import TraceError
 
 PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_page.html")
 INSTALL_HINT = ("the report needs plotly: pip install 'fqntrace[report]' (or: pip install plotly "

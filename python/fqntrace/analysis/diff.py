@@ -11,8 +11,8 @@ percent and it is big enough to matter: its self time is at least `--min-share` 
 threshold from run to run. Modules present on one side only are listed but never regress (a
 renamed module would otherwise fail every gate).
 """
-from fqntrace import traceio
-from fqntrace.traceio import PHASES, TraceError
+from fqntrace.analysis import traceio
+from fqntrace.analysis.traceio import PHASES, TraceError
 
 DEFAULT_MIN_SHARE_PCT = 1.0
 EXIT_REGRESSION = 3  # apart from 1 (a file could not be read) and 2 (bad arguments)

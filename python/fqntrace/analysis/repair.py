@@ -11,8 +11,8 @@ cannot read is loaded whole when it is small, for the exact place of the damage 
 import json
 import os
 
-from fqntrace import traceio, tracestream
-from fqntrace.traceio import TraceError
+from fqntrace.analysis import traceio, tracestream
+from fqntrace.analysis.traceio import TraceError
 
 WHOLE_FILE_LIMIT = 32 << 20  # bytes on disk: what may be loaded whole for an exact message
 

@@ -9,8 +9,8 @@ without step ranges has no steps (an empty list).
 import bisect
 import re
 
-from fqntrace import summarize, traceio
-from fqntrace.traceio import PHASES
+from fqntrace.analysis import summarize, traceio
+from fqntrace.analysis.traceio import PHASES
 
 STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
 

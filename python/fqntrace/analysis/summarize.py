@@ -24,8 +24,8 @@ Rules (the same as the C++ summary exporter, so `summary --json` and <stem>.summ
 import json
 import os
 
-from fqntrace import memory, step_times, traceio, tracestream
-from fqntrace.traceio import PHASES, TraceError
+from fqntrace.analysis import memory, step_times, traceio, tracestream
+from fqntrace.analysis.traceio import PHASES, TraceError
 
 TOP_OPS = 5
 ENGINE_WRAPPER = "autograd::engine::evaluate_function:"

@@ -19,8 +19,8 @@ import select
 import sys
 import time
 
-from fqntrace import summarize, traceio, tracestream
-from fqntrace.traceio import PHASES, TraceError
+from fqntrace.analysis import summarize, traceio, tracestream
+from fqntrace.analysis.traceio import PHASES, TraceError
 
 INSTALL_HINT = ("fqntrace top needs the optional package rich: pip install 'fqntrace[top]' "
                 "(or: pip install rich)")

@@ -13,8 +13,8 @@ import json
 import os
 from typing import NamedTuple
 
-from fqntrace import traceio, tracestream
-from fqntrace.traceio import TraceError
+from fqntrace.analysis import traceio, tracestream
+from fqntrace.analysis.traceio import TraceError
 
 # Replaced by the rank's own rows.
 _PROCESS_METADATA = ("process_name", "process_labels", "process_sort_index")

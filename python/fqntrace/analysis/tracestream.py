@@ -25,8 +25,8 @@ import os
 import re
 import zlib
 
-from fqntrace import traceio
-from fqntrace.traceio import CHROME, JSONL, DamagedTrace, TraceError, open_trace
+from fqntrace.analysis import traceio
+from fqntrace.analysis.traceio import CHROME, JSONL, DamagedTrace, TraceError, open_trace
 
 try:  # a decoder made for bulk JSON: ~2x the standard library's speed on the core's lines
     from msgspec.json import decode as _decode_batch

@@ -19,8 +19,8 @@ import glob
 import os
 import statistics
 
-from fqntrace import summarize, traceio
-from fqntrace.traceio import PHASES, TraceError
+from fqntrace.analysis import summarize, traceio
+from fqntrace.analysis.traceio import PHASES, TraceError
 
 
 def expand_paths(patterns):

@@ -17,8 +17,8 @@ import json
 import os
 from typing import NamedTuple
 
-from fqntrace import traceio, tracestream
-from fqntrace.traceio import PHASES, TraceError
+from fqntrace.analysis import traceio, tracestream
+from fqntrace.analysis.traceio import PHASES, TraceError
 
 
 class Relaxations(NamedTuple):

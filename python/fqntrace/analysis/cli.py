@@ -26,8 +26,8 @@ import json
 import os
 import sys
 
-from fqntrace import crossrank, diff, merge, repair, report, step_times, summarize, table, validate
-from fqntrace.traceio import PHASES, TraceError
+from fqntrace.analysis import crossrank, diff, merge, repair, report, step_times, summarize, table, validate
+from fqntrace.analysis.traceio import PHASES, TraceError
 
 PROG = "python -m fqntrace"
 
@@ -133,7 +133,7 @@ def _summary_of_ranks(args, paths, summaries=None):
 
 
 def cmd_top(args):
-    from fqntrace import top  # the live view; needs the optional `rich`
+    from fqntrace.analysis import top  # the live view; needs the optional `rich`
 
     return top.main(args)
 
