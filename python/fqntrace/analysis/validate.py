@@ -165,42 +165,45 @@ def _check_event(trace, i, e, line=None):
     ph = e.get("ph")
     if not isinstance(ph, str):
         raise _Problem(f"{_where(trace, i, line)} has no \"ph\"")
-    here = _where(trace, i, line) + _describe_event(e)
+
+    def here():  # only when there is a problem to name: most events have none
+        return _where(trace, i, line) + _describe_event(e)
+
     if ph == "X":
         if not isinstance(e.get("name"), str):
-            raise _Problem(f"{here}: X event without a name")
+            raise _Problem(f"{here()}: X event without a name")
         for key in ("ts", "dur"):
             if not traceio.is_number(e.get(key)):
-                raise _Problem(f"{here}: \"{key}\" is missing or not a number")
+                raise _Problem(f"{here()}: \"{key}\" is missing or not a number")
         if e["dur"] < 0:
-            raise _Problem(f"{here}: dur is negative ({e['dur']})")
+            raise _Problem(f"{here()}: dur is negative ({e['dur']})")
         for key in ("pid", "tid"):
             if e.get(key) is None:
-                raise _Problem(f"{here}: \"{key}\" is missing")
+                raise _Problem(f"{here()}: \"{key}\" is missing")
         if e.get("cat") in ("cpu_op", "user_annotation"):
             args = e.get("args")
             if not isinstance(args, dict):
-                raise _Problem(f"{here}: {e['cat']} event without args")
+                raise _Problem(f"{here()}: {e['cat']} event without args")
             fqn = args.get("fqn")
             if not isinstance(fqn, str) or not fqn:
-                raise _Problem(f"{here}: args.fqn is missing or empty")
+                raise _Problem(f"{here()}: args.fqn is missing or empty")
             if args.get("phase") not in PHASES:
                 phase = json.dumps(args.get("phase"))
-                raise _Problem(f"{here}: args.phase is {phase}, expected one of forward, "
+                raise _Problem(f"{here()}: args.phase is {phase}, expected one of forward, "
                                "backward, recompute")
             if "module_type" in args and not isinstance(args["module_type"], str):
-                raise _Problem(f"{here}: args.module_type is not a string")
+                raise _Problem(f"{here()}: args.module_type is not a string")
     elif ph in ("s", "f"):
         if e.get("id") is None:
-            raise _Problem(f"{here}: flow event without an id")
+            raise _Problem(f"{here()}: flow event without an id")
         if not traceio.is_number(e.get("ts")):
-            raise _Problem(f"{here}: \"ts\" is missing or not a number")
+            raise _Problem(f"{here()}: \"ts\" is missing or not a number")
         for key in ("pid", "tid"):
             if e.get(key) is None:
-                raise _Problem(f"{here}: \"{key}\" is missing")
+                raise _Problem(f"{here()}: \"{key}\" is missing")
     elif ph == "M":
         if not isinstance(e.get("name"), str):
-            raise _Problem(f"{here}: metadata event without a name")
+            raise _Problem(f"{here()}: metadata event without a name")
 
 
 def _check_events(trace):
