@@ -62,9 +62,11 @@ def main():
     py = [sys.executable, "-m", "fqntrace"]
 
     def events(path):
+        """Events in a big trace: its lines but the header and the tail (one event a line)."""
         if path not in counts:
-            rc, _, _, _, out, err = measure(py + ["validate", path], env)
-            counts[path] = int(out.split()[1]) if rc == 0 else None
+            with open(path, "rb") as f:
+                counts[path] = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 24),
+                                                                        b"")) - 2
         return counts[path]
 
     cut_at = 0.72

@@ -29,6 +29,8 @@ def make(source, output, size_mb, rank=None):
     header = lines[0]
     if rank is not None:
         header = _RANK.sub(f'"rank": {rank}', header, count=1)
+        header = re.sub(r'"world_size": (\d+)',
+                        lambda m: f'"world_size": {max(int(m.group(1)), rank + 1)}', header, count=1)
     events = []
     end = 0
     max_id = 0
