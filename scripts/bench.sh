@@ -7,21 +7,35 @@
 # sections of docs/benchmarks.md (the hand-written analysis around them is left alone).
 #   scripts/bench.sh            full run (~20 min on 2 cores, plus set-up when it rebuilds)
 #   scripts/bench.sh --quick    smoke run: fewer rounds and ops (~3 min, plus set-up)
+#   scripts/bench.sh --cli [MiB]  P9: every `python -m fqntrace` verb on a MiB-sized trace (default
+#                               300; Chrome and JSON Lines), CPU s, events/CPU-s, peak RSS, DuckDB
+#                               beside it when installed; prints the table (docs/benchmarks.md, P9)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 QUICK=()
+CLI=""
+CLI_MB=300
 for arg in "$@"; do
   case "$arg" in
     --quick) QUICK=(--quick) ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
-    *) echo "bench.sh: unknown argument '$arg' (use --quick)" >&2; exit 2 ;;
+    --cli) CLI=1 ;;
+    [0-9]*) CLI_MB="$arg" ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) echo "bench.sh: unknown argument '$arg' (use --quick or --cli [MiB])" >&2; exit 2 ;;
   esac
 done
 log() { echo "[bench] $*" >&2; }
 
 bash "$ROOT/scripts/setup.sh"
 PY="$ROOT/.venv/bin/python"
+
+if [ -n "$CLI" ]; then
+  # The source of the big traces: a real trace of the demo (written once).
+  [ -f "$ROOT/traces/demo.json" ] || { mkdir -p "$ROOT/traces"; FQNTRACE="$ROOT/traces/demo.json" \
+    FQNTRACE_FLOPS=1 "$PY" -m fqntrace.demo >/dev/null; }
+  exec "$PY" "$ROOT/bench/cli_bench.py" "$ROOT/traces/demo.json" --mb "$CLI_MB"
+fi
 
 # The empty observer (the reference) and the callback probe: a separate tiny CMake project.
 HELPERS="$ROOT/build/bench/empty_observer"

@@ -39,11 +39,13 @@ PIN="$ROOT/build/torch-pin.txt"; mkdir -p "$ROOT/build"; echo "torch==$TORCH_VER
 need_py=()
 # module:package pairs; transformers (tiny random-weight models) and HTA are used by the tests;
 # plotly is the `report` extra (python/pyproject.toml), websocket-client and pillow drive and read
-# the report's browser tests (the `test` extra); rich is the `top` extra (the live view).
+# the report's browser tests (the `test` extra); rich is the `top` extra (the live view);
+# msgspec is the package's one dependency (the trace reader's decoder; the package itself is
+# installed with --no-deps below); distributed is the `dask` extra (summary --scheduler).
 # peft, accelerate and lightning: the ecosystem tier (tests/python/test_ecosystem.py).
 for spec in pytest:pytest numpy:numpy transformers:transformers hta:HolisticTraceAnalysis \
-            plotly:plotly websocket:websocket-client PIL:pillow rich:rich \
-            peft:peft accelerate:accelerate lightning:lightning; do
+            plotly:plotly websocket:websocket-client PIL:pillow rich:rich msgspec:msgspec \
+            distributed:distributed peft:peft accelerate:accelerate lightning:lightning; do
   mod="${spec%%:*}"; pkg="${spec##*:}"
   "$PY" -c "import $mod" 2>/dev/null || need_py+=("$pkg")
 done

@@ -17,7 +17,10 @@ Steps: every torch.optim optimizer step ends a step (``ProfilerStep#N``); a loop
 This module stays light (no torch import) so that `python -m fqntrace` and the start-up hook cost
 nothing; the native library is loaded on first use.
 """
+import importlib.abc as _abc
+import importlib.util as _util
 import os as _os
+import sys as _sys
 
 __version__ = "0.1.0"
 __all__ = ["library_path", "profile", "ModTracker", "ModuleTracker", "flush", "tracing", "step"]
@@ -45,3 +48,30 @@ def __getattr__(name):
         from fqntrace import _native
         return getattr(_native, name)
     raise AttributeError(f"module 'fqntrace' has no attribute {name!r}")
+
+
+# The analysis half (readers and verbs: fqntrace.analysis) moved out of the package root; its
+# modules keep their old names too (`from fqntrace import summarize`), as one module object.
+_ANALYSIS = frozenset({"cli", "crossrank", "diff", "kineto_annotate", "memory", "merge", "repair",
+                       "report", "stats", "step_times", "steps", "summarize", "table", "top",
+                       "traceio", "tracestream", "validate"})
+
+
+class _AnalysisAlias(_abc.MetaPathFinder, _abc.Loader):
+    def find_spec(self, fullname, path=None, target=None):
+        package, _, name = fullname.rpartition(".")
+        if package == __name__ and name in _ANALYSIS:
+            return _util.spec_from_loader(fullname, self)
+        return None
+
+    def create_module(self, spec):
+        import importlib
+
+        return importlib.import_module(f"{__name__}.analysis.{spec.name.rpartition('.')[2]}")
+
+    def exec_module(self, module):
+        pass  # already executed under its own name
+
+
+if not any(isinstance(f, _AnalysisAlias) for f in _sys.meta_path):
+    _sys.meta_path.append(_AnalysisAlias())

@@ -1,6 +1,6 @@
-"""`python -m fqntrace <verb>`: see fqntrace.cli."""
+"""`python -m fqntrace <verb>`: see fqntrace.analysis.cli."""
 import sys
 
-from fqntrace.cli import main
+from fqntrace.analysis.cli import main
 
 sys.exit(main())

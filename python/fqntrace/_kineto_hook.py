@@ -51,7 +51,7 @@ def _wrap_function(module, name, before=None, after=None):
 
 
 def _annotate(path, C):
-    from fqntrace import kineto_annotate
+    from fqntrace.analysis import kineto_annotate
 
     try:
         attribution = C.record_function_attribution()

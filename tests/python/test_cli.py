@@ -618,7 +618,7 @@ def test_merge_two_ranks(tmp_path, capsys):
     assert add0["ts"] == pytest.approx(1_000_060.0) and add1["ts"] == pytest.approx(60.0)
     assert add0["dur"] == pytest.approx(5.0) and add0["args"]["fqn"] == "Model"
     text = open(out_path).read()
-    assert '"ts": 1000060.000, "dur": 5.000' in text
+    assert '"ts":1000060.000,"dur":5.000' in text  # the core's compact layout
     assert len(text.splitlines()) == n_events + 2  # header line, one per event, tail line
     flows = {(e["ph"], e["id"], e["pid"]) for e in ev if e["ph"] in "sf"}
     assert len({i for _, i, _ in flows}) == 2 and len(flows) == 4

@@ -9,8 +9,8 @@ without step ranges has no steps (an empty list).
 import bisect
 import re
 
-from fqntrace import summarize, traceio
-from fqntrace.traceio import PHASES
+from fqntrace.analysis import summarize, traceio
+from fqntrace.analysis.traceio import PHASES
 
 STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
 
@@ -90,4 +90,28 @@ def per_step(trace):
                 op_ms[p] += entry[p]["self_ms"]
         out.append({"step": number, "ms": round((end - start) / 1e6, 6),
                     "op_ms": {p: round(v, 6) for p, v in op_ms.items()}, "modules": modules})
+    return out
+
+
+def per_step_from(times):
+    """per_step()'s list from the step times a streamed summary kept (step_times.StepTimes:
+    each counted op's self time in the step its start lies in), without holding the events."""
+    if times is None or not times.durations:
+        return []
+    out = []
+    for number in sorted(times.durations):
+        own = times.self_times(number)
+        modules = {}
+        op_ms = {p: 0.0 for p in PHASES}
+        for (fqn, phase), ns in own.items():
+            k = PHASES.index(phase)
+            op_ms[phase] += ns / 1e6
+            parts = fqn.split(".")
+            for depth in range(1, len(parts) + 1):  # each module's time counts in its ancestors
+                row = modules.setdefault(".".join(parts[:depth]), [0, 0, 0])
+                row[k] += ns
+        out.append({"step": number, "ms": round(times.durations[number] / 1e6, 6),
+                    "op_ms": {p: round(v, 6) for p, v in op_ms.items()},
+                    "modules": {f: [round(ns / 1e6, 6) for ns in row]
+                                for f, row in modules.items()}})
     return out

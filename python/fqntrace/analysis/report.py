@@ -8,11 +8,11 @@ package ships; it is inlined, so the file opens offline from disk. plotly is an 
 
 What goes into the page is the summary (fqntrace.summarize, per module and phase), never the
 events: a trace with a `<stem>.summary.json` beside it and no step ranges is not even parsed.
-Steps (fqntrace.steps) need the events and are only computed when the raw text holds
-`ProfilerStep#` ranges; then every number of the page is per step as `summary` gives it (the
-median over the steps kept, the warm-up left out by `exclude_steps`), the steps left out are
-marked in the steps chart, and BASE NEW is coloured by `diff`'s verdict (fqntrace.diff).
-A `<stem>.summary.json` beside a trace with steps is used when it has the per-step samples
+Steps (fqntrace.steps) come from the same streamed pass as the summary, in memory bounded by the
+modules and steps; then every number of the page is per step as `summary` gives it (the median
+over the steps kept, the warm-up left out by `exclude_steps`), the steps left out are marked in
+the steps chart, and BASE NEW is coloured by `diff`'s verdict (fqntrace.diff). A
+`<stem>.summary.json` beside a trace with steps is used when it has the per-step samples
 (`steps.kept`) and the default steps are left out.
 """
 import html
@@ -20,8 +20,8 @@ import json
 import os
 import time
 
-from fqntrace import diff, step_times, steps, summarize, traceio
-from fqntrace.traceio import TraceError
+from fqntrace.analysis import diff, step_times, steps, summarize, traceio, tracestream
+from fqntrace.analysis.traceio import TraceError
 
 PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_page.html")
 INSTALL_HINT = ("the report needs plotly: pip install 'fqntrace[report]' (or: pip install plotly "
@@ -56,40 +56,35 @@ def _sibling_summary(path):
 
 def load_run(path, note=lambda message: None, exclude_steps=step_times.DEFAULT_EXCLUDED):
     """(summary, steps) of one input: a .summary.json (no steps) or a trace. A trace's module
-    numbers come from its <stem>.summary.json when the session wrote one; its events are parsed
-    only when there is no such summary or the trace has step ranges."""
+    numbers come from its <stem>.summary.json when the session wrote one; its events are read
+    (as a stream, fqntrace.tracestream) only when there is no such summary or the trace has
+    step ranges."""
     if summarize.is_summary_path(path):
         return summarize.load_summary(path), []
     sibling = _sibling_summary(path)
-    with_steps = steps.file_has_step_ranges(path)
-    if sibling is not None and with_steps is False:
+    if sibling is not None and not tracestream.lines_with(path, summarize.STEP_MARK):
         return sibling, []
-    text = traceio.read_text(path)
-    if with_steps is None:
-        with_steps = steps.has_step_ranges(text)
     try:
-        trace = traceio.parse(path, text)
+        summary, times = summarize.summarize_with_steps(path, note=note,
+                                                        exclude_steps=exclude_steps)
     except TraceError:
         try:  # a summary under another name (`summary --json > out.json`)
-            return summarize.load_summary(path, text), []
-        except TraceError:
+            if os.path.getsize(path) < summarize.SUMMARY_FILE_LIMIT and not \
+                    tracestream.is_gzip(path):
+                return summarize.load_summary(path), []
+        except (OSError, TraceError):
             pass
         raise
-    del text
-    if trace.cut:
-        note(f"{path} is cut off; reporting its {len(trace.events)} complete events; "
-             f"{traceio.repair_hint(path)} to close the file")
     # With steps, the sibling serves when it has the per-step samples (the core writes them,
     # step 0 left out); other steps left out need the events.
-    if sibling is not None and with_steps and not (
+    if sibling is not None and not (
             exclude_steps == step_times.DEFAULT_EXCLUDED
             and isinstance(sibling.get("steps"), dict) and "kept" in sibling["steps"]):
         sibling = None
-    summary = sibling if sibling is not None else summarize.summarize(trace, exclude_steps)
-    step_list = steps.per_step(trace) if with_steps else []
+    step_list = steps.per_step_from(times)
     for s in step_list:
         s["excluded"] = s["step"] in exclude_steps
-    return summary, step_list
+    return (sibling if sibling is not None else summary), step_list
 
 
 def _label(path, summary):

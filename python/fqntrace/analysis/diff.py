@@ -27,8 +27,8 @@ Fallback (a one-line `note`): with fewer steps than MIN_STEPS on a side, or samp
 median (or of the whole-run totals without steps) against PCT, with no test. `totals=True`
 (`--totals`) compares whole-run totals the same way.
 """
-from fqntrace import stats, step_times, traceio
-from fqntrace.traceio import PHASES, TraceError
+from fqntrace.analysis import stats, step_times, traceio
+from fqntrace.analysis.traceio import PHASES, TraceError
 
 DEFAULT_MIN_SHARE_PCT = 1.0
 DEFAULT_ALPHA = 0.05

@@ -24,8 +24,8 @@ import select
 import sys
 import time
 
-from fqntrace import stats, step_times, summarize, traceio, tracestream
-from fqntrace.traceio import PHASES, TraceError
+from fqntrace.analysis import stats, step_times, summarize, traceio, tracestream
+from fqntrace.analysis.traceio import PHASES, TraceError
 
 INSTALL_HINT = ("fqntrace top needs the optional package rich: pip install 'fqntrace[top]' "
                 "(or: pip install rich)")

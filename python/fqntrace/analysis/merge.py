@@ -13,8 +13,8 @@ import json
 import os
 from typing import NamedTuple
 
-from fqntrace import traceio, tracestream
-from fqntrace.traceio import TraceError
+from fqntrace.analysis import traceio, tracestream
+from fqntrace.analysis.traceio import TraceError
 
 # Replaced by the rank's own rows.
 _PROCESS_METADATA = ("process_name", "process_labels", "process_sort_index")
@@ -65,11 +65,30 @@ def _merged_text(header, ranks, base_min, counts):
     yield head[:-1] + ", " + '"traceEvents": [\n'
     separator = ""
     for e in _merged_events(ranks, base_min, counts):
-        yield separator + traceio.dump_event(e)
+        yield separator + _encode_event(e)
         separator = ",\n"
         counts["events"] += 1
     yield '\n], "fqntrace": ' + json.dumps(_tail(ranks, counts["slices"]),
                                             ensure_ascii=False) + "}\n"
+
+
+try:  # one call per event, in the core's compact layout; times as the core writes them
+    import msgspec
+
+    def _encode_event(event):
+        for key in ("ts", "dur"):
+            value = event.get(key)
+            if isinstance(value, traceio.Micros):
+                event[key] = msgspec.Raw(traceio.format_us(int(value)).encode())
+        try:
+            return msgspec.json.encode(event).decode()
+        except (msgspec.EncodeError, UnicodeEncodeError, TypeError):
+            for key in ("ts", "dur"):  # text the fast encoder refuses (invalid UTF-8 kept)
+                if isinstance(event.get(key), msgspec.Raw):
+                    event[key] = traceio.Micros(traceio.to_ns(float(bytes(event[key]))))
+            return traceio.dump_event(event)
+except ImportError:  # pragma: no cover
+    _encode_event = traceio.dump_event
 
 
 def _merged_events(ranks, base_min, counts):
@@ -111,9 +130,8 @@ def _scan_rank(path, note):
     """First pass over one input: its header, tail and process ids."""
     pids = set()
     with tracestream.TraceStream(path) as stream:
-        for e in stream:
-            if isinstance(e, dict) and "pid" in e:
-                pids.add(str(e["pid"]))
+        for batch, _ in stream.batches():
+            pids.update({str(e["pid"]) for e in batch if type(e) is dict and "pid" in e})
     if stream.cut:
         note(f"{path} is cut off; merging its {stream.events_read} complete events "
              "(repaired in memory, the file is left as it is)")

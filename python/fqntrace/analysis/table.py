@@ -11,8 +11,8 @@ import os
 import re
 import sys
 
-from fqntrace import step_times, traceio
-from fqntrace.traceio import PHASES
+from fqntrace.analysis import step_times, traceio
+from fqntrace.analysis.traceio import PHASES
 
 PHASE_SHORT = {"forward": "fwd", "backward": "bwd", "recompute": "recomp"}
 TABLE_WIDTH = 100

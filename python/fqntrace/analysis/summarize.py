@@ -24,8 +24,8 @@ Rules (the same as the C++ summary exporter, so `summary --json` and <stem>.summ
 import json
 import os
 
-from fqntrace import memory, steps, step_times, traceio, tracestream
-from fqntrace.traceio import PHASES, TraceError
+from fqntrace.analysis import memory, step_times, traceio, tracestream
+from fqntrace.analysis.traceio import PHASES, TraceError
 
 TOP_OPS = 5
 ENGINE_WRAPPER = "autograd::engine::evaluate_function:"
@@ -152,6 +152,11 @@ def summarize(trace, exclude_steps=step_times.DEFAULT_EXCLUDED):
     Holds every event; summarize_stream() gives the same numbers reading a file as a stream.
     With training steps (ProfilerStep#N ranges) the summary also has per-step numbers;
     `exclude_steps`: step numbers left out of the per-step medians (default {0})."""
+    return _summarize_whole(trace, exclude_steps)[0]
+
+
+def _summarize_whole(trace, exclude_steps):
+    """(summary, step_times.StepTimes) of a loaded trace."""
     slices = list(_valid_slices(trace.events))
     parents, _, starts, ends = traceio.nest(slices)
     is_op = [e.get("cat") == "cpu_op" for e in slices]
@@ -193,7 +198,8 @@ def summarize(trace, exclude_steps=step_times.DEFAULT_EXCLUDED):
             per_step.add(e, starts[i], e["args"]["fqn"], e["args"].get("phase"), own)
     merged = trace.header.get("ranks")
     return _result(totals, trace.header, trace.tail, trace.incomplete, trace.path,
-                   merged if isinstance(merged, list) else None, per_step, exclude_steps)
+                   merged if isinstance(merged, list) else None, per_step,
+                   exclude_steps), per_step
 
 
 # ---------------------------------------------------------------------------------------------
@@ -356,20 +362,25 @@ class StreamSummary:
     exclude_steps = step_times.DEFAULT_EXCLUDED
 
 
+STEP_MARK = b"ProfilerStep#"
+
+
 def _step_ranges(path):
-    """First pass for a trace with training steps: {pid: [(start_ns, end_ns, step)]}, or None
-    when the file has no ProfilerStep ranges (checked on the raw bytes first)."""
-    if steps.file_has_step_ranges(path) is False:
-        return None
+    """A first pass for a trace with training steps: {pid: [(start_ns, end_ns, step)]}, or None
+    when the file has no ProfilerStep ranges. Only the lines holding the mark are decoded (a
+    byte search); a file not in the core's layout is decoded whole."""
+    found = tracestream.lines_with(path, STEP_MARK)
+    if found is None:
+        with tracestream.TraceStream(path) as stream:
+            found = list(stream)  # only the step ranges are kept below
     ranges = {}
-    with tracestream.TraceStream(path) as stream:
-        for e in stream:
-            if not isinstance(e, dict) or e.get("ph") != "X":
-                continue
-            step = step_times.step_number(e)
-            if step is not None and traceio.is_number(e.get("ts")) and traceio.is_number(e.get("dur")):
-                start = round(e["ts"] * 1000)
-                ranges.setdefault(e.get("pid"), []).append((start, start + round(e["dur"] * 1000), step))
+    for e in found:
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        step = step_times.step_number(e)
+        if step is not None and traceio.is_number(e.get("ts")) and traceio.is_number(e.get("dur")):
+            start = round(e["ts"] * 1000)
+            ranges.setdefault(e.get("pid"), []).append((start, start + round(e["dur"] * 1000), step))
     return ranges or None
 
 
@@ -378,21 +389,29 @@ def summarize_stream(path, note=lambda message: None, exclude_steps=step_times.D
     summarize(traceio.load(path)). A trace with training steps is read twice (its step ranges
     first). A file whose threads are not in end order (not written by the core) is loaded whole
     instead."""
+    return summarize_with_steps(path, note, exclude_steps)[0]
+
+
+def summarize_with_steps(path, note=lambda message: None,
+                         exclude_steps=step_times.DEFAULT_EXCLUDED):
+    """(summary, step_times.StepTimes or None) of a trace file read as a stream."""
     ranges = _step_ranges(path)
     with tracestream.TraceStream(path) as stream:
         acc = StreamSummary(step_times.StepTimes.from_ranges(ranges) if ranges else None)
         acc.exclude_steps = exclude_steps
+        add = acc.add
         try:
-            for e in stream:
-                acc.add(e)
+            for batch, _ in stream.batches():
+                for e in batch:
+                    add(e)
         except NotPostOrder:
             acc = None
         if acc is not None:
             _note_cut(stream, note)
-            return acc.result(stream.header, stream.tail, stream.incomplete, path)
+            return acc.result(stream.header, stream.tail, stream.incomplete, path), acc.per_step
     trace = traceio.load(path)
     _note_cut(trace, note, len(trace.events))
-    return summarize(trace, exclude_steps)
+    return _summarize_whole(trace, exclude_steps)
 
 
 def _note_cut(trace, note, n_events=None):

@@ -8,14 +8,19 @@ work) of the module on every rank is listed.
 The *straggler* is the module, phase and rank whose own op time (self time, not its
 submodules') exceeds that module's median across ranks the most: a rank that does extra work
 inside one module makes every enclosing module slower too, but only that module's self time.
+
+With ``--scheduler ADDRESS`` the files are summarized on a Dask cluster instead of the local pool
+(summarize_on_cluster: each file by a worker that sees it, so the traces are read where they
+are; only the summaries, a few hundred kB each, travel), then reduced here the same way.
 """
 import concurrent.futures
+import gc
 import glob
 import os
 import statistics
 
-from fqntrace import summarize, traceio
-from fqntrace.traceio import PHASES, TraceError
+from fqntrace.analysis import summarize, traceio
+from fqntrace.analysis.traceio import PHASES, TraceError
 
 
 def expand_paths(patterns):
@@ -38,15 +43,27 @@ def expand_paths(patterns):
     return paths
 
 
+def _matches(pattern):
+    """The files a pattern names (expand_paths' rule), [] when none."""
+    if os.path.exists(pattern):
+        return [pattern]
+    found = sorted(glob.glob(pattern.replace("{rank}", "*").replace("{pid}", "*")))
+    traces = [p for p in found if not summarize.is_summary_path(p)]
+    return traces or found
+
+
 def _summarize_one(path):
     """In a worker process: (summary, notes) or (None, error message)."""
     notes = []
+    gc.disable()  # as the CLI does: no cycles to collect while reading (a Dask worker too)
     try:
         return summarize.load_for_summary(path, note=notes.append), notes
     except TraceError as error:
         return None, [str(error)]
     except MemoryError:
         return None, [f"{path}: out of memory while reading the trace"]
+    finally:
+        gc.enable()
 
 
 def summarize_files(paths, jobs=None, note=lambda message: None):
@@ -59,6 +76,81 @@ def summarize_files(paths, jobs=None, note=lambda message: None):
     else:
         with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
             results = list(pool.map(_summarize_one, paths))
+    return _collect(paths, results, note)
+
+
+DASK_HINT = ("summary --scheduler needs Dask's distributed scheduler: pip install "
+             "'fqntrace[dask]' (on this machine and on every worker)")
+
+
+def _files_seen(patterns):
+    """On a Dask worker: per pattern, the files it names here, as (path, size, mtime_ns)."""
+    out = []
+    for pattern in patterns:
+        files = []
+        for path in _matches(pattern):
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            files.append((path, st.st_size, st.st_mtime_ns))
+        out.append(files)
+    return out
+
+
+def summarize_on_cluster(patterns, address, note=lambda message: None):
+    """(paths, summaries): the files the patterns name on the workers of the Dask cluster at
+    `address`, each summarized by a worker that sees it (where the file is: a worker on each
+    node with traces). Patterns are expanded on the workers, as they would be locally; a file
+    several workers see (a shared file system: same size and time) is read once."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise TraceError(DASK_HINT) from None
+    try:
+        client = Client(address, timeout=30)
+    except (OSError, TimeoutError, ValueError) as error:
+        raise TraceError(f"cannot reach the Dask scheduler at {address} ({error}); start one "
+                         "with `dask scheduler` and a worker next to the traces with `dask worker "
+                         f"{address}`") from None
+    with client:
+        seen = client.run(_files_seen, list(patterns))  # {worker: per pattern [(path, ...)]}
+        if not seen:
+            raise TraceError(f"the Dask cluster at {address} has no workers; start one next to "
+                             f"the traces: dask worker {address}")
+        hosts = {w: info.get("host", w) for w, info in
+                 client.scheduler_info().get("workers", {}).items()}
+        paths, jobs, done = [], [], set()
+        for k, pattern in enumerate(patterns):
+            where = {}  # (path, size, mtime) -> the workers that see that file
+            for worker, per_pattern in sorted(seen.items()):
+                for item in per_pattern[k]:
+                    where.setdefault(tuple(item), []).append(worker)
+            if not where:
+                raise TraceError(f"{pattern}: no worker of the Dask cluster at {address} sees "
+                                 "a file that matches; start a worker on the node that holds "
+                                 f"the traces: dask worker {address}")
+            for item in sorted(where):
+                if item in done:
+                    continue  # named by an earlier pattern too
+                done.add(item)
+                twins = sum(1 for other in where if other[0] == item[0])
+                # One name, different files (node-local disks): say on which host.
+                paths.append(item[0] if twins == 1 else f"{hosts.get(where[item][0])}:{item[0]}")
+                jobs.append((item[0], where[item]))
+        load = {}
+        futures = []
+        for path, candidates in jobs:
+            worker = min(candidates, key=lambda w: (load.get(w, 0), w))  # spread the files
+            load[worker] = load.get(worker, 0) + 1
+            futures.append(client.submit(_summarize_one, path, workers=[worker],
+                                         allow_other_workers=False, pure=False))
+        results = client.gather(futures)
+    return paths, _collect(paths, results, note)
+
+
+def _collect(paths, results, note):
+    """The summaries of (summary, notes) results; the first failure as a TraceError."""
     summaries = []
     for path, (summary, messages) in zip(paths, results):
         if summary is None:

@@ -9,8 +9,8 @@ import bisect
 import re
 import statistics
 
-from fqntrace import stats, traceio
-from fqntrace.traceio import PHASES
+from fqntrace.analysis import stats, traceio
+from fqntrace.analysis.traceio import PHASES
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 DEFAULT_EXCLUDED = frozenset({0})
@@ -97,6 +97,10 @@ class StepTimes:
             return
         per = self._times.setdefault(step, {})
         per[(fqn, phase)] = per.get((fqn, phase), 0) + ns
+
+    def self_times(self, step):
+        """{(fqn, phase): self time in ns} of one step."""
+        return dict(self._times.get(step, {}))
 
     def summary(self, exclude, modules):
         """The summary's `steps` object (with `kept`: the step numbers the per-step numbers

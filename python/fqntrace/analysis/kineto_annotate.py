@@ -17,8 +17,8 @@ the drain) and by `python -m fqntrace annotate KINETO FQNTRACE -o OUT` for trace
 """
 import json
 
-from fqntrace import tracestream, traceio
-from fqntrace.traceio import PHASES, TraceError
+from fqntrace.analysis import tracestream, traceio
+from fqntrace.analysis.traceio import PHASES, TraceError
 
 RF_ID = "Record function id"
 EXTERNAL_ID = "External id"

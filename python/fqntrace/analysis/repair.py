@@ -1,0 +1,108 @@
+"""`python -m fqntrace repair`: closes a trace cut off by a crash.
+
+Every complete event is kept byte for byte, a partial last line is dropped, and a tail marked
+``complete: false, repaired: true`` closes the file. A complete file is left untouched.
+
+The file is read as a stream (fqntrace.tracestream: where its last complete event ends, and
+whether what follows is a cut or damage), then its bytes up to that point are copied into a
+temporary file that replaces it: memory holds a read chunk, never the file. A file the stream
+cannot read is loaded whole when it is small, for the exact place of the damage (traceio).
+"""
+import json
+import os
+
+from fqntrace.analysis import traceio, tracestream
+from fqntrace.analysis.traceio import TraceError
+
+WHOLE_FILE_LIMIT = 32 << 20  # bytes on disk: what may be loaded whole for an exact message
+
+
+def repair_file(path, output=None):
+    """Repairs `path` in place, or into `output`; returns the line that says what was done."""
+    try:
+        with tracestream.TraceStream(path) as stream:
+            _check_is_ours(path, stream.header)
+            n_events = n_slices = 0
+            for batch, _ in stream.batches():
+                n_events += len(batch)
+                n_slices += sum(1 for e in batch if isinstance(e, dict) and e.get("ph") == "X")
+            fmt, cut, partial, keep_end = (stream.format, stream.cut, stream.dropped_partial,
+                                           stream.keep_end)
+    except TraceError:
+        if not _small(path):
+            raise
+        return _repair_whole(path, output)
+    if not cut:
+        extra = f" (nothing written to {output})" if output else ""
+        return f"already complete: {n_events} events{extra}"
+    target = output or path
+    traceio.write_atomic_chunks(target, _repaired_chunks(path, fmt, keep_end, n_slices, partial),
+                                like=path)
+    return _repaired_line(n_events, partial, target, output)
+
+
+def _small(path):
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return True
+    return size < (WHOLE_FILE_LIMIT >> 3 if tracestream.is_gzip(path) else WHOLE_FILE_LIMIT)
+
+
+def _repaired_chunks(path, fmt, keep_end, n_slices, dropped_partial):
+    """The first keep_end bytes of the (decompressed) file, then the tail that closes it."""
+    source = tracestream.ByteSource(path)
+    try:
+        left = keep_end
+        while left > 0:
+            data = source.read()
+            if not data:
+                raise TraceError(f"{path}: the file changed while it was being repaired; "
+                                 "run repair again")
+            data = data[:left]
+            left -= len(data)
+            yield data.decode("utf-8", errors="surrogateescape")  # written back byte-exact
+    finally:
+        source.close()
+    yield _closing(fmt, n_slices, dropped_partial)
+
+
+def _closing(fmt, n_slices, dropped_partial):
+    if fmt == traceio.JSONL:
+        footer = {"ph": "footer", "events": n_slices, "complete": False, "repaired": True,
+                  "dropped_lines": 1 if dropped_partial else 0}
+        return "\n" + json.dumps(footer) + "\n"
+    tail = {"events": n_slices, "complete": False, "repaired": True,
+            "dropped_lines": 1 if dropped_partial else 0}
+    return "\n], \"fqntrace\": " + json.dumps(tail) + "}\n"
+
+
+def _repaired_line(n_events, dropped_partial, target, output):
+    dropped = "dropped 1 partial line" if dropped_partial else "no partial line"
+    wrote = f"; wrote {target}" if output else ""
+    return f"repaired: kept {n_events} events ({dropped}){wrote}"
+
+
+def _repair_whole(path, output):
+    """The same repair with the file loaded whole (small files the stream cannot read)."""
+    text = traceio.read_text(path)
+    trace = traceio.parse(path, text)
+    _check_is_ours(path, trace.header)
+    if not trace.cut:
+        extra = f" (nothing written to {output})" if output else ""
+        return f"already complete: {len(trace.events)} events{extra}"
+    target = output or path
+    traceio.write_atomic(target, traceio.repaired_text(trace, text), like=path)
+    return _repaired_line(len(trace.events), trace.dropped_partial, target, output)
+
+
+def _check_is_ours(path, header):
+    """Only a file the core began (its header is there) is closed: completing anything else
+    would write a file that is still not a trace."""
+    info = header.get("distributedInfo") if isinstance(header, dict) else None
+    if (not isinstance(header, dict) or header.get("schemaVersion") != 1
+            or not isinstance(info, dict) or not isinstance(info.get("rank"), int)
+            or not isinstance(info.get("world_size"), int)
+            or not isinstance(header.get("baseTimeNanoseconds"), int)):
+        raise traceio.TraceError(f"{path}: not an fqntrace trace (its header lacks schemaVersion 1, "
+                                 "distributedInfo or baseTimeNanoseconds); nothing repaired")

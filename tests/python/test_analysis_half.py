@@ -1,0 +1,163 @@
+"""The analysis half of the package (the CLI's modules: readers, summary, verbs) runs where torch
+is not installed, imports nothing of the capture half, has no import circle, and summarizes
+ranks on a Dask cluster exactly as in the local process pool."""
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PACKAGE = os.path.join(ROOT, "python", "fqntrace", "analysis")
+sys.path.insert(0, HERE)
+import bigtrace  # noqa: E402
+
+# What `python -m fqntrace` may load: the offline readers and verbs (fqntrace.analysis).
+ANALYSIS = {"cli", "crossrank", "diff", "memory", "merge", "repair", "report",
+            "step_times", "steps", "summarize", "table", "top", "traceio", "tracestream",
+            "validate"}
+TRAIN = """
+import torch
+net = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(3):
+    net(torch.randn(8, 16)).sum().backward()
+    opt.step()
+"""
+
+
+def _imports(name):
+    """The fqntrace modules `name` imports, at any level (functions too)."""
+    tree = ast.parse(open(os.path.join(PACKAGE, name + ".py")).read())
+    out = set()
+    for node in ast.walk(tree):
+        module = node.module or "" if isinstance(node, ast.ImportFrom) else ""
+        if module in ("fqntrace", "fqntrace.analysis"):
+            out.update(a.name for a in node.names)
+        elif module.startswith("fqntrace.analysis."):
+            out.add(module.split(".")[2])
+        elif module.startswith("fqntrace."):
+            out.add(module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            out.update(a.name.split(".")[1] for a in node.names if a.name.startswith("fqntrace."))
+            if any(a.name.split(".")[0] == "torch" for a in node.names):
+                out.add("torch")
+    return out
+
+
+def test_analysis_modules_import_no_capture_module_no_torch_and_no_circle():
+    on_disk = {f[:-3] for f in os.listdir(PACKAGE) if f.endswith(".py") and f != "__init__.py"}
+    assert on_disk == ANALYSIS
+    graph = {m: _imports(m) for m in ANALYSIS}
+    for module, deps in graph.items():
+        assert deps <= ANALYSIS, f"{module} imports {deps - ANALYSIS} (capture side or torch)"
+    done, path = set(), []
+
+    def visit(m):
+        assert m not in path, "import circle: " + " -> ".join(path[path.index(m):] + [m])
+        if m in done:
+            return
+        path.append(m)
+        for d in sorted(graph[m]):
+            visit(d)
+        path.pop()
+        done.add(m)
+
+    for m in sorted(graph):
+        visit(m)
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    from conftest import run_python
+
+    folder = tmp_path_factory.mktemp("half")
+    path = folder / "t.json"
+    run_python(TRAIN, {"FQNTRACE": str(path)}, check_rc=0)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def venv_without_torch(tmp_path_factory):
+    """A fresh venv with the fqntrace package (--no-deps) and msgspec, and no torch."""
+    folder = tmp_path_factory.mktemp("venv")
+    venv = folder / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    py = str(venv / "bin" / "python")
+    package = folder / "src"
+    shutil.copytree(os.path.join(ROOT, "python"), package,
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps",
+                    str(package)], check=True, timeout=600, capture_output=True)
+    # The package's one dependency, from the index when it can be reached; without it the
+    # reader falls back to the standard library's decoder, which is tested here either way.
+    has_msgspec = subprocess.run([py, "-m", "pip", "install", "-q", "msgspec"],
+                                 capture_output=True, timeout=600).returncode == 0
+    return py, has_msgspec
+
+
+def test_cli_runs_in_a_venv_without_torch(trace, venv_without_torch, tmp_path):
+    py, _ = venv_without_torch
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FQNTRACE")}
+    probe = subprocess.run([py, "-c", "import torch"], capture_output=True, env=env)
+    assert probe.returncode != 0  # really no torch there
+
+    def cli(python, *args):
+        proc = subprocess.run([python, "-m", "fqntrace", *args], capture_output=True, text=True,
+                              env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    # The same answers as in the venv that traced it.
+    assert json.loads(cli(py, "summary", trace, "--json")) == \
+        json.loads(cli(sys.executable, "summary", trace, "--json"))
+    assert cli(py, "validate", trace) == cli(sys.executable, "validate", trace)
+    cut = tmp_path / "cut.json"
+    data = open(trace, "rb").read()
+    cut.write_bytes(data[:len(data) * 2 // 3])
+    assert cli(py, "repair", str(cut)).startswith("repaired: kept ")
+    assert cli(py, "validate", str(cut)).startswith("ok: ")
+    assert cli(py, "merge", trace, "-o", str(tmp_path / "m.json")).startswith("merged: 1 ranks")
+    assert "Sequential" in cli(py, "diff", trace, trace)
+    # The standard library's decoder gives the same events (the fallback without msgspec).
+    code = ("import json, sys; sys.modules['msgspec'] = None\n"
+            "from fqntrace import summarize\n"
+            "print(json.dumps(summarize.load_for_summary(sys.argv[1])))")
+    proc = subprocess.run([py, "-c", code, trace], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == json.loads(cli(sys.executable, "summary", trace, "--json"))
+
+
+def test_summary_on_a_dask_cluster_equals_the_local_pool(trace, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    paths = []
+    for rank in (0, 1):
+        path = tmp_path / f"run.{rank}.json"
+        bigtrace.make(trace, str(path), 1, rank=rank)
+        paths.append(str(path))
+    pattern = str(tmp_path / "run.*.json")
+    local = subprocess.run([sys.executable, "-m", "fqntrace", "summary", pattern, "--json"],
+                           capture_output=True, text=True, timeout=300)
+    assert local.returncode == 0, local.stderr
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        proc = subprocess.run([sys.executable, "-m", "fqntrace", "summary", pattern, "--json",
+                               "--scheduler", cluster.scheduler_address],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        missing = subprocess.run([sys.executable, "-m", "fqntrace", "summary",
+                                  str(tmp_path / "nothing.*.json"), "--scheduler",
+                                  cluster.scheduler_address],
+                                 capture_output=True, text=True, timeout=300)
+    assert json.loads(proc.stdout) == json.loads(local.stdout)
+    assert json.loads(proc.stdout)["ranks"] == [0, 1]
+    assert missing.returncode == 1 and missing.stderr.count("\n") == 1
+    assert "no worker of the Dask cluster" in missing.stderr and "dask worker" in missing.stderr
+    nobody = subprocess.run([sys.executable, "-m", "fqntrace", "summary", pattern,
+                             "--scheduler", "tcp://127.0.0.1:9"], capture_output=True, text=True,
+                            timeout=300)
+    assert nobody.returncode == 1 and "cannot reach the Dask scheduler" in nobody.stderr
