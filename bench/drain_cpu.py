@@ -4,7 +4,9 @@ op. The loop runs, then the process idles 0.2 s (the drain thread wakes every 20
 drain's work on the loop's last events is counted too. Every run is a process of its own; the
 median over runs is printed (and each run's value).
 
-    .venv/bin/python bench/drain_cpu.py [--ops 400000] [--runs 5] [--json OUT]
+    .venv/bin/python bench/drain_cpu.py [--ops 400000] [--runs 5] [--suffix .json.gz] [--json OUT]
+
+--suffix .json.gz measures the gzip drain (the trace's name decides its format).
 """
 import argparse
 import json
@@ -34,18 +36,24 @@ print(fqntrace.tracing(), (p1 - p0 - (t1 - t0)) / n, (t1 - t0) / n)
 """
 
 
-def run_once(ops, trace_dir, env_extra):
+def run_once(ops, trace_dir, env_extra, suffix=".json"):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
     env.update(env_extra)
-    env["FQNTRACE"] = os.path.join(trace_dir, "drain.json")
+    env["FQNTRACE"] = os.path.join(trace_dir, "drain" + suffix)
     env["OMP_NUM_THREADS"] = "1"
     out = subprocess.run([sys.executable, "-c", CHILD, str(ops)], env=env, check=True,
                          stdout=subprocess.PIPE, text=True).stdout.split()
     assert out[0] == "True", "fqntrace did not start"
     size = os.path.getsize(env["FQNTRACE"])
-    with open(env["FQNTRACE"], "rb") as f:
-        f.seek(max(0, size - 200))
-        tail = f.read().decode(errors="replace")
+    if suffix.endswith(".gz"):
+        import gzip
+        with gzip.open(env["FQNTRACE"], "rb") as f:
+            text = f.read()
+        tail = text[-200:].decode(errors="replace")
+    else:
+        with open(env["FQNTRACE"], "rb") as f:
+            f.seek(max(0, size - 200))
+            tail = f.read().decode(errors="replace")
     dropped = int(tail.split('"dropped_events": ')[1].split(",")[0]) if "dropped_events" in tail else -1
     return float(out[1]), float(out[2]), size / ops, dropped
 
@@ -54,15 +62,16 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--ops", type=int, default=400_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--suffix", default=".json", help="the trace's name ending: .json or .json.gz")
     parser.add_argument("--json", default="")
     args = parser.parse_args()
     drain, loop, size, dropped = [], [], [], []
     with tempfile.TemporaryDirectory(prefix="fqntrace-drain-cpu-") as d:
         for _ in range(args.runs):
-            r = run_once(args.ops, d, {})
+            r = run_once(args.ops, d, {}, args.suffix)
             drain.append(r[0]); loop.append(r[1]); size.append(r[2]); dropped.append(r[3])
             time.sleep(0.5)
-    result = {"ops": args.ops, "runs": args.runs, "drain_ns_per_op": statistics.median(drain),
+    result = {"ops": args.ops, "runs": args.runs, "suffix": args.suffix, "drain_ns_per_op": statistics.median(drain),
               "drain_ns_per_op_runs": drain, "loop_ns_per_op": statistics.median(loop),
               "bytes_per_op": statistics.median(size), "dropped": dropped}
     print(f"drain CPU per op event: {result['drain_ns_per_op']:.0f} ns (runs: "
