@@ -172,12 +172,23 @@ void EventLines::append(std::string& out, const EventRecord& e, const char* sepa
     return p + len;
   };
   char* p = put_separator(begin, separator, first);
-  if (gz != nullptr && p != begin) {  // the separator and the head: one repeat
-    gz->repeat(base, static_cast<size_t>(p - begin) + s.head_len, &s.head_mark);
-  }
+  const bool separated = p != begin;
   std::memcpy(p, text_.data() + s.head_at, s.head_len);
   p += s.head_len;
+  char* const ts = p;
   p = put_us(p, e.ts_ns);
+  if (gz != nullptr && separated) {
+    // The separator, the head and the digits the time shares with this slot's previous one (the
+    // text at head_mark): one repeat.
+    size_t ts_len = static_cast<size_t>(p - ts);
+    size_t same = 0;
+    if (s.head_mark != 0) {
+      while (same < ts_len && same < s.last_ts_len && ts[same] == s.last_ts[same]) ++same;
+    }
+    gz->repeat(base, static_cast<size_t>(ts - begin) + same, &s.head_mark);
+    std::memcpy(s.last_ts, ts, ts_len);
+    s.last_ts_len = static_cast<uint8_t>(ts_len);
+  }
   p = known(p, ",\"dur\":", 7, &marks_.dur);
   p = put_us(p, e.dur_ns);
   p = known(p, text_.data() + s.args_at, s.args_len, &s.args_mark);

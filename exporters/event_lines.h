@@ -42,6 +42,9 @@ class EventLines {
     bool used = false;
     // Where the compressor last saw this slot's head (with the separator before it) and args.
     uint64_t head_mark = 0, args_mark = 0;
+    // The time written after the head at head_mark: its leading digits usually repeat too.
+    char last_ts[24];
+    uint8_t last_ts_len = 0;
   };
   // The same for the keys written between numbers (GzipStream::repeat).
   struct KeyMarks {
