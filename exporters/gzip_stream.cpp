@@ -161,7 +161,31 @@ bool GzipStream::init(std::string* error) {
 }
 
 void GzipStream::put_literals(const unsigned char* p, size_t n) {
-  for (size_t i = 0; i < n; ++i) put(literal_[p[i]].bits, literal_[p[i]].length);
+  // The bit buffer in locals: stores through the output's char pointer may alias any member, so
+  // working on the members would reload them after every store. Two codes (<= 30 bits) per check.
+  uint64_t buffer = bit_buffer_;
+  unsigned count = bit_count_;
+  char* cursor = cursor_;
+  const Code* const codes = literal_;
+  size_t i = 0;
+  for (; i + 2 <= n; i += 2) {
+    const Code a = codes[p[i]], b = codes[p[i + 1]];
+    buffer |= static_cast<uint64_t>(a.bits) << count;
+    count += a.length;
+    buffer |= static_cast<uint64_t>(b.bits) << count;
+    count += b.length;
+    if (count >= 32) {
+      uint32_t word = static_cast<uint32_t>(buffer);
+      std::memcpy(cursor, &word, 4);
+      cursor += 4;
+      buffer >>= 32;
+      count -= 32;
+    }
+  }
+  bit_buffer_ = buffer;
+  bit_count_ = count;
+  cursor_ = cursor;
+  if (i < n) put(codes[p[i]].bits, codes[p[i]].length);
 }
 
 void GzipStream::put_match(size_t length, uint32_t distance) {
@@ -177,13 +201,32 @@ void GzipStream::put_match(size_t length, uint32_t distance) {
     dist_bits = c.bits | ((x & ((1u << (n - 1)) - 1)) << c.length);
     dist_count = c.length + n - 1;
   }
+  uint64_t buffer = bit_buffer_;  // in locals, as in put_literals
+  unsigned count = bit_count_;
+  char* cursor = cursor_;
+  auto spill = [&] {
+    if (count >= 32) {
+      uint32_t word = static_cast<uint32_t>(buffer);
+      std::memcpy(cursor, &word, 4);
+      cursor += 4;
+      buffer >>= 32;
+      count -= 32;
+    }
+  };
   while (length > 0) {
     // At most 258 per match; never leave a tail shorter than 3.
     size_t n = length <= 258 ? length : (length - 258 >= 3 ? 258 : length - 3);
-    put(length_bits_[n], length_count_[n]);
-    put(dist_bits, dist_count);
+    buffer |= static_cast<uint64_t>(length_bits_[n]) << count;  // <= 20 bits
+    count += length_count_[n];
+    spill();
+    buffer |= static_cast<uint64_t>(dist_bits) << count;  // <= 28 bits
+    count += dist_count;
+    spill();
     length -= n;
   }
+  bit_buffer_ = buffer;
+  bit_count_ = count;
+  cursor_ = cursor;
 }
 
 void GzipStream::put_text(const char* block, size_t from, size_t to) {
