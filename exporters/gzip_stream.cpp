@@ -189,6 +189,9 @@ void GzipStream::put_literals(const unsigned char* p, size_t n) {
 }
 
 void GzipStream::put_match(size_t length, uint32_t distance) {
+  // In a steady loop an event's repeats all lie one event back: the same distance, whose code
+  // is kept from the last match.
+  if (distance == last_distance_) return put_match_code(length, last_dist_bits_, last_dist_count_);
   uint32_t x = distance - 1;
   uint32_t dist_bits;
   unsigned dist_count;
@@ -201,6 +204,13 @@ void GzipStream::put_match(size_t length, uint32_t distance) {
     dist_bits = c.bits | ((x & ((1u << (n - 1)) - 1)) << c.length);
     dist_count = c.length + n - 1;
   }
+  last_distance_ = distance;
+  last_dist_bits_ = dist_bits;
+  last_dist_count_ = dist_count;
+  put_match_code(length, dist_bits, dist_count);
+}
+
+void GzipStream::put_match_code(size_t length, uint32_t dist_bits, unsigned dist_count) {
   uint64_t buffer = bit_buffer_;  // in locals, as in put_literals
   unsigned count = bit_count_;
   char* cursor = cursor_;

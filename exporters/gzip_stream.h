@@ -75,6 +75,7 @@ class GzipStream {
   }
   void put_literals(const unsigned char* p, size_t n);
   void put_match(size_t length, uint32_t distance);
+  void put_match_code(size_t length, uint32_t dist_bits, unsigned dist_count);
   void put_text(const char* block_start, size_t from, size_t to);  // literals or found matches
   void begin_block();
   void end_block();
@@ -84,6 +85,8 @@ class GzipStream {
   uint32_t crc_ = 0;
   bool ready_ = false, started_ = false, in_block_ = false, finished_ = false;
   std::vector<Repeat> repeats_;
+  uint32_t last_distance_ = 0, last_dist_bits_ = 0;  // put_match's last distance and its code
+  unsigned last_dist_count_ = 0;
   uint64_t bit_buffer_ = 0;
   unsigned bit_count_ = 0;
   char* cursor_ = nullptr;  // into the caller's output while compress() runs
