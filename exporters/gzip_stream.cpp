@@ -6,6 +6,7 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <new>
 #include <queue>
 #include <utility>
 
@@ -294,10 +295,15 @@ void GzipStream::align_to_byte() {
 
 bool GzipStream::compress(const char* data, size_t size, Flush flush, std::string* out) {
   if (!ready_ || finished_) return false;
-  const size_t old = out->size();
-  // Worst case: 15 bits per byte, the block header, gzip's header and trailer, a flush.
-  out->resize(old + 2 * size + header_.size() * 2 + 64);
-  cursor_ = &(*out)[old];
+  // Worst case: 15 bits per byte, the block header, gzip's header and trailer, a flush. Written
+  // into our own buffer, then appended: resizing *out would first fill all of that with zeros.
+  const size_t bound = 2 * size + header_.size() * 2 + 64;
+  if (work_size_ < bound) {
+    work_.reset(new (std::nothrow) char[bound]);
+    work_size_ = work_ ? bound : 0;
+    if (!work_) return false;
+  }
+  cursor_ = work_.get();
   if (!started_) {
     static const unsigned char kHeader[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};  // deflate, Unix
     std::memcpy(cursor_, kHeader, sizeof kHeader);
@@ -335,7 +341,7 @@ bool GzipStream::compress(const char* data, size_t size, Flush flush, std::strin
     cursor_ += sizeof trailer;
     finished_ = true;
   }
-  out->resize(static_cast<size_t>(cursor_ - out->data()));
+  out->append(work_.get(), static_cast<size_t>(cursor_ - work_.get()));
   cursor_ = nullptr;
   return true;
 }

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -89,7 +90,9 @@ class GzipStream {
   unsigned last_dist_count_ = 0;
   uint64_t bit_buffer_ = 0;
   unsigned bit_count_ = 0;
-  char* cursor_ = nullptr;  // into the caller's output while compress() runs
+  std::unique_ptr<char[]> work_;  // compress()'s output before it is appended to the caller's
+  size_t work_size_ = 0;
+  char* cursor_ = nullptr;  // into work_ while compress() runs
   std::vector<uint64_t> recent_;  // the matcher's hash table: stream position + 1 of 4-byte runs
   Code literal_[286];
   Code distance_[30];
