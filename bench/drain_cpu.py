@@ -4,13 +4,15 @@ op. The loop runs, then the process idles 0.2 s (the drain thread wakes every 20
 drain's work on the loop's last events is counted too. Every run is a process of its own; the
 median over runs is printed (and each run's value).
 
-    .venv/bin/python bench/drain_cpu.py [--ops 400000] [--runs 5] [--json OUT]
+    .venv/bin/python bench/drain_cpu.py [--ops 400000] [--runs 5] [--suffix .json.gz] [--json OUT]
 
 `--workload train`: a training loop instead (a 4-block MLP of tiny Linear layers, forward,
 backward, SGD; `--ops` is then the number of steps): the drain's CPU per written event with
 backward in it, where the backward module spans are built (docs/benchmarks.md; `--env
 FQNTRACE_MODULE_SPANS=0` for the same without them). `--python`
 runs the child with another interpreter (another checkout's .venv: a before/after comparison).
+
+--suffix .json.gz measures the gzip drain (the trace's name decides its format).
 """
 import argparse
 import json
@@ -67,18 +69,24 @@ print(fqntrace.tracing(), (p1 - p0 - (t1 - t0)) / n, (t1 - t0) / n)
 """
 
 
-def run_once(ops, trace_dir, env_extra, python=sys.executable, child=CHILD):
+def run_once(ops, trace_dir, env_extra, python=sys.executable, child=CHILD, suffix=".json"):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
     env.update(env_extra)
-    env["FQNTRACE"] = os.path.join(trace_dir, "drain.json")
+    env["FQNTRACE"] = os.path.join(trace_dir, "drain" + suffix)
     env["OMP_NUM_THREADS"] = "1"
     out = subprocess.run([python, "-c", child, str(ops)], env=env, check=True,
                          stdout=subprocess.PIPE, text=True).stdout.split()
     assert out[0] == "True", "fqntrace did not start"
     size = os.path.getsize(env["FQNTRACE"])
-    with open(env["FQNTRACE"], "rb") as f:
-        f.seek(max(0, size - 200))
-        tail = f.read().decode(errors="replace")
+    if suffix.endswith(".gz"):
+        import gzip
+        with gzip.open(env["FQNTRACE"], "rb") as f:
+            text = f.read()
+        tail = text[-200:].decode(errors="replace")
+    else:
+        with open(env["FQNTRACE"], "rb") as f:
+            f.seek(max(0, size - 200))
+            tail = f.read().decode(errors="replace")
     dropped = int(tail.split('"dropped_events": ')[1].split(",")[0]) if "dropped_events" in tail else -1
     if child is CHILD:
         return float(out[1]), float(out[2]), size / ops, dropped
@@ -92,6 +100,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--ops", type=int, default=400_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--suffix", default=".json", help="the trace's name ending: .json or .json.gz")
     parser.add_argument("--json", default="")
     parser.add_argument("--workload", choices=("add", "train"), default="add")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
@@ -103,10 +112,11 @@ def main():
     with tempfile.TemporaryDirectory(prefix="fqntrace-drain-cpu-") as d:
         for _ in range(args.runs):
             r = run_once(args.ops, d, dict(kv.split("=", 1) for kv in args.env), args.python,
-                         CHILD if args.workload == "add" else CHILD_TRAIN)
+                         CHILD if args.workload == "add" else CHILD_TRAIN, args.suffix)
             drain.append(r[0]); loop.append(r[1]); size.append(r[2]); dropped.append(r[3])
             time.sleep(0.5)
-    result = {"workload": args.workload, "env": args.env, "python": args.python, "ops": args.ops, "runs": args.runs, "drain_ns_per_op": statistics.median(drain),
+    result = {"workload": args.workload, "env": args.env, "python": args.python, "suffix": args.suffix,
+              "ops": args.ops, "runs": args.runs, "drain_ns_per_op": statistics.median(drain),
               "drain_ns_per_op_runs": drain, "loop_ns_per_op": statistics.median(loop),
               "bytes_per_op": statistics.median(size), "dropped": dropped}
     print(f"[{args.workload}{' ' + ' '.join(args.env) if args.env else ''}] drain CPU per event: {result['drain_ns_per_op']:.0f} ns (runs: "

@@ -564,6 +564,10 @@ def run_drain(s, tmpdir):
     log(f"P7: drain CPU per op event, {s['p7_runs']} processes x {s['p7_ops']:,} ops")
     out["cpu"] = run_json([PY, os.path.join(HERE, "drain_cpu.py"), "--ops", str(s["p7_ops"]),
                            "--runs", str(s["p7_runs"]), "--json", j], j)
+    j = os.path.join(tmpdir, "p7gz.json")
+    log(f"P7: the same with FQNTRACE=….json.gz, {s['p7_runs']} processes")
+    out["cpu_gz"] = run_json([PY, os.path.join(HERE, "drain_cpu.py"), "--ops", str(s["p7_ops"]),
+                              "--runs", str(s["p7_runs"]), "--suffix", ".json.gz", "--json", j], j)
     j = os.path.join(tmpdir, "nice.json")
     log(f"P7: drops under load, drain nice {s['p7_nice']}, {s['p7_nice_ops']:,} ops each")
     out["nice"] = run_json([PY, os.path.join(HERE, "drain_nice.py"), "--ops", str(s["p7_nice_ops"]),
@@ -571,7 +575,12 @@ def run_drain(s, tmpdir):
     log("P4b: the demo's bytes per op event")
     out["demo"] = demo_bytes(tmpdir)
     cpu = out["cpu"] or {}
+    cpu_gz = out["cpu_gz"] or {}
+    ratio = (cpu_gz["drain_ns_per_op"] / cpu["drain_ns_per_op"]
+             if cpu.get("drain_ns_per_op") and cpu_gz.get("drain_ns_per_op") else None)
     out["targets"] = {
+        "gzip_ratio": {"value": ratio, "target": "<= 1.5x", "met": None if ratio is None else ratio <= 1.5,
+                       "gzip_ns": cpu_gz.get("drain_ns_per_op"), "gzip_bytes_per_op": cpu_gz.get("bytes_per_op")},
         "drain_ns": {"value": cpu.get("drain_ns_per_op"), "target": "<= 100 ns",
                      "met": None if cpu.get("drain_ns_per_op") is None else cpu["drain_ns_per_op"] <= 100},
         "demo_bytes": {"value": (out["demo"] or {}).get("bytes_per_op_event"), "target": "<= 150",

@@ -44,7 +44,7 @@ LABELS_BY_MODE = {mode.name: mode.label for mode in MODES}
 # Which modes each benchmark runs. P1 runs them all (P6 is P1's loaded_off beside the baseline).
 P1_MODES = NAMES
 P2_MODES = ("baseline", "fqntrace")
-CALLGRIND_OPS_MODES = ("baseline", "loaded_off", "empty", "fqntrace", "fqntrace_flops")
+CALLGRIND_OPS_MODES = ("baseline", "loaded_off", "empty", "fqntrace", "fqntrace_flops", "profiler")
 CALLGRIND_MLP_MODES = ("baseline", "empty", "fqntrace", "fqntrace_nohooks")
 
 

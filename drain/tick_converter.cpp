@@ -66,10 +66,15 @@ void TickConverter::recalibrate_if_due() {
 
 uint64_t TickConverter::convert(uint64_t ticks) const {
   if (pieces_.empty()) return ticks;
-  // The piece that holds the tick: nearly always the last one.
-  auto it = std::upper_bound(pieces_.begin(), pieces_.end(), ticks,
-                             [](uint64_t t, const Piece& piece) { return t < piece.tick; });
-  const Piece& piece = it == pieces_.begin() ? pieces_.front() : *(it - 1);
+  // The piece that holds the tick: nearly always the last one, so that is tried before a search
+  // (the drain converts two ticks per event; the search grows with the hours a run lasts).
+  const Piece* last = &pieces_.back();
+  if (ticks < last->tick) {
+    auto it = std::upper_bound(pieces_.begin(), pieces_.end(), ticks,
+                               [](uint64_t t, const Piece& piece) { return t < piece.tick; });
+    last = it == pieces_.begin() ? &pieces_.front() : &*(it - 1);
+  }
+  const Piece& piece = *last;
   double delta = ticks >= piece.tick ? static_cast<double>(ticks - piece.tick)
                                      : -static_cast<double>(piece.tick - ticks);
   double ns = static_cast<double>(piece.ns) + delta * piece.ns_per_tick;

@@ -68,7 +68,13 @@ inline size_t hash(uint32_t a, uint32_t b, uint32_t c, uint32_t d, uint32_t e) {
 
 }  // namespace
 
-EventLines::EventLines(long pid) : pid_value_(pid), pid_(std::to_string(pid)), scratch_(4096, '\0') {
+EventLines::EventLines(long pid, GzipStream* gzip)
+    : pid_value_(pid),
+      pid_(std::to_string(pid)),
+      flow_pid_(",\"pid\":" + pid_ + ",\"tid\":"),
+      flow_bp_pid_(",\"bp\":\"e\",\"pid\":" + pid_ + ",\"tid\":"),
+      scratch_(4096, '\0'),
+      gzip_(gzip) {
   clear();
 }
 
@@ -91,7 +97,7 @@ void EventLines::grow() {
   }
 }
 
-const EventLines::Slot& EventLines::slot(const Key& key, const EventRecord& e) {
+EventLines::Slot& EventLines::slot(const Key& key, const EventRecord& e) {
   size_t mask = slots_.size() - 1;
   size_t i = hash(key.name_id, key.fqn_id, key.type_id, key.tid, key.phase << 8 | key.cpu_op) & mask;
   for (; slots_[i].used; i = (i + 1) & mask) {
@@ -149,7 +155,7 @@ void EventLines::append(std::string& out, const EventRecord& e, const char* sepa
   }
   Key key{r.name_id, r.fqn_id, raw.kind == EventKind::kModule ? r.module.type_id : 0, e.tid,
           static_cast<uint8_t>(raw.phase), static_cast<uint8_t>(is_cpu_op(raw))};
-  const Slot& s = slot(key, e);
+  Slot& s = slot(key, e);
 
   size_t shapes_room = e.input_dims != nullptr ? e.input_dims->size() + e.input_types->size() : 0;
   // Formatted into scratch_ (which only ever grows), then appended at once: resizing `out` for
@@ -157,64 +163,83 @@ void EventLines::append(std::string& out, const EventRecord& e, const char* sepa
   size_t room = s.head_len + s.args_len + shapes_room + kNumbersRoom;
   if (scratch_.size() < room) scratch_.resize(room);
   char* const begin = &scratch_[0];
+  const size_t base = out.size();
+  GzipStream* const gz = gzip_;
+  // Text written before, announced to the compressor (a back-reference instead of its bytes).
+  auto known = [&](char* p, const char* text, size_t len, uint64_t* mark) {
+    if (gz != nullptr) gz->repeat(base + static_cast<size_t>(p - begin), len, mark);
+    std::memcpy(p, text, len);
+    return p + len;
+  };
   char* p = put_separator(begin, separator, first);
+  const bool separated = p != begin;
   std::memcpy(p, text_.data() + s.head_at, s.head_len);
   p += s.head_len;
+  char* const ts = p;
   p = put_us(p, e.ts_ns);
-  p = put(p, ",\"dur\":");
+  if (gz != nullptr && separated) {
+    // The separator, the head and the digits the time shares with this slot's previous one (the
+    // text at head_mark): one repeat.
+    size_t ts_len = static_cast<size_t>(p - ts);
+    size_t same = 0;
+    if (s.head_mark != 0) {
+      while (same < ts_len && same < s.last_ts_len && ts[same] == s.last_ts[same]) ++same;
+    }
+    gz->repeat(base, static_cast<size_t>(ts - begin) + same, &s.head_mark);
+    std::memcpy(s.last_ts, ts, ts_len);
+    s.last_ts_len = static_cast<uint8_t>(ts_len);
+  }
+  p = known(p, ",\"dur\":", 7, &marks_.dur);
   p = put_us(p, e.dur_ns);
-  std::memcpy(p, text_.data() + s.args_at, s.args_len);
-  p += s.args_len;
+  p = known(p, text_.data() + s.args_at, s.args_len, &s.args_mark);
   if (r.seq >= 0) {
-    p = put(p, ",\"Sequence number\":");
+    p = known(p, ",\"Sequence number\":", 19, &marks_.seq);
     p = put_int(p, r.seq);
   }
   if (raw.kind == EventKind::kNode || raw.kind == EventKind::kEngineEval) {
-    p = put(p, ",\"Fwd thread id\":");
+    p = known(p, ",\"Fwd thread id\":", 17, &marks_.fwd_tid);
     p = put_uint(p, r.node.fwd_thread_id);
   } else if (raw.kind == EventKind::kOp) {
     if (r.op.flops != 0) {
-      p = put(p, ",\"flops\":");
+      p = known(p, ",\"flops\":", 9, &marks_.flops);
       p = put_uint(p, r.op.flops);
     }
     if (r.op.alloc_bytes != 0) {  // as json::append_op_memory writes it
-      p = put(p, ",\"alloc_bytes\":");
+      p = known(p, ",\"alloc_bytes\":", 15, &marks_.alloc);
       p = put_uint(p, r.op.alloc_bytes);
     }
   }
   if (e.input_dims != nullptr) {
-    p = put(p, ",\"Input Dims\":");
+    p = known(p, ",\"Input Dims\":", 14, &marks_.dims);
     p = put(p, *e.input_dims);
-    p = put(p, ",\"Input type\":");
+    p = known(p, ",\"Input type\":", 14, &marks_.types);
     p = put(p, *e.input_types);
   }
   if (r.rf_id != 0) {  // only while torch.profiler records (buffer/event.h)
     p = put(p, ",\"Record function id\":");
     p = put_uint(p, r.rf_id);
   }
-  p = put(p, ",\"depth\":");
+  p = known(p, ",\"depth\":", 9, &marks_.depth);
   p = put_uint(p, raw.depth);
   p = put(p, "}}");
 
   if (e.flow_id != 0) {
     p = put_separator(p, separator, first);
-    p = put(p, "{\"ph\":\"s\",\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\",\"id\":");
+    static constexpr char kFlowS[] = "{\"ph\":\"s\",\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\",\"id\":";
+    p = known(p, kFlowS, sizeof kFlowS - 1, &marks_.flow_s);
     p = put_uint(p, e.flow_id);
-    p = put(p, ",\"pid\":");
-    p = put(p, pid_);
-    p = put(p, ",\"tid\":");
+    p = known(p, flow_pid_.data(), flow_pid_.size(), &marks_.flow_pid);
     p = put_uint(p, r.node.flow_src_tid);
-    p = put(p, ",\"ts\":");
+    p = known(p, ",\"ts\":", 6, &marks_.flow_ts);
     p = put_us(p, e.flow_src_ts_ns);
     p = put(p, "}");
     p = put_separator(p, separator, first);
-    p = put(p, "{\"ph\":\"f\",\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\",\"id\":");
+    static constexpr char kFlowF[] = "{\"ph\":\"f\",\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\",\"id\":";
+    p = known(p, kFlowF, sizeof kFlowF - 1, &marks_.flow_f);
     p = put_uint(p, e.flow_id);
-    p = put(p, ",\"bp\":\"e\",\"pid\":");
-    p = put(p, pid_);
-    p = put(p, ",\"tid\":");
+    p = known(p, flow_bp_pid_.data(), flow_bp_pid_.size(), &marks_.flow_tid);
     p = put_uint(p, e.tid);
-    p = put(p, ",\"ts\":");
+    p = known(p, ",\"ts\":", 6, &marks_.flow_ts);
     p = put_us(p, e.ts_ns);
     p = put(p, "}");
   }

@@ -4,18 +4,24 @@
 // is kept per combination, so an event costs a hash lookup, two copies and its numbers, written
 // with std::to_chars into a scratch buffer and appended with one copy. Kinds it does not know (and
 // collectives, which are rare) go through json::append_event.
+//
+// Writing into a gzip file, it tells the compressor (GzipStream::repeat) which bytes of a line
+// repeat text it wrote before — the cached head and arguments, the keys between the numbers — so
+// that deflate sends a back-reference for them without searching.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "exporters/exporter.h"
+#include "exporters/gzip_stream.h"
 
 namespace fqntrace::json {
 
 class EventLines {
  public:
-  explicit EventLines(long pid);
+  // `gzip`: the compressor `out` goes through (nullptr for a plain file).
+  explicit EventLines(long pid, GzipStream* gzip = nullptr);
   // As json::append_event(out, e, pid, separator, first).
   void append(std::string& out, const EventRecord& e, const char* separator, bool* first);
 
@@ -34,17 +40,30 @@ class EventLines {
     Key key;
     uint32_t head_at = 0, head_len = 0, args_at = 0, args_len = 0;
     bool used = false;
+    // Where the compressor last saw this slot's head (with the separator before it) and args.
+    uint64_t head_mark = 0, args_mark = 0;
+    // The time written after the head at head_mark: its leading digits usually repeat too.
+    char last_ts[24];
+    uint8_t last_ts_len = 0;
   };
-  const Slot& slot(const Key& key, const EventRecord& e);
+  // The same for the keys written between numbers (GzipStream::repeat).
+  struct KeyMarks {
+    uint64_t dur = 0, seq = 0, fwd_tid = 0, flops = 0, alloc = 0, dims = 0, types = 0, depth = 0;
+    uint64_t flow_s = 0, flow_f = 0, flow_pid = 0, flow_tid = 0, flow_ts = 0;
+  };
+  Slot& slot(const Key& key, const EventRecord& e);
   void grow();
   void clear();
 
   long pid_value_;
   std::string pid_;  // the same as text
+  std::string flow_pid_, flow_bp_pid_;  // the flows' text around the pid
   std::vector<Slot> slots_;  // open addressing, a power of two, at most half full
   size_t used_ = 0;
   std::string text_;  // every slot's text, appended; cleared with the slots when too large
   std::string scratch_;  // the event's lines being formatted
+  GzipStream* gzip_;
+  KeyMarks marks_;
 };
 
 }  // namespace fqntrace::json

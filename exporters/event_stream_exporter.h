@@ -19,8 +19,8 @@ class EventStreamExporter : public Exporter {
  public:
   bool open(const TraceInfo& info, std::string* error) final {
     info_ = info;
-    lines_ = std::make_unique<json::EventLines>(info.pid);
     if (!file_.open(info.path, error)) return false;
+    lines_ = std::make_unique<json::EventLines>(info.pid, file_.gzip());
     std::string head;
     append_header(head, info, &distributed_offset_);
     json::append_process_name(head, info.pid, info.process_name, info.rank, separator(), &first_,
@@ -76,7 +76,7 @@ class EventStreamExporter : public Exporter {
  private:
   TraceInfo info_;
   OutputFile file_;
-  std::unique_ptr<json::EventLines> lines_;  // made at open, once the pid is known
+  std::unique_ptr<json::EventLines> lines_;  // made at open, once the pid and the file are known
   size_t distributed_offset_ = 0;
   size_t labels_offset_ = 0;
   bool first_ = true;

@@ -1,11 +1,26 @@
-// gzip on the fly for the streaming outputs (FQNTRACE=run.json.gz / run.jsonl.gz), with zlib.
-// Each flush ends with a sync flush point: everything handed in so far can be decompressed from
-// the bytes written, so a process killed between flushes leaves a file whose decompressed text
-// is whole up to the last flush (`python -m fqntrace repair` closes it).
+// gzip on the fly for the streaming outputs (FQNTRACE=run.json.gz / run.jsonl.gz): one standard
+// gzip member (RFC 1952 around RFC 1951 deflate), with a deflate encoder of our own that does not
+// search for repeats where the writer already knows them.
+//
+// Why not zlib: deflate's cost is finding matches, and the event writer (exporters/event_lines.h)
+// knows them — an event's line is mostly text it wrote before (its cached head and arguments, the
+// keys between the numbers). It says so with repeat(): "these bytes are the text I wrote at
+// *mark". Those become back-references at no search cost; the rest (numbers, separators) are
+// literals; only long unannounced runs (header, memory and collective events) go through a small
+// greedy matcher. Codes: one Huffman table fitted once to what trace text looks like (digits
+// short), sent at the start of every block. The CRC-32 is libdeflate's (carry-less multiply).
+//
+// Crash safety: each flush ends the block and adds an empty stored block (a sync flush point, as
+// zlib's Z_SYNC_FLUSH): everything handed in so far can be decompressed from the bytes written,
+// so a process killed between flushes leaves a file whose text is whole up to the last flush
+// (`python -m fqntrace repair` closes it).
 #pragma once
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace fqntrace {
 
@@ -13,19 +28,77 @@ class GzipStream {
  public:
   enum class Flush { kNone, kSync, kFinish };
   GzipStream();
-  ~GzipStream();
-  GzipStream(const GzipStream&) = delete;
-  GzipStream& operator=(const GzipStream&) = delete;
 
-  // false (with *error) if zlib could not be set up.
+  // false (with *error) if the stream could not be set up.
   bool init(std::string* error);
+
+  // The `len` bytes at offset `at` of the text that the next compress() call will be given are
+  // the same bytes as those written where *mark was last set (if it was set, within deflate's
+  // 32 KiB window); *mark moves here. A mark is one text's own: the same bytes every time.
+  void repeat(size_t at, size_t len, uint64_t* mark) {
+    uint64_t here = consumed_ + at + 1;  // +1: a mark of 0 was never set
+    uint64_t last = *mark;
+    *mark = here;
+    if (last != 0 && here - last <= kWindow && len >= kMinMatch) {
+      repeats_.push_back(Repeat{at, len, static_cast<uint32_t>(here - last)});
+    }
+  }
+
   // Compresses `size` bytes and appends the compressed bytes that are ready to *out; kSync makes
   // all input so far decodable from *out, kFinish ends the gzip member (trailer included).
   bool compress(const char* data, size_t size, Flush flush, std::string* out);
 
+  // Forgets the repeats announced since the last compress() (their text was dropped).
+  void drop_pending() { repeats_.clear(); }
+
  private:
-  struct State;
-  std::unique_ptr<State> state_;
+  static constexpr size_t kWindow = 32768;
+  static constexpr size_t kMinMatch = 3;
+  struct Repeat {
+    size_t at, len;
+    uint32_t distance;
+  };
+  struct Code {
+    uint32_t bits;  // bit-reversed Huffman code (deflate sends codes from their first bit)
+    uint8_t length;
+  };
+
+  void put(uint64_t bits, unsigned count) {
+    bit_buffer_ |= bits << bit_count_;
+    bit_count_ += count;
+    if (bit_count_ >= 32) {
+      uint32_t word = static_cast<uint32_t>(bit_buffer_);  // little-endian, as deflate packs bits
+      std::memcpy(cursor_, &word, 4);
+      cursor_ += 4;
+      bit_buffer_ >>= 32;
+      bit_count_ -= 32;
+    }
+  }
+  void put_literals(const unsigned char* p, size_t n);
+  void put_match(size_t length, uint32_t distance);
+  void put_match_code(size_t length, uint32_t dist_bits, unsigned dist_count);
+  void put_text(const char* block_start, size_t from, size_t to);  // literals or found matches
+  void begin_block();
+  void end_block();
+  void align_to_byte();
+
+  uint64_t consumed_ = 0;  // text bytes compressed so far (the stream position of the next one)
+  uint32_t crc_ = 0;
+  bool ready_ = false, started_ = false, in_block_ = false, finished_ = false;
+  std::vector<Repeat> repeats_;
+  uint32_t last_distance_ = 0, last_dist_bits_ = 0;  // put_match's last distance and its code
+  unsigned last_dist_count_ = 0;
+  uint64_t bit_buffer_ = 0;
+  unsigned bit_count_ = 0;
+  std::unique_ptr<char[]> work_;  // compress()'s output before it is appended to the caller's
+  size_t work_size_ = 0;
+  char* cursor_ = nullptr;  // into work_ while compress() runs
+  std::vector<uint64_t> recent_;  // the matcher's hash table: stream position + 1 of 4-byte runs
+  Code literal_[286];
+  Code distance_[30];
+  uint32_t length_bits_[259];  // a match length's code and extra bits, ready to send
+  uint8_t length_count_[259];
+  std::vector<Code> header_;  // a block's header: its code tables (the same for every block)
 };
 
 }  // namespace fqntrace

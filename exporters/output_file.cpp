@@ -58,6 +58,7 @@ void OutputFile::write(const std::string& bytes) {
 void OutputFile::wrote() {
   if (fd_ < 0 || failed_errno_ != 0) {
     buffer_.clear();  // what write() would have dropped
+    if (gzip_) gzip_->drop_pending();
   } else if (buffer_.size() >= kBufferBytes) {
     write_out(GzipStream::Flush::kNone);  // a failure is remembered and reported by the next flush()
   }
@@ -80,6 +81,7 @@ bool OutputFile::write_all(const char* data, size_t size) {
 bool OutputFile::write_out(GzipStream::Flush flush) {
   if (fd_ < 0 || failed_errno_ != 0) {
     buffer_.clear();
+    if (gzip_) gzip_->drop_pending();
     return false;
   }
   bool ok;

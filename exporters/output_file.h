@@ -19,6 +19,9 @@ class OutputFile {
   // Formatting in place (no intermediate string): append to pending(), then call wrote().
   std::string& pending() { return buffer_; }
   void wrote();
+  // The compressor of a .gz file (nullptr for a plain one): a writer that knows which bytes it
+  // repeats tells it (GzipStream::repeat), with offsets into pending().
+  GzipStream* gzip() { return gzip_.get(); }
   // Overwrites bytes already written at `offset` (same length): fills in a header field that
   // became known later, in place, so the file stays valid whenever it is cut. A gzip file can
   // only be patched while the bytes are still in the buffer (before the first flush).

@@ -8,8 +8,8 @@ cd "$ROOT"
 TORCH_VERSION="2.13.0"
 # libbenchmark-dev: only for scripts/bench.sh's exporter benchmark (P4); the tests never need it.
 # chromium: the HTML report's browser tests (headless, driven over the DevTools protocol).
-# tmux: the tests drive `python -m fqntrace top` in a tmux pane. zlib1g-dev: gzip outputs.
-APT_PACKAGES=(nlohmann-json3-dev libgtest-dev jq libbenchmark-dev chromium tmux zlib1g-dev)
+# tmux: the tests drive `python -m fqntrace top` in a tmux pane. libdeflate-dev: gzip outputs (CRC-32; zlib1g-dev was their deflate before).
+APT_PACKAGES=(nlohmann-json3-dev libgtest-dev jq libbenchmark-dev chromium tmux zlib1g-dev libdeflate-dev)
 log() { echo "[setup] $*" >&2; }
 
 # --- Debian packages -------------------------------------------------------------------------
