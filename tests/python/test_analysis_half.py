@@ -17,8 +17,8 @@ sys.path.insert(0, HERE)
 import bigtrace  # noqa: E402
 
 # What `python -m fqntrace` may load: the offline readers and verbs (fqntrace.analysis).
-ANALYSIS = {"cli", "crossrank", "diff", "memory", "merge", "repair", "report",
-            "step_times", "steps", "summarize", "table", "top", "traceio", "tracestream",
+ANALYSIS = {"cli", "crossrank", "diff", "kineto_annotate", "memory", "merge", "repair", "report",
+            "stats", "step_times", "steps", "summarize", "table", "top", "traceio", "tracestream",
             "validate"}
 TRAIN = """
 import torch
