@@ -111,10 +111,9 @@ def test_traced_program_exports_annotated_traces(tmp_path):
     assert ("Net.blocks.0.fc1", "forward") in phases
     assert ("Net.blocks.0.fc1", "backward") in phases
     assert ("Net.blocks.1.fc2", "recompute") in phases
-    # fqntrace's module scopes are user annotations of the profiler's trace: they get their type.
-    scopes = [e for e in direct["traceEvents"] if e.get("cat") == "user_annotation"
-              and e["name"] == "nn.Module: Net.head"]
-    assert scopes and all(e["args"]["module_type"] == "Linear" for e in scopes)
+    # fqntrace's module scopes stay out of the profiler's own trace (docs/compatibility.md; they
+    # are there with FQNTRACE_MODULE_RANGES=1).
+    assert not [e for e in direct["traceEvents"] if str(e.get("name")).startswith("nn.Module: ")]
 
     tb_files = os.listdir(tmp_path / "tb")
     assert len(tb_files) == 1

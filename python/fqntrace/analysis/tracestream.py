@@ -527,8 +527,8 @@ def lines_with(path, mark):
                     if not chunk and end == len(block):
                         break  # a partial last line (a cut file): not an event yet
                     return None
-                if not isinstance(event, dict):
-                    return None
+                if not isinstance(event, dict) or "traceEvents" in event:
+                    return None  # not an event: the whole trace on one line, say
                 out.append(event)
                 at = block.find(mark, end)
             if not chunk:

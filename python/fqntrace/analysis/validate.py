@@ -388,7 +388,9 @@ class _StreamChecks:
                                       or name.startswith(traceio.COMPILED_REGION_PREFIX)):
             self.compiled.append(e)
         depth = args.get("depth") if type(args) is dict else None
-        if type(depth) is not int:
+        # A module-span track's depth is the fqn level, not the nesting: a recompute copied into
+        # a backward stretch keeps its forward levels. Those tracks nest by time alone.
+        if type(depth) is not int or e.get("cat") == traceio.MODULE_VIEW_CAT:
             depth = None
         key = (str(e.get("pid")), str(e.get("tid")))
         thread = self.threads.get(key)
