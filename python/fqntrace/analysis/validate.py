@@ -387,10 +387,14 @@ class _StreamChecks:
         if isinstance(name, str) and (name in traceio.COMPILED_CODE_NAMES
                                       or name.startswith(traceio.COMPILED_REGION_PREFIX)):
             self.compiled.append(e)
+        if e.get("cat") == traceio.MODULE_VIEW_CAT:
+            # The drain's backward module spans: a view on tracks of their own, written when a
+            # stretch closes (not in end order, and their depth is the fqn level, not the
+            # nesting: a recompute copied into a backward stretch keeps its forward levels).
+            # Their fields are checked with every event's; the ops' nesting is on the threads.
+            return
         depth = args.get("depth") if type(args) is dict else None
-        # A module-span track's depth is the fqn level, not the nesting: a recompute copied into
-        # a backward stretch keeps its forward levels. Those tracks nest by time alone.
-        if type(depth) is not int or e.get("cat") == traceio.MODULE_VIEW_CAT:
+        if type(depth) is not int:
             depth = None
         key = (str(e.get("pid")), str(e.get("tid")))
         thread = self.threads.get(key)
