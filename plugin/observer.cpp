@@ -207,6 +207,21 @@ void attribute_collective(const at::RecordFunction& fn, const NameInfo& info, Fr
   if (f.kind == EventKind::kUserScope) f.flags |= kCollectiveUserScope;
 }
 
+// The fields every new frame starts with, whatever opened it: `rf` identifies it when it ends.
+inline void begin_frame(Frame& f, const Frame* parent, const at::RecordFunction* rf, int64_t seq,
+                        uint64_t rf_id) {
+  f.rf = rf;
+  f.range.seq = seq;
+  f.range.rf_id = rf_id;
+  f.range.op = OpPayload{};  // payloads are 16 B each: clears them all
+  f.flags = 0;
+  f.collective = false;
+  f.issue_mark = 0;
+  f.alloc_bytes = 0;
+  f.grad = parent != nullptr && parent->grad;
+  f.in_flop = parent != nullptr && parent->in_flop;
+}
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (!session_state::running()) return nullptr;
   try {
@@ -215,16 +230,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     if (ts->depth == 0 && memory::enabled()) memory::enter(ts->memory_slot);
     Frame* parent = ts->depth > 0 ? &ts->frames[ts->depth - 1] : nullptr;
     Frame& f = ts->frames[ts->depth];
-    f.rf = &fn;
-    f.range.seq = fn.seqNr();
-    f.range.rf_id = fn.handle();
-    f.range.op = OpPayload{};  // payloads are 16 B each: clears them all
-    f.flags = 0;
-    f.collective = false;
-    f.issue_mark = 0;
-    f.alloc_bytes = 0;
-    f.grad = parent != nullptr && parent->grad;
-    f.in_flop = parent != nullptr && parent->in_flop;
+    begin_frame(f, parent, &fn, fn.seqNr(), fn.handle());
     const NameInfo& info = ts->names.lookup(fn.name());
     f.range.name_id = info.id;
     bool record_seq = false;
@@ -430,18 +436,10 @@ bool open_scope(ScopeKind kind, uint32_t fqn_id, uint32_t type_id, uint32_t name
     }
     if (ts->depth == 0 && memory::enabled()) memory::enter(ts->memory_slot);
     Frame& f = ts->frames[ts->depth];
-    f.rf = kDirectScope;
-    f.range.seq = -1;
-    f.range.rf_id = 0;  // no RecordFunction: nothing of torch.profiler's to join with
-    f.range.op = OpPayload{};  // payloads are 16 B each: clears them all
+    // No RecordFunction: no sequence number, nothing of torch.profiler's to join with.
+    begin_frame(f, parent, kDirectScope, -1, 0);
     f.range.name_id = name_id;
     f.range.fqn_id = fqn_id;
-    f.flags = 0;
-    f.collective = false;
-    f.issue_mark = 0;
-    f.alloc_bytes = 0;
-    f.grad = parent != nullptr && parent->grad;
-    f.in_flop = parent != nullptr && parent->in_flop;
     Phase phase = scope_phase(ts, parent);
     if (kind == ScopeKind::kModule) {
       f.kind = EventKind::kModule;
