@@ -5,8 +5,9 @@ after the step() of any torch Optimizer, HF's and FSDP's included (accelerate's 
 wrapped optimizer's step()). The hook is the C function itself: no Python frame per step. It runs
 inside the optimizer's ``Optimizer.step#…`` range, so the core ends the step where that range ends.
 
-A program that calls fqntrace.step() itself decides where steps end: its first call removes the
-optimizer hook, so a step is never ended twice.
+A program that calls fqntrace.step() itself decides where steps end: its first call in a session
+removes the optimizer hook, so a step is never ended twice. The choice lasts one session: the next
+session (fqntrace.profile()) starts with the optimizer hook again, as a fresh process would.
 """
 from fqntrace import _native
 
@@ -15,9 +16,11 @@ _explicit = False
 
 
 def install():
-    """Installs the optimizer hook once (idempotent); nothing once step() has been called."""
-    global _handle
-    if _handle is not None or _explicit:
+    """At a session's start: the optimizer hook ends steps until the program calls step()
+    (idempotent)."""
+    global _handle, _explicit
+    _explicit = False
+    if _handle is not None:
         return
     from torch.optim.optimizer import register_optimizer_step_post_hook
 

@@ -287,3 +287,25 @@ def test_explicit_step_calls_replace_the_optimizer_hook(tmp_path):
     # from then on only its calls do (2, 3, 4): 3 calls, never an optimizer step counted twice.
     assert proc.stdout.split() == ["5"]
     assert sorted(_steps(slices(json.load(open(path))))) == [0, 1, 2, 3, 4]
+
+
+TWO_SESSIONS = """
+import sys, torch, fqntrace
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+with fqntrace.profile(sys.argv[1]):
+    for _ in range(2):
+        model(torch.randn(2, 4)).sum().backward()
+        fqntrace.step()  # this session's own boundaries
+with fqntrace.profile(sys.argv[2]):
+    for _ in range(3):
+        model(torch.randn(2, 4)).sum().backward()
+        opt.step()  # the next session: no step() call, so the optimizer ends steps again
+"""
+
+
+def test_an_explicit_step_call_lasts_one_session(tmp_path):
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    _run_script(TWO_SESSIONS, [str(first), str(second)], {}, tmp_path)
+    assert sorted(_steps(slices(json.load(open(first))))) == [0, 1]
+    assert sorted(_steps(slices(json.load(open(second))))) == [0, 1, 2]
