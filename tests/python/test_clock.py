@@ -6,20 +6,22 @@ import pytest
 
 from conftest import load_trace, slices
 
-# Two marked ranges 0.3 s apart, around a small training step.
+# Two marked ranges 0.3 s apart, around a small training step. The program reads its own clock
+# just before and just after each mark opens: the trace's gap must fall between those readings.
 CODE = """
 import time, torch
 m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+before_a = time.monotonic()
 with torch.autograd.profiler.record_function("mark_a"):
-    pass
-t0 = time.monotonic()
+    after_a = time.monotonic()
 for _ in range(3):
     m(torch.randn(4, 8)).sum().backward()
-while time.monotonic() - t0 < 0.3:
+while time.monotonic() - after_a < 0.3:
     time.sleep(0.01)
+before_b = time.monotonic()
 with torch.autograd.profiler.record_function("mark_b"):
-    pass
-print(time.monotonic() - t0)
+    after_b = time.monotonic()
+print(before_b - after_a, after_b - before_a)
 """
 
 
@@ -32,11 +34,11 @@ def test_times_are_real_and_flows_start_at_their_forward_op(run, tmp_path, clock
     events = slices(trace)
     [a] = [e for e in events if e["name"] == "mark_a"]
     [b] = [e for e in events if e["name"] == "mark_b"]
-    measured_s = float(proc.stdout)
-    # The program's own clock said measured_s between the loop start and mark_b; mark_a opened
-    # just before the loop: the trace's gap agrees to within 5 ms.
+    shortest_s, longest_s = map(float, proc.stdout.split())
+    # Each mark opened between the program's two readings around it (a preempted process
+    # widens the bracket, never moves it): the trace's gap is within it, to 0.5 ms.
     gap_s = (b["ts"] - a["ts"]) / 1e6
-    assert abs(gap_s - measured_s) < 0.005, (gap_s, measured_s)
+    assert shortest_s - 0.0005 <= gap_s <= longest_s + 0.0005, (gap_s, shortest_s, longest_s)
     starts = {(e["tid"], e["ts"]) for e in events}
     flows = [e for e in trace["traceEvents"] if e.get("ph") == "s" and e.get("cat") == "fwdbwd"]
     assert len(flows) >= 3 * 2  # two Linear layers' addmm per step

@@ -39,16 +39,26 @@ def inductor_cache(tmp_path_factory):
     return str(tmp_path_factory.mktemp("inductor-cache"))
 
 
-def train(args, cache, trace=None):
+def start(args, cache, trace=None):
+    """The training script in a fresh interpreter, started (traced when `trace` is a path)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
     env["TORCHINDUCTOR_CACHE_DIR"] = cache
     if trace is not None:
         env["FQNTRACE"] = str(trace)
-    proc = subprocess.run([sys.executable, SCRIPT, *args], env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "fqntrace:" not in proc.stderr, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+    return subprocess.Popen([sys.executable, SCRIPT, *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def result(proc):
+    """(what the script printed as JSON, its stderr) once it has ended well."""
+    stdout, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 0, stderr[-3000:]
+    assert "fqntrace:" not in stderr, stderr
+    return json.loads(stdout.strip().splitlines()[-1]), stderr
+
+
+def train(args, cache, trace=None):
+    return result(start(args, cache, trace))
 
 
 def last_step(trace):
@@ -120,9 +130,14 @@ CHECKS = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_tracing_does_not_change_the_compiled_program(case, tmp_path, inductor_cache):
-    untraced, _ = train(CASES[case], inductor_cache)
+    # Untraced and traced side by side (a core each): the slowest tests of the suite.
     path = tmp_path / "t.json"
-    traced, stderr = train(CASES[case], inductor_cache, path)
+    runs = [start(CASES[case], inductor_cache), start(CASES[case], inductor_cache, path)]
+    try:
+        (untraced, _), (traced, stderr) = [result(run) for run in runs]
+    finally:
+        for run in runs:
+            run.kill()  # after a failed assert, the other run does not outlive the test
     assert traced == untraced  # graphs, graph breaks, recompiles, frames and every loss
     assert "global hooks" not in stderr  # torch's warning about hooks is not ours to cause
     proc = subprocess.run([sys.executable, "-m", "fqntrace", "validate", str(path)],
@@ -130,8 +145,8 @@ def test_tracing_does_not_change_the_compiled_program(case, tmp_path, inductor_c
     assert proc.returncode == 0, proc.stdout + proc.stderr
     trace = load_trace(path)
     assert not any("_orig_mod" in e["args"].get("fqn", "") for e in slices(trace))
-    result = CHECKS[case](last_step(trace))
-    assert result is None or result
+    checked = CHECKS[case](last_step(trace))
+    assert checked is None or checked
 
 
 # The summary splits a compiled model's time by submodule, forward and backward.
