@@ -124,6 +124,8 @@ def main():
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--absolute", action="store_true", help="diff --absolute (plain ms)")
     parser.add_argument("--folder", default=None)
+    parser.add_argument("--json", action="store_true",
+                        help="print the outcomes as JSON (test_diff_gate.py reads them)")
     args = parser.parse_args()
     globals()["STEPS"] = args.steps
     import tempfile
@@ -132,6 +134,9 @@ def main():
     with busy_cores() if args.load else contextlib.nullcontext():
         result = pairs(folder, args.pairs, args.threshold,
                        ("--absolute",) if args.absolute else ())
+    if args.json:
+        print(json.dumps(result))
+        return
     false_alarms = sum(code != 0 for code, _, _ in result["same"])
     detected = sum(code == 3 and first == HOT for code, first, _ in result["slow"])
     failed = sum(code == 3 for code, _, _ in result["slow"])
