@@ -137,6 +137,7 @@ class TraceStream:
         self._line = 1  # the line _bbuf[_bpos] is on
         self._beof = False
         self._text_mode = False  # the general path: text in _buf from _pos
+        self._block_sink = None  # feed(): fast-path blocks go there undecoded
         self._buf = ""
         self._pos = 0
         try:
@@ -257,6 +258,29 @@ class TraceStream:
         self._line += self._bbuf.count(b"\n", self._bpos, end)
         self._bpos = end
 
+    def _block(self, lines, body):
+        """(events, count) of a fast-path block of whole event lines, (None, None) when it is
+        not whole events in this layout. With a block sink (feed()) the bytes go to the sink,
+        which parses and counts them itself: events is then an empty list."""
+        if self._block_sink is not None:
+            n = self._block_sink(lines)
+            return ([], n) if n is not None else (None, None)
+        events = self._decoded(lines.replace(b"\n", b",") if body is None else body)
+        return events, None if events is None else len(events)
+
+    def feed(self, block_sink, event_sink):
+        """Reads the whole stream into a consumer of event text (the native summary engine)
+        instead of decoding it here: the fast path's blocks of whole event lines go to
+        block_sink(bytes) (the number of events it read, or None: not whole events, read that
+        part by the general path), the general path's events to event_sink(event)."""
+        self._block_sink = block_sink
+        try:
+            for batch, _ in self.batches():
+                for event in batch:
+                    event_sink(event)
+        finally:
+            self._block_sink = None
+
     def _decoded(self, body):
         """The events of body (whole events and separators between them), or None when it is
         not a JSON array's items."""
@@ -308,14 +332,14 @@ class TraceStream:
             if stripped.endswith(b","):
                 stripped = stripped[:-1]
             if stripped:
-                events = self._decoded(stripped)
-                if events is None:
+                events, n = self._block(stripped, stripped)
+                if n is None:
                     break  # not whole events in the core's layout: the general path
                 start = self._bpos + body.find(stripped[:1])
                 first_line = self._line + buf.count(b"\n", self._bpos, start)
-                lines_known = stripped.count(b"\n") + 1 == len(events)
+                lines_known = stripped.count(b"\n") + 1 == n
                 self.keep_end = self._offset + start + len(stripped)
-                self.events_read += len(events)
+                self.events_read += n
                 self._consume(newline + 1 if tail < 0 else self._bpos + tail)
                 yield events, first_line if lines_known else None
             else:
@@ -431,14 +455,14 @@ class TraceStream:
                 newline = self._bpos + len(block) - 1
             stripped = block.strip()
             if stripped:
-                events = self._decoded(stripped.replace(b"\n", b","))
-                if events is None:
+                events, n = self._block(stripped, None)
+                if n is None:
                     break
                 start = self._bpos + block.find(stripped[:1])
                 first_line = self._line + buf.count(b"\n", self._bpos, start)
-                lines_known = stripped.count(b"\n") + 1 == len(events)
+                lines_known = stripped.count(b"\n") + 1 == n
                 self.keep_end = self._offset + start + len(stripped)
-                self.events_read += len(events)
+                self.events_read += n
                 self._consume(newline + 1)
                 yield events, first_line if lines_known else None
             else:
