@@ -226,10 +226,9 @@ struct SummaryEngine::State {
       case od::json_type::object: {
         od::object obj;
         if (v.get_object().get(obj)) return false;
-        for (auto field : obj) {
-          std::string_view key;
-          if (field.unescaped_key().get(key)) return false;
-          if (!skip(field.value())) return false;
+        for (auto result : obj) {
+          od::field field;
+          if (std::move(result).get(field) || !skip(field.value())) return false;
         }
         return true;
       }
@@ -247,8 +246,8 @@ struct SummaryEngine::State {
         return !v.get_number().get(n);
       }
       case od::json_type::string: {
-        std::string_view s;
-        return !v.get_string().get(s);
+        od::raw_json_string s;  // stage 1 checked its quotes and UTF-8; no copy needed
+        return !v.get_raw_json_string().get(s);
       }
       case od::json_type::boolean: {
         bool b;
@@ -262,28 +261,41 @@ struct SummaryEngine::State {
     return false;
   }
 
+  // A key's text: as written when it has no escape (no copy), else unescaped.
+  static bool key_text(od::field& field, std::string_view& out) {
+    const char* start = field.key().raw();
+    const char* p = start;
+    while (*p != '"' && *p != '\\') ++p;
+    if (*p == '"') {
+      out = std::string_view(start, static_cast<size_t>(p - start));
+      return true;
+    }
+    return !field.unescaped_key().get(out);
+  }
+
   // A number, or ok=false when the value is not one (validated either way). False: invalid.
   static bool number(od::value v, Number& out, bool& unsupported) {
     od::json_type type;
     if (v.type().get(type)) return false;
     if (type != od::json_type::number) return skip(v);
-    od::number_type nt;
-    if (v.get_number_type().get(nt)) return false;
-    if (nt == od::number_type::floating_point_number) {
-      if (v.get_double().get(out.d)) return false;
+    od::number n;
+    if (v.get_number().get(n)) {
+      unsupported = true;  // a big integer (beyond 64 bits), or not a number after all
+      return false;
+    }
+    if (n.is_double()) {
+      out.d = n.get_double();
       out.ok = true;
       out.is_int = false;
       return true;
     }
-    if (nt == od::number_type::signed_integer) {
-      if (v.get_int64().get(out.i)) return false;
+    if (n.is_int64()) {
+      out.i = n.get_int64();
       out.ok = out.is_int = true;
       return true;
     }
-    uint64_t u;
-    if (nt == od::number_type::unsigned_integer && !v.get_uint64().get(u) &&
-        u <= static_cast<uint64_t>(INT64_MAX)) {
-      out.i = static_cast<int64_t>(u);
+    if (n.get_uint64() <= static_cast<uint64_t>(INT64_MAX)) {
+      out.i = static_cast<int64_t>(n.get_uint64());
       out.ok = out.is_int = true;
       return true;
     }
@@ -441,9 +453,9 @@ struct SummaryEngine::State {
         od::object obj;
         if (v.get_object().get(obj)) return false;
         out = false;
-        for (auto field : obj) {
-          std::string_view key;
-          if (field.unescaped_key().get(key) || !skip(field.value())) return false;
+        for (auto result : obj) {
+          od::field field;
+          if (std::move(result).get(field) || !skip(field.value())) return false;
           out = true;
         }
         return true;
@@ -456,12 +468,12 @@ struct SummaryEngine::State {
     od::object obj;
     if (v.get_object().get(obj)) return false;
     e.args = true;
-    std::string key_text;
-    for (auto field : obj) {
+    std::string key_string;
+    for (auto result : obj) {
+      od::field field;
       std::string_view key;
-      if (field.unescaped_key().get(key)) return false;
-      od::value x;
-      if (field.value().get(x)) return false;
+      if (std::move(result).get(field) || !key_text(field, key)) return false;
+      od::value x = field.value();
       if (key == "fqn") {
         od::json_type type;
         if (x.type().get(type)) return false;
@@ -487,8 +499,8 @@ struct SummaryEngine::State {
           e.phase = kPhaseNone;
           if (!skip(x)) return false;
         } else {
-          if (!dict_key(x, key_text, unsupported)) return false;
-          e.phase = 4 + strings.id(key_text);
+          if (!dict_key(x, key_string, unsupported)) return false;
+          e.phase = 4 + strings.id(key_string);
         }
       } else if (key == "depth") {
         if (!integer(x, false, e.has_depth, e.depth, unsupported)) return false;
@@ -517,8 +529,8 @@ struct SummaryEngine::State {
         e.has_fwd_thread = true;
         if (!skip(x)) return false;
       } else if (key == "Addr") {
-        if (!dict_key(x, key_text, unsupported)) return false;
-        e.addr_key = strings.id(key_text);
+        if (!dict_key(x, key_string, unsupported)) return false;
+        e.addr_key = strings.id(key_string);
       } else if (key == "Bytes") {
         if (!integer(x, false, e.size_int, e.size, unsupported)) return false;
       } else if (!skip(x)) {
@@ -539,12 +551,15 @@ struct SummaryEngine::State {
     od::object obj;
     if (doc.get_object().get(obj)) return false;
     std::string pid_text = "None", tid_text = "None", pid_key = "n";
+    cur_pid_raw.assign("\x01");  // no pid: no raw token is this
+    cur_tid_raw.assign("\x01");
+    bool pid_parsed = false;
     std::string text;
-    for (auto field : obj) {
+    for (auto result : obj) {
+      od::field field;
       std::string_view key;
-      if (field.unescaped_key().get(key)) return false;
-      od::value x;
-      if (field.value().get(x)) return false;
+      if (std::move(result).get(field) || !key_text(field, key)) return false;
+      od::value x = field.value();
       if (key == "ph") {
         od::json_type type;
         if (x.type().get(type)) return false;
@@ -554,6 +569,7 @@ struct SummaryEngine::State {
           if (x.get_string().get(s)) return false;
           if (s == "X") e.ph = 'X';
           else if (s == "i") e.ph = 'i';
+          else if (s == "footer") e.ph = 'F';  // a JSON Lines footer is no event
         } else if (!skip(x)) {
           return false;
         }
@@ -593,6 +609,12 @@ struct SummaryEngine::State {
         e.dur = Number();
         if (!number(x, e.dur, unsupported)) return false;
       } else if (key == "pid") {
+        cur_pid_raw.assign(trimmed(x.raw_json_token()));
+        if (cache_valid && cur_pid_raw == cached_pid_raw) {
+          if (!skip(x)) return false;  // the same pid as the last event: its texts are known
+          continue;
+        }
+        pid_parsed = true;
         od::json_type type;
         if (x.type().get(type)) return false;
         // str(pid) and pid as a dict key, from one read of the value
@@ -617,6 +639,11 @@ struct SummaryEngine::State {
                   : pid_text == "None" ? "n" : "o";
         }
       } else if (key == "tid") {
+        cur_tid_raw.assign(trimmed(x.raw_json_token()));
+        if (cache_valid && cur_tid_raw == cached_tid_raw) {
+          if (!skip(x)) return false;
+          continue;
+        }
         if (!python_str(x, tid_text)) return false;
       } else if (key == "args") {
         od::json_type type;
@@ -633,6 +660,16 @@ struct SummaryEngine::State {
     }
     const char* after;
     if (unsupported || !doc.current_location().get(after)) return false;  // more after the object
+    if (cache_valid && cur_pid_raw == cached_pid_raw && cur_tid_raw == cached_tid_raw) {
+      e.thread = cached_thread;  // most events are on the thread of the event before
+      e.pid_str = cached_pid_str;
+      e.pid_key = cached_pid_key;
+      return true;
+    }
+    if (!pid_parsed && cache_valid && cur_pid_raw == cached_pid_raw) {
+      pid_text = strings.str(cached_pid_str);
+      pid_key = strings.str(cached_pid_key);
+    }
     text = pid_text;
     text.push_back('\x1f');
     text += tid_text;
@@ -645,8 +682,26 @@ struct SummaryEngine::State {
     e.thread = it->second;
     e.pid_str = strings.id(pid_text);
     e.pid_key = strings.id(pid_key);
+    cache_valid = true;
+    cached_pid_raw = cur_pid_raw;
+    cached_tid_raw = cur_tid_raw;
+    cached_thread = e.thread;
+    cached_pid_str = e.pid_str;
+    cached_pid_key = e.pid_key;
     return true;
   }
+
+  static std::string_view trimmed(std::string_view raw) {
+    while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\t' || raw.back() == '\n' ||
+                            raw.back() == '\r'))
+      raw.remove_suffix(1);
+    return raw;
+  }
+
+  // The thread of the last event, by the raw text of its pid and tid.
+  bool cache_valid = false;
+  std::string cur_pid_raw, cur_tid_raw, cached_pid_raw, cached_tid_raw;
+  uint32_t cached_thread = 0, cached_pid_str = 0, cached_pid_key = 0;
 
   static Event reset_args(const Event& e, uint32_t addr_none) {
     Event out;
@@ -943,6 +998,7 @@ struct SummaryEngine::State {
       if (base[a] != '{') return kInvalid;
       events.emplace_back();
       if (!parse_event(base + a, b - a, capacity_end - a, events.back())) return kInvalid;
+      if (jsonl && events.back().ph == 'F') return kInvalid;  // the reader reads the footer
     }
     for (const Event& e : events)
       if (!apply(e)) return kNotPostOrder;

@@ -43,6 +43,7 @@ _SEPARATORS = re.compile(r"[\s,]*")
 _TAIL_PREFIX = re.compile(r"\]\s*")
 _TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _FOOTER_MARK = b'"footer"'
+_END_MARK_WINDOW = 1 << 16
 
 
 def is_gzip(path):
@@ -255,8 +256,17 @@ class TraceStream:
 
     def _consume(self, end):
         """Fast path: _bbuf[_bpos:end] has been read."""
-        self._line += self._bbuf.count(b"\n", self._bpos, end)
+        if self._block_sink is None:  # a sink has no use for line numbers: no count
+            self._line += self._bbuf.count(b"\n", self._bpos, end)
         self._bpos = end
+
+    def _find_end_mark(self, block, mark):
+        """Where the tail or footer mark starts in a fast-path block, -1 if nowhere. A sink
+        looks only near the block's end (the mark ends a file): one earlier in the block is on
+        a line the sink does not take as an event, so the general path reads from there."""
+        if self._block_sink is None:
+            return block.find(mark)
+        return block.find(mark, max(0, len(block) - _END_MARK_WINDOW))
 
     def _block(self, lines, body):
         """(events, count) of a fast-path block of whole event lines, (None, None) when it is
@@ -324,7 +334,7 @@ class TraceStream:
                     continue  # no complete line yet
                 break
             block = buf[self._bpos:newline]
-            tail = block.find(b"\n]")
+            tail = self._find_end_mark(block, b"\n]")
             if tail < 0 and block.lstrip().startswith(b"]"):
                 tail = 0
             body = block if tail < 0 else block[:tail]
@@ -336,8 +346,9 @@ class TraceStream:
                 if n is None:
                     break  # not whole events in the core's layout: the general path
                 start = self._bpos + body.find(stripped[:1])
-                first_line = self._line + buf.count(b"\n", self._bpos, start)
-                lines_known = stripped.count(b"\n") + 1 == n
+                first_line = None if self._block_sink is not None else \
+                    self._line + buf.count(b"\n", self._bpos, start)
+                lines_known = first_line is not None and stripped.count(b"\n") + 1 == n
                 self.keep_end = self._offset + start + len(stripped)
                 self.events_read += n
                 self._consume(newline + 1 if tail < 0 else self._bpos + tail)
@@ -449,7 +460,7 @@ class TraceStream:
                     continue  # no complete line yet
                 break
             block = buf[self._bpos:newline]
-            footer = block.find(_FOOTER_MARK)
+            footer = self._find_end_mark(block, _FOOTER_MARK)
             if footer >= 0:  # the footer (or a line after it): the general path checks
                 block = block[:block.rfind(b"\n", 0, footer) + 1]
                 newline = self._bpos + len(block) - 1
@@ -459,8 +470,9 @@ class TraceStream:
                 if n is None:
                     break
                 start = self._bpos + block.find(stripped[:1])
-                first_line = self._line + buf.count(b"\n", self._bpos, start)
-                lines_known = stripped.count(b"\n") + 1 == n
+                first_line = None if self._block_sink is not None else \
+                    self._line + buf.count(b"\n", self._bpos, start)
+                lines_known = first_line is not None and stripped.count(b"\n") + 1 == n
                 self.keep_end = self._offset + start + len(stripped)
                 self.events_read += n
                 self._consume(newline + 1)
