@@ -542,12 +542,18 @@ struct SummaryEngine::State {
 
   // One event's text (a JSON object, nothing after it) into e. False: not one valid event.
   bool parse_event(const char* data, size_t size, size_t capacity, Event& e) {
-    e = Event();
+    od::document doc;
+    if (parser.iterate(data, size, capacity).get(doc) || !parse_doc(doc, e)) return false;
+    const char* after;
+    return doc.current_location().get(after) != simdjson::SUCCESS;  // nothing after the object
+  }
+
+  // One event's object (a document of a line or of a block's stream) into e.
+  template <class Doc>
+  bool parse_doc(Doc& doc, Event& e) {  // e: a new Event()
     e.name = question_mark;
     e.addr_key = addr_none;
     bool unsupported = false;
-    od::document doc;
-    if (parser.iterate(data, size, capacity).get(doc)) return false;
     od::object obj;
     if (doc.get_object().get(obj)) return false;
     std::string pid_text = "None", tid_text = "None", pid_key = "n";
@@ -648,7 +654,7 @@ struct SummaryEngine::State {
       } else if (key == "args") {
         od::json_type type;
         if (x.type().get(type)) return false;
-        e = reset_args(e, addr_none);  // a repeated key: the last one counts, as in Python
+        clear_args(e);  // a repeated key: the last one counts, as in Python
         if (type == od::json_type::object) {
           if (!parse_args(x, e, unsupported)) return false;
         } else if (!skip(x)) {
@@ -658,8 +664,7 @@ struct SummaryEngine::State {
         return false;
       }
     }
-    const char* after;
-    if (unsupported || !doc.current_location().get(after)) return false;  // more after the object
+    if (unsupported) return false;
     if (cache_valid && cur_pid_raw == cached_pid_raw && cur_tid_raw == cached_tid_raw) {
       e.thread = cached_thread;  // most events are on the thread of the event before
       e.pid_str = cached_pid_str;
@@ -703,18 +708,16 @@ struct SummaryEngine::State {
   std::string cur_pid_raw, cur_tid_raw, cached_pid_raw, cached_tid_raw;
   uint32_t cached_thread = 0, cached_pid_str = 0, cached_pid_key = 0;
 
-  static Event reset_args(const Event& e, uint32_t addr_none) {
-    Event out;
-    out.addr_key = addr_none;
-    out.ph = e.ph;
-    out.cat = e.cat;
-    out.name_is_str = e.name_is_str;
-    out.name_is_memory = e.name_is_memory;
-    out.name_is_wrapper = e.name_is_wrapper;
-    out.name = e.name;
-    out.ts = e.ts;
-    out.dur = e.dur;
-    return out;  // a later "args" that is not an object replaces an earlier one
+  void clear_args(Event& e) const {
+    e.args = false;
+    e.fqn = kNone;
+    e.phase = kPhaseNone;
+    e.has_depth = e.has_module_type = e.async_work = e.has_collective = e.has_fwd_thread = false;
+    e.depth = 0;
+    e.module_type = kNone;
+    e.bytes_int = e.flops_int = e.size_int = false;
+    e.bytes = e.flops = e.size = 0;
+    e.addr_key = addr_none;
   }
 
   // ---- totals ----------------------------------------------------------------------------
@@ -982,6 +985,7 @@ struct SummaryEngine::State {
     size_t total = size;
     size_t capacity_end = total + simdjson::SIMDJSON_PADDING;
     events.clear();
+    if (block) return feed_lines(buffer.data(), size);
     size_t pos = 0;
     while (pos < total) {
       size_t newline = block ? std::string_view(base + pos, total - pos).find('\n') : std::string_view::npos;
@@ -1000,6 +1004,34 @@ struct SummaryEngine::State {
       if (!parse_event(base + a, b - a, capacity_end - a, events.back())) return kInvalid;
       if (jsonl && events.back().ph == 'F') return kInvalid;  // the reader reads the footer
     }
+    for (const Event& e : events)
+      if (!apply(e)) return kNotPostOrder;
+    return static_cast<long>(events.size());
+  }
+
+  // A block of event lines: the line ends' commas (Chrome) blanked, then one stage 1 over the
+  // whole block (iterate_many), the events one document each.
+  long feed_lines(char* base, size_t total) {
+    size_t pos = 0;
+    while (pos < total) {
+      const void* nl = std::memchr(base + pos, '\n', total - pos);
+      size_t stop = nl == nullptr ? total : static_cast<size_t>(static_cast<const char*>(nl) - base);
+      size_t b = stop;
+      while (b > pos && (base[b - 1] == ' ' || base[b - 1] == '\t' || base[b - 1] == '\r')) --b;
+      if (!jsonl && b > pos && base[b - 1] == ',') base[b - 1] = ' ';  // a Chrome line's separator
+      pos = stop + 1;
+    }
+    od::document_stream stream;
+    if (parser.iterate_many(base, total, std::max<size_t>(total, 1 << 16)).get(stream))
+      return kInvalid;
+    for (auto it = stream.begin(); it != stream.end(); ++it) {
+      od::document_reference doc;
+      if ((*it).get(doc)) return kInvalid;
+      events.emplace_back();
+      if (!parse_doc(doc, events.back())) return kInvalid;
+      if (jsonl && events.back().ph == 'F') return kInvalid;  // the reader reads the footer
+    }
+    if (stream.truncated_bytes() != 0) return kInvalid;
     for (const Event& e : events)
       if (!apply(e)) return kNotPostOrder;
     return static_cast<long>(events.size());

@@ -539,36 +539,48 @@ def events(path):
 def lines_with(path, mark):
     """The events on the lines of a trace that contain the bytes `mark` (its ProfilerStep
     ranges, say), found by a byte search, not by decoding every event: a list, or None when a
-    line holding the mark is not one whole event (not the core's layout: decode it all)."""
+    line holding the mark is not one whole event (not the core's layout: decode it all).
+    Each chunk is searched where it was read (no copy of it): only the line that spans two
+    chunks is put together."""
     source = ByteSource(path)
     out = []
-    rest = b""
+    rest = b""  # the start of a line the last chunk did not end
+
+    def take(line, last):
+        """False when the line is not one whole event (a partial last line is skipped)."""
+        line = line.strip()
+        if line.endswith(b","):
+            line = line[:-1]
+        try:
+            event = _decode_batch(line)
+        except _BATCH_ERRORS:
+            return last  # a partial last line (a cut file): not an event yet
+        if not isinstance(event, dict) or "traceEvents" in event:
+            return False  # not an event: the whole trace on one line, say
+        out.append(event)
+        return True
+
     try:
         while True:
             chunk = source.read()
-            data = rest + chunk
-            cut = len(data) if not chunk else data.rfind(b"\n") + 1
-            block, rest = data[:cut], data[cut:]
-            at = block.find(mark)
-            while at >= 0:
-                start = block.rfind(b"\n", 0, at) + 1
-                end = block.find(b"\n", at)
-                end = len(block) if end < 0 else end
-                line = block[start:end].strip()
-                if line.endswith(b","):
-                    line = line[:-1]
-                try:
-                    event = _decode_batch(line)
-                except _BATCH_ERRORS:
-                    if not chunk and end == len(block):
-                        break  # a partial last line (a cut file): not an event yet
-                    return None
-                if not isinstance(event, dict) or "traceEvents" in event:
-                    return None  # not an event: the whole trace on one line, say
-                out.append(event)
-                at = block.find(mark, end)
             if not chunk:
-                return out
+                return out if mark not in rest or take(rest, True) else None
+            first = chunk.find(b"\n")
+            if first < 0:
+                rest += chunk
+                continue
+            head = rest + chunk[:first]
+            if mark in head and not take(head, False):
+                return None
+            last = chunk.rfind(b"\n")
+            at = chunk.find(mark, first, last)
+            while at >= 0:
+                start = chunk.rfind(b"\n", 0, at) + 1
+                end = chunk.find(b"\n", at)
+                if not take(chunk[start:end], False):
+                    return None
+                at = chunk.find(mark, end, last)
+            rest = chunk[last + 1:]
     finally:
         source.close()
 
