@@ -67,11 +67,17 @@ PyObject* feed(PyObject* self, PyObject* arg, bool block) {
   char* data;
   Py_ssize_t size;
   if (PyBytes_AsStringAndSize(arg, &data, &size) < 0) return nullptr;
-  long n;
+  long n = 0;
+  bool out_of_memory = false;
   Py_BEGIN_ALLOW_THREADS  // a process pool or Dask worker may run other threads meanwhile
-  n = block ? obj->engine->feed_block(data, static_cast<size_t>(size))
-            : obj->engine->feed_event(data, static_cast<size_t>(size));
+  try {
+    n = block ? obj->engine->feed_block(data, static_cast<size_t>(size))
+              : obj->engine->feed_event(data, static_cast<size_t>(size));
+  } catch (...) {  // std::bad_alloc: no C++ exception crosses into Python
+    out_of_memory = true;
+  }
   Py_END_ALLOW_THREADS
+  if (out_of_memory) return PyErr_NoMemory();
   return PyLong_FromLong(n);
 }
 
@@ -199,11 +205,15 @@ fail:
 
 PyObject* result(PyObject* self, PyObject*) {
   auto* obj = reinterpret_cast<EngineObject*>(self);
-  if (!obj->finished) {
-    obj->engine->finish();
-    obj->finished = true;
+  try {
+    if (!obj->finished) {
+      obj->engine->finish();
+      obj->finished = true;
+    }
+    return build_result(*obj->engine);
+  } catch (...) {
+    return PyErr_NoMemory();
   }
-  return build_result(*obj->engine);
 }
 
 PyMethodDef kEngineMethods[] = {
