@@ -44,6 +44,7 @@ _TAIL_PREFIX = re.compile(r"\]\s*")
 _TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _FOOTER_MARK = b'"footer"'
 _END_MARK_WINDOW = 1 << 16
+_LEADING_BRACKET = re.compile(rb"\s*\]")
 
 
 def is_gzip(path):
@@ -335,7 +336,7 @@ class TraceStream:
                 break
             block = buf[self._bpos:newline]
             tail = self._find_end_mark(block, b"\n]")
-            if tail < 0 and block.lstrip().startswith(b"]"):
+            if tail < 0 and _LEADING_BRACKET.match(block):  # (no copy of the block)
                 tail = 0
             body = block if tail < 0 else block[:tail]
             stripped = body.strip()
