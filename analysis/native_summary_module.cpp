@@ -58,15 +58,22 @@ void engine_dealloc(PyObject* self) {
   Py_TYPE(self)->tp_free(self);
 }
 
-PyObject* feed(PyObject* self, PyObject* arg, bool block) {
+// feed_block(chunk, start=0, end=len(chunk)): the lines chunk[start:end], read in place.
+PyObject* feed(PyObject* self, PyObject* args, bool block) {
   auto* obj = reinterpret_cast<EngineObject*>(self);
   if (obj->finished) {
     PyErr_SetString(PyExc_RuntimeError, "the engine's result() was taken already");
     return nullptr;
   }
-  char* data;
-  Py_ssize_t size;
-  if (PyBytes_AsStringAndSize(arg, &data, &size) < 0) return nullptr;
+  PyObject* chunk;
+  Py_ssize_t start = 0, end = -1;
+  if (!PyArg_ParseTuple(args, "O!|nn", &PyBytes_Type, &chunk, &start, &end)) return nullptr;
+  char* data = PyBytes_AS_STRING(chunk);
+  Py_ssize_t length = PyBytes_GET_SIZE(chunk);
+  if (end < 0 || end > length) end = length;
+  if (start < 0 || start > end) start = end;
+  data += start;
+  Py_ssize_t size = end - start;
   long n = 0;
   bool out_of_memory = false;
   Py_BEGIN_ALLOW_THREADS  // a process pool or Dask worker may run other threads meanwhile
@@ -81,8 +88,8 @@ PyObject* feed(PyObject* self, PyObject* arg, bool block) {
   return PyLong_FromLong(n);
 }
 
-PyObject* feed_block(PyObject* self, PyObject* arg) { return feed(self, arg, true); }
-PyObject* feed_event(PyObject* self, PyObject* arg) { return feed(self, arg, false); }
+PyObject* feed_block(PyObject* self, PyObject* args) { return feed(self, args, true); }
+PyObject* feed_event(PyObject* self, PyObject* args) { return feed(self, args, false); }
 
 PyObject* text(const std::string& s) {
   // surrogateescape: bytes that are not UTF-8 stay as the Python reader keeps them
@@ -217,10 +224,11 @@ PyObject* result(PyObject* self, PyObject*) {
 }
 
 PyMethodDef kEngineMethods[] = {
-    {"feed_block", feed_block, METH_O,
-     "Lines of whole events (bytes): the number of events, -1 when the block is not whole "
+    {"feed_block", feed_block, METH_VARARGS,
+     "feed_block(chunk, start=0, end=len(chunk)): lines of whole events (chunk[start:end], read "
+     "in place): the number of events, -1 when the block is not whole "
      "events in this layout (nothing counted), -2 when a thread's events are not in end order."},
-    {"feed_event", feed_event, METH_O, "One event (a JSON object, bytes): 1, -1 or -2."},
+    {"feed_event", feed_event, METH_VARARGS, "One event (a JSON object, bytes): 1, -1 or -2."},
     {"result", result, METH_NOARGS,
      "Counts what is pending and returns the sums: {modules, device_seen, memory_seen, "
      "memory_nodes, step_times}."},

@@ -559,7 +559,7 @@ struct SummaryEngine::State {
     std::string pid_text = "None", tid_text = "None", pid_key = "n";
     cur_pid_raw.assign("\x01");  // no pid: no raw token is this
     cur_tid_raw.assign("\x01");
-    bool pid_parsed = false;
+    bool pid_parsed = false, tid_parsed = false;
     std::string text;
     for (auto result : obj) {
       od::field field;
@@ -650,6 +650,7 @@ struct SummaryEngine::State {
           if (!skip(x)) return false;
           continue;
         }
+        tid_parsed = true;
         if (!python_str(x, tid_text)) return false;
       } else if (key == "args") {
         od::json_type type;
@@ -671,10 +672,12 @@ struct SummaryEngine::State {
       e.pid_key = cached_pid_key;
       return true;
     }
+    // One of the two is the last event's: its texts come from the cache.
     if (!pid_parsed && cache_valid && cur_pid_raw == cached_pid_raw) {
       pid_text = strings.str(cached_pid_str);
       pid_key = strings.str(cached_pid_key);
     }
+    if (!tid_parsed && cache_valid && cur_tid_raw == cached_tid_raw) tid_text = cached_tid_text;
     text = pid_text;
     text.push_back('\x1f');
     text += tid_text;
@@ -690,6 +693,7 @@ struct SummaryEngine::State {
     cache_valid = true;
     cached_pid_raw = cur_pid_raw;
     cached_tid_raw = cur_tid_raw;
+    cached_tid_text = tid_text;
     cached_thread = e.thread;
     cached_pid_str = e.pid_str;
     cached_pid_key = e.pid_key;
@@ -705,7 +709,7 @@ struct SummaryEngine::State {
 
   // The thread of the last event, by the raw text of its pid and tid.
   bool cache_valid = false;
-  std::string cur_pid_raw, cur_tid_raw, cached_pid_raw, cached_tid_raw;
+  std::string cur_pid_raw, cur_tid_raw, cached_pid_raw, cached_tid_raw, cached_tid_text;
   uint32_t cached_thread = 0, cached_pid_str = 0, cached_pid_key = 0;
 
   void clear_args(Event& e) const {

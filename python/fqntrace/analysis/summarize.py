@@ -481,8 +481,8 @@ def _summarize_native(path, ranges, note, exclude_steps):
     with tracestream.TraceStream(path) as stream:
         engine = _native.Engine(stream.format == traceio.JSONL, flat)
 
-        def block(lines):
-            n = engine.feed_block(lines)
+        def block(chunk, start, end):
+            n = engine.feed_block(chunk, start, end)
             if n == -2:
                 raise NotPostOrder(path)
             return None if n < 0 else n

@@ -261,29 +261,52 @@ class TraceStream:
             self._line += self._bbuf.count(b"\n", self._bpos, end)
         self._bpos = end
 
-    def _find_end_mark(self, block, mark):
-        """Where the tail or footer mark starts in a fast-path block, -1 if nowhere. A sink
-        looks only near the block's end (the mark ends a file): one earlier in the block is on
-        a line the sink does not take as an event, so the general path reads from there."""
-        if self._block_sink is None:
-            return block.find(mark)
-        return block.find(mark, max(0, len(block) - _END_MARK_WINDOW))
-
     def _block(self, lines, body):
         """(events, count) of a fast-path block of whole event lines, (None, None) when it is
-        not whole events in this layout. With a block sink (feed()) the bytes go to the sink,
-        which parses and counts them itself: events is then an empty list."""
-        if self._block_sink is not None:
-            n = self._block_sink(lines)
-            return ([], n) if n is not None else (None, None)
+        not whole events in this layout."""
         events = self._decoded(lines.replace(b"\n", b",") if body is None else body)
         return events, None if events is None else len(events)
+
+    def _sink_block(self, buf, end, consume_to):
+        """feed(): buf[_bpos:end] (whole lines) to the block sink, in place (no copy of the
+        chunk); False when the sink does not take them as whole events (nothing consumed)."""
+        n = self._block_sink(buf, self._bpos, end)
+        if n is None:
+            return False
+        if n:
+            self.keep_end = self._offset + buf.rfind(b"}", self._bpos, end) + 1
+            self.events_read += n
+        self._consume(consume_to)
+        return True
+
+    def _sink_chrome_block(self, buf, newline):
+        """The Chrome fast path with a sink: where the tail starts (-1: not in this chunk), or
+        None when the lines are not whole events."""
+        tail = buf.find(b"\n]", max(self._bpos, newline - _END_MARK_WINDOW), newline)
+        if tail < 0 and _LEADING_BRACKET.match(buf, self._bpos):
+            tail = self._bpos
+        end = newline if tail < 0 else tail
+        if not self._sink_block(buf, end, newline + 1 if tail < 0 else end):
+            return None
+        return tail
+
+    def _sink_jsonl_block(self, buf, newline):
+        """The JSON Lines fast path with a sink: where the footer line starts (-1: not in this
+        chunk), or None when the lines are not whole events."""
+        footer = buf.find(_FOOTER_MARK, max(self._bpos, newline - _END_MARK_WINDOW), newline)
+        end = newline
+        if footer >= 0:  # the footer (or a line after it): the general path checks
+            end = buf.rfind(b"\n", self._bpos, footer) + 1 or self._bpos
+        if not self._sink_block(buf, end, newline + 1 if footer < 0 else end):
+            return None
+        return footer
 
     def feed(self, block_sink, event_sink):
         """Reads the whole stream into a consumer of event text (the native summary engine)
         instead of decoding it here: the fast path's blocks of whole event lines go to
-        block_sink(bytes) (the number of events it read, or None: not whole events, read that
-        part by the general path), the general path's events to event_sink(event)."""
+        block_sink(chunk, start, end) (the lines are chunk[start:end]; it returns the number of
+        events it read, or None: not whole events, read that part by the general path), the
+        general path's events to event_sink(event)."""
         self._block_sink = block_sink
         try:
             for batch, _ in self.batches():
@@ -334,8 +357,15 @@ class TraceStream:
                 if self._fill_bytes():
                     continue  # no complete line yet
                 break
+            if self._block_sink is not None:
+                tail = self._sink_chrome_block(buf, newline)
+                if tail is None:
+                    break  # not whole events in the core's layout: the general path
+                if tail >= 0:
+                    break  # the tail: read by the general path
+                continue
             block = buf[self._bpos:newline]
-            tail = self._find_end_mark(block, b"\n]")
+            tail = block.find(b"\n]")
             if tail < 0 and _LEADING_BRACKET.match(block):  # (no copy of the block)
                 tail = 0
             body = block if tail < 0 else block[:tail]
@@ -347,9 +377,8 @@ class TraceStream:
                 if n is None:
                     break  # not whole events in the core's layout: the general path
                 start = self._bpos + body.find(stripped[:1])
-                first_line = None if self._block_sink is not None else \
-                    self._line + buf.count(b"\n", self._bpos, start)
-                lines_known = first_line is not None and stripped.count(b"\n") + 1 == n
+                first_line = self._line + buf.count(b"\n", self._bpos, start)
+                lines_known = stripped.count(b"\n") + 1 == n
                 self.keep_end = self._offset + start + len(stripped)
                 self.events_read += n
                 self._consume(newline + 1 if tail < 0 else self._bpos + tail)
@@ -460,8 +489,13 @@ class TraceStream:
                 if self._fill_bytes():
                     continue  # no complete line yet
                 break
+            if self._block_sink is not None:
+                footer = self._sink_jsonl_block(buf, newline)
+                if footer is None or footer >= 0:
+                    break  # not whole events, or the footer: the general path
+                continue
             block = buf[self._bpos:newline]
-            footer = self._find_end_mark(block, _FOOTER_MARK)
+            footer = block.find(_FOOTER_MARK)
             if footer >= 0:  # the footer (or a line after it): the general path checks
                 block = block[:block.rfind(b"\n", 0, footer) + 1]
                 newline = self._bpos + len(block) - 1
@@ -471,9 +505,8 @@ class TraceStream:
                 if n is None:
                     break
                 start = self._bpos + block.find(stripped[:1])
-                first_line = None if self._block_sink is not None else \
-                    self._line + buf.count(b"\n", self._bpos, start)
-                lines_known = first_line is not None and stripped.count(b"\n") + 1 == n
+                first_line = self._line + buf.count(b"\n", self._bpos, start)
+                lines_known = stripped.count(b"\n") + 1 == n
                 self.keep_end = self._offset + start + len(stripped)
                 self.events_read += n
                 self._consume(newline + 1)
