@@ -9,7 +9,8 @@ TORCH_VERSION="2.13.0"
 # libbenchmark-dev: only for scripts/bench.sh's exporter benchmark (P4); the tests never need it.
 # chromium: the HTML report's browser tests (headless, driven over the DevTools protocol).
 # tmux: the tests drive `python -m fqntrace top` in a tmux pane. libdeflate-dev: gzip outputs (CRC-32; zlib1g-dev was their deflate before).
-APT_PACKAGES=(nlohmann-json3-dev libgtest-dev jq libbenchmark-dev chromium tmux zlib1g-dev libdeflate-dev)
+# libsimdjson-dev: the CLI's native summary (fqntrace.analysis._native_summary).
+APT_PACKAGES=(nlohmann-json3-dev libgtest-dev jq libbenchmark-dev chromium tmux zlib1g-dev libdeflate-dev libsimdjson-dev)
 log() { echo "[setup] $*" >&2; }
 
 # --- Debian packages -------------------------------------------------------------------------
@@ -60,6 +61,11 @@ bash "$ROOT/scripts/build.sh"
 # --- Install the package, with the freshly built libraries inside it --------------------------
 cp -f "$ROOT"/build/libfqntrace.so "$ROOT"/python/fqntrace/
 cp -f "$ROOT"/build/_C*.so "$ROOT"/python/fqntrace/
+# The analysis half's native summary (built when simdjson is installed; optional at run time).
+rm -f "$ROOT"/python/fqntrace/analysis/_native_summary*.so
+if ls "$ROOT"/build/_native_summary*.so >/dev/null 2>&1; then
+  cp -f "$ROOT"/build/_native_summary*.so "$ROOT"/python/fqntrace/analysis/
+fi
 # Reinstall only when anything under python/ (sources or the copied libraries) changed.
 stamp_file="$ROOT/.venv/.fqntrace-installed"
 stamp=$(cd "$ROOT/python" && find . -type f \( -name '*.py' -o -name '*.so' -o -name '*.pth' -o -name '*.toml' -o -name '*.html' \) \

@@ -20,6 +20,8 @@ import bigtrace  # noqa: E402
 ANALYSIS = {"cli", "crossrank", "diff", "kineto_annotate", "memory", "merge", "repair", "report",
             "stats", "step_times", "steps", "summarize", "table", "top", "traceio", "tracestream",
             "validate"}
+# Its native summary (analysis/summary_engine.cpp): a CPython extension linking no libtorch.
+NATIVE = {"_native_summary"}
 TRAIN = """
 import torch
 net = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
@@ -53,8 +55,10 @@ def test_analysis_modules_import_no_capture_module_no_torch_and_no_circle():
     on_disk = {f[:-3] for f in os.listdir(PACKAGE) if f.endswith(".py") and f != "__init__.py"}
     assert on_disk == ANALYSIS
     graph = {m: _imports(m) for m in ANALYSIS}
+    graph.update({m: set() for m in NATIVE})  # a C extension imports no Python module
     for module, deps in graph.items():
-        assert deps <= ANALYSIS, f"{module} imports {deps - ANALYSIS} (capture side or torch)"
+        assert deps <= ANALYSIS | NATIVE, \
+            f"{module} imports {deps - ANALYSIS - NATIVE} (capture side or torch)"
     done, path = set(), []
 
     def visit(m):
@@ -69,6 +73,11 @@ def test_analysis_modules_import_no_capture_module_no_torch_and_no_circle():
 
     for m in sorted(graph):
         visit(m)
+    # The native module links no libtorch (nor the core): it loads where torch is not installed.
+    from fqntrace.analysis import summarize
+    if summarize._native is not None:
+        ldd = subprocess.run(["ldd", summarize._native.__file__], capture_output=True, text=True)
+        assert "libtorch" not in ldd.stdout and "libfqntrace" not in ldd.stdout, ldd.stdout
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +121,13 @@ def test_cli_runs_in_a_venv_without_torch(trace, venv_without_torch, tmp_path):
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
 
+    # The native summary loads there when it is built here (the package carries it).
+    from fqntrace.analysis import summarize
+    if summarize._native is not None:
+        probe = subprocess.run([py, "-c", "from fqntrace.analysis import summarize; "
+                                "print(summarize._native is not None)"],
+                               capture_output=True, text=True, env=env)
+        assert probe.stdout.strip() == "True", probe.stderr
     # The same answers as in the venv that traced it.
     assert json.loads(cli(py, "summary", trace, "--json")) == \
         json.loads(cli(sys.executable, "summary", trace, "--json"))

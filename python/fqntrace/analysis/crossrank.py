@@ -152,11 +152,14 @@ def summarize_on_cluster(patterns, address, note=lambda message: None):
 def _collect(paths, results, note):
     """The summaries of (summary, notes) results; the first failure as a TraceError."""
     summaries = []
+    said = set()  # each worker may say the same (no native summary there): once
     for path, (summary, messages) in zip(paths, results):
         if summary is None:
             raise TraceError(messages[0])
         for message in messages:
-            note(message)
+            if message not in said:
+                said.add(message)
+                note(message)
         summaries.append(summary)
     return summaries
 

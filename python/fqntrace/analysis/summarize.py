@@ -394,8 +394,19 @@ def summarize_stream(path, note=lambda message: None, exclude_steps=step_times.D
 
 def summarize_with_steps(path, note=lambda message: None,
                          exclude_steps=step_times.DEFAULT_EXCLUDED):
-    """(summary, step_times.StepTimes or None) of a trace file read as a stream."""
+    """(summary, step_times.StepTimes or None) of a trace file read as a stream: by the native
+    engine when it is built (the one definition of op time on this path), else by
+    StreamSummary."""
     ranges = _step_ranges(path)
+    if _native is not None:
+        try:
+            return _summarize_native(path, ranges, note, exclude_steps)
+        except NotPostOrder:
+            return _summarize_loaded(path, note, exclude_steps)
+        except _NativeCannot:
+            pass  # an event the engine does not take (a >64-bit integer, say): the Python loop
+    elif not _slow_noted:
+        _note_slow(note)
     with tracestream.TraceStream(path) as stream:
         acc = StreamSummary(step_times.StepTimes.from_ranges(ranges) if ranges else None)
         acc.exclude_steps = exclude_steps
@@ -409,9 +420,123 @@ def summarize_with_steps(path, note=lambda message: None,
         if acc is not None:
             _note_cut(stream, note)
             return acc.result(stream.header, stream.tail, stream.incomplete, path), acc.per_step
+    return _summarize_loaded(path, note, exclude_steps)
+
+
+def _summarize_loaded(path, note, exclude_steps):
+    """A file not in end order (not written by the core): loaded whole."""
     trace = traceio.load(path)
     _note_cut(trace, note, len(trace.events))
     return _summarize_whole(trace, exclude_steps)
+
+
+# ---------------------------------------------------------------------------------------------
+# The native engine (fqntrace.analysis._native_summary, analysis/summary_engine.cpp): the same
+# per-event rules as StreamSummary above, fed the core's event lines as bytes; the sums it returns
+# become the summary through _result() like StreamSummary's.
+
+try:
+    from fqntrace.analysis import _native_summary as _native
+except ImportError:  # not built, or a CPU without AVX2: StreamSummary does the work
+    _native = None
+_slow_noted = False
+
+
+def _note_slow(note):
+    global _slow_noted
+    _slow_noted = True
+    note("fqntrace: the native summary module is not built (scripts/setup.sh builds it); "
+         "summarizing in Python, about 10x slower")
+
+
+class _NativeCannot(Exception):
+    """An event the native engine cannot take: the Python loop reads the file instead."""
+
+
+def _dict_key(value):
+    """A pid as the engine keys it (as a Python dict would: 1, 1.0 and True are one key)."""
+    if isinstance(value, str):
+        return "s" + value
+    if value is None:
+        return "n"
+    if isinstance(value, bool):
+        return "i1" if value else "i0"
+    if isinstance(value, int):
+        return f"i{value}"
+    if isinstance(value, float):
+        return f"i{int(value)}" if value.is_integer() and abs(value) < 9e15 else f"f{value!r}"
+    return "o"
+
+
+class _NativeMemory(memory.MemoryStats):
+    """The engine's memory numbers, finished (its runs closed, its live gradients counted)."""
+
+    def finish(self):
+        pass
+
+
+def _summarize_native(path, ranges, note, exclude_steps):
+    flat = [(_dict_key(pid), start, end, step) for pid, rs in (ranges or {}).items()
+            for start, end, step in rs]
+    with tracestream.TraceStream(path) as stream:
+        engine = _native.Engine(stream.format == traceio.JSONL, flat)
+
+        def block(chunk, start, end):
+            n = engine.feed_block(chunk, start, end)
+            if n == -2:
+                raise NotPostOrder(path)
+            return None if n < 0 else n
+
+        def event(e):  # the general path's events (another layout): one line each
+            try:
+                text = _encode(e)
+            except (TypeError, ValueError, UnicodeError, OverflowError):
+                raise _NativeCannot(path) from None
+            n = engine.feed_event(text)
+            if n == -2:
+                raise NotPostOrder(path)
+            if n < 0:
+                raise _NativeCannot(path)
+
+        stream.feed(block, event)
+        sums = engine.result()
+        totals = _totals_from(sums)
+        per_step = None
+        if ranges:
+            per_step = step_times.StepTimes.from_ranges(ranges)
+            for step, fqn, phase, ns in sums["step_times"]:
+                per_step.add_to_step(step, fqn, PHASES[phase], ns)
+        acc = StreamSummary(per_step)
+        acc.totals = totals
+        acc.exclude_steps = exclude_steps
+        _note_cut(stream, note)
+        return acc.result(stream.header, stream.tail, stream.incomplete, path), per_step
+
+
+def _totals_from(sums):
+    totals = _Totals()
+    for fqn, module_type, calls, first_seen, phases in sums["modules"]:
+        totals.first_seen[fqn] = first_seen
+        totals.modules[fqn] = {"module_type": module_type, "calls": calls, "phases": {
+            phase: {"self_ns": r[0], "self_ops": r[1], "self_flops": r[2], "comm_ns": r[3],
+                    "comm_bytes": r[4], "collectives": r[5], "device_ns": r[6], "top": r[7]}
+            for phase, r in zip(PHASES, phases)}}
+    totals.device_seen = sums["device_seen"]
+    mem = totals.memory = _NativeMemory()
+    mem.seen = sums["memory_seen"]
+    for fqn, numbers, live_grad in sums["memory_nodes"]:
+        node = mem.nodes[fqn] = {phase: dict(zip(memory.FIELDS, row))
+                                 for phase, row in zip(PHASES, numbers)}
+        if live_grad:
+            mem.live_grad[id(node)] = live_grad
+    return totals
+
+
+try:
+    from msgspec.json import encode as _encode
+except ImportError:  # pragma: no cover - the standard library's encoder
+    def _encode(e):
+        return json.dumps(e, allow_nan=False).encode()
 
 
 def _note_cut(trace, note, n_events=None):

@@ -43,6 +43,8 @@ _SEPARATORS = re.compile(r"[\s,]*")
 _TAIL_PREFIX = re.compile(r"\]\s*")
 _TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _FOOTER_MARK = b'"footer"'
+_END_MARK_WINDOW = 1 << 16
+_LEADING_BRACKET = re.compile(rb"\s*\]")
 
 
 def is_gzip(path):
@@ -137,6 +139,7 @@ class TraceStream:
         self._line = 1  # the line _bbuf[_bpos] is on
         self._beof = False
         self._text_mode = False  # the general path: text in _buf from _pos
+        self._block_sink = None  # feed(): fast-path blocks go there undecoded
         self._buf = ""
         self._pos = 0
         try:
@@ -254,8 +257,63 @@ class TraceStream:
 
     def _consume(self, end):
         """Fast path: _bbuf[_bpos:end] has been read."""
-        self._line += self._bbuf.count(b"\n", self._bpos, end)
+        if self._block_sink is None:  # a sink has no use for line numbers: no count
+            self._line += self._bbuf.count(b"\n", self._bpos, end)
         self._bpos = end
+
+    def _block(self, lines, body):
+        """(events, count) of a fast-path block of whole event lines, (None, None) when it is
+        not whole events in this layout."""
+        events = self._decoded(lines.replace(b"\n", b",") if body is None else body)
+        return events, None if events is None else len(events)
+
+    def _sink_block(self, buf, end, consume_to):
+        """feed(): buf[_bpos:end] (whole lines) to the block sink, in place (no copy of the
+        chunk); False when the sink does not take them as whole events (nothing consumed)."""
+        n = self._block_sink(buf, self._bpos, end)
+        if n is None:
+            return False
+        if n:
+            self.keep_end = self._offset + buf.rfind(b"}", self._bpos, end) + 1
+            self.events_read += n
+        self._consume(consume_to)
+        return True
+
+    def _sink_chrome_block(self, buf, newline):
+        """The Chrome fast path with a sink: where the tail starts (-1: not in this chunk), or
+        None when the lines are not whole events."""
+        tail = buf.find(b"\n]", max(self._bpos, newline - _END_MARK_WINDOW), newline)
+        if tail < 0 and _LEADING_BRACKET.match(buf, self._bpos):
+            tail = self._bpos
+        end = newline if tail < 0 else tail
+        if not self._sink_block(buf, end, newline + 1 if tail < 0 else end):
+            return None
+        return tail
+
+    def _sink_jsonl_block(self, buf, newline):
+        """The JSON Lines fast path with a sink: where the footer line starts (-1: not in this
+        chunk), or None when the lines are not whole events."""
+        footer = buf.find(_FOOTER_MARK, max(self._bpos, newline - _END_MARK_WINDOW), newline)
+        end = newline
+        if footer >= 0:  # the footer (or a line after it): the general path checks
+            end = buf.rfind(b"\n", self._bpos, footer) + 1 or self._bpos
+        if not self._sink_block(buf, end, newline + 1 if footer < 0 else end):
+            return None
+        return footer
+
+    def feed(self, block_sink, event_sink):
+        """Reads the whole stream into a consumer of event text (the native summary engine)
+        instead of decoding it here: the fast path's blocks of whole event lines go to
+        block_sink(chunk, start, end) (the lines are chunk[start:end]; it returns the number of
+        events it read, or None: not whole events, read that part by the general path), the
+        general path's events to event_sink(event)."""
+        self._block_sink = block_sink
+        try:
+            for batch, _ in self.batches():
+                for event in batch:
+                    event_sink(event)
+        finally:
+            self._block_sink = None
 
     def _decoded(self, body):
         """The events of body (whole events and separators between them), or None when it is
@@ -299,23 +357,30 @@ class TraceStream:
                 if self._fill_bytes():
                     continue  # no complete line yet
                 break
+            if self._block_sink is not None:
+                tail = self._sink_chrome_block(buf, newline)
+                if tail is None:
+                    break  # not whole events in the core's layout: the general path
+                if tail >= 0:
+                    break  # the tail: read by the general path
+                continue
             block = buf[self._bpos:newline]
             tail = block.find(b"\n]")
-            if tail < 0 and block.lstrip().startswith(b"]"):
+            if tail < 0 and _LEADING_BRACKET.match(block):  # (no copy of the block)
                 tail = 0
             body = block if tail < 0 else block[:tail]
             stripped = body.strip()
             if stripped.endswith(b","):
                 stripped = stripped[:-1]
             if stripped:
-                events = self._decoded(stripped)
-                if events is None:
+                events, n = self._block(stripped, stripped)
+                if n is None:
                     break  # not whole events in the core's layout: the general path
                 start = self._bpos + body.find(stripped[:1])
                 first_line = self._line + buf.count(b"\n", self._bpos, start)
-                lines_known = stripped.count(b"\n") + 1 == len(events)
+                lines_known = stripped.count(b"\n") + 1 == n
                 self.keep_end = self._offset + start + len(stripped)
-                self.events_read += len(events)
+                self.events_read += n
                 self._consume(newline + 1 if tail < 0 else self._bpos + tail)
                 yield events, first_line if lines_known else None
             else:
@@ -424,6 +489,11 @@ class TraceStream:
                 if self._fill_bytes():
                     continue  # no complete line yet
                 break
+            if self._block_sink is not None:
+                footer = self._sink_jsonl_block(buf, newline)
+                if footer is None or footer >= 0:
+                    break  # not whole events, or the footer: the general path
+                continue
             block = buf[self._bpos:newline]
             footer = block.find(_FOOTER_MARK)
             if footer >= 0:  # the footer (or a line after it): the general path checks
@@ -431,14 +501,14 @@ class TraceStream:
                 newline = self._bpos + len(block) - 1
             stripped = block.strip()
             if stripped:
-                events = self._decoded(stripped.replace(b"\n", b","))
-                if events is None:
+                events, n = self._block(stripped, None)
+                if n is None:
                     break
                 start = self._bpos + block.find(stripped[:1])
                 first_line = self._line + buf.count(b"\n", self._bpos, start)
-                lines_known = stripped.count(b"\n") + 1 == len(events)
+                lines_known = stripped.count(b"\n") + 1 == n
                 self.keep_end = self._offset + start + len(stripped)
-                self.events_read += len(events)
+                self.events_read += n
                 self._consume(newline + 1)
                 yield events, first_line if lines_known else None
             else:
@@ -503,36 +573,48 @@ def events(path):
 def lines_with(path, mark):
     """The events on the lines of a trace that contain the bytes `mark` (its ProfilerStep
     ranges, say), found by a byte search, not by decoding every event: a list, or None when a
-    line holding the mark is not one whole event (not the core's layout: decode it all)."""
+    line holding the mark is not one whole event (not the core's layout: decode it all).
+    Each chunk is searched where it was read (no copy of it): only the line that spans two
+    chunks is put together."""
     source = ByteSource(path)
     out = []
-    rest = b""
+    rest = b""  # the start of a line the last chunk did not end
+
+    def take(line, last):
+        """False when the line is not one whole event (a partial last line is skipped)."""
+        line = line.strip()
+        if line.endswith(b","):
+            line = line[:-1]
+        try:
+            event = _decode_batch(line)
+        except _BATCH_ERRORS:
+            return last  # a partial last line (a cut file): not an event yet
+        if not isinstance(event, dict) or "traceEvents" in event:
+            return False  # not an event: the whole trace on one line, say
+        out.append(event)
+        return True
+
     try:
         while True:
             chunk = source.read()
-            data = rest + chunk
-            cut = len(data) if not chunk else data.rfind(b"\n") + 1
-            block, rest = data[:cut], data[cut:]
-            at = block.find(mark)
-            while at >= 0:
-                start = block.rfind(b"\n", 0, at) + 1
-                end = block.find(b"\n", at)
-                end = len(block) if end < 0 else end
-                line = block[start:end].strip()
-                if line.endswith(b","):
-                    line = line[:-1]
-                try:
-                    event = _decode_batch(line)
-                except _BATCH_ERRORS:
-                    if not chunk and end == len(block):
-                        break  # a partial last line (a cut file): not an event yet
-                    return None
-                if not isinstance(event, dict) or "traceEvents" in event:
-                    return None  # not an event: the whole trace on one line, say
-                out.append(event)
-                at = block.find(mark, end)
             if not chunk:
-                return out
+                return out if mark not in rest or take(rest, True) else None
+            first = chunk.find(b"\n")
+            if first < 0:
+                rest += chunk
+                continue
+            head = rest + chunk[:first]
+            if mark in head and not take(head, False):
+                return None
+            last = chunk.rfind(b"\n")
+            at = chunk.find(mark, first, last)
+            while at >= 0:
+                start = chunk.rfind(b"\n", 0, at) + 1
+                end = chunk.find(b"\n", at)
+                if not take(chunk[start:end], False):
+                    return None
+                at = chunk.find(mark, end, last)
+            rest = chunk[last + 1:]
     finally:
         source.close()
 

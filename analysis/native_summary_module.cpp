@@ -1,0 +1,274 @@
+// fqntrace.analysis._native_summary: the CPython face of SummaryEngine (summary_engine.h).
+// Plain C API, no libtorch and no pybind11: the analysis half runs where torch is not installed.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <new>
+
+#include "analysis/summary_engine.h"
+
+namespace {
+
+using fqntrace::analysis::kMemoryFields;
+using fqntrace::analysis::kPhases;
+using fqntrace::analysis::SummaryEngine;
+
+struct EngineObject {
+  PyObject_HEAD
+  SummaryEngine* engine;
+  bool finished;
+};
+
+int engine_init(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"jsonl", "step_ranges", nullptr};
+  int jsonl = 0;
+  PyObject* ranges = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "p|O", const_cast<char**>(kwlist), &jsonl,
+                                   &ranges))
+    return -1;
+  auto* obj = reinterpret_cast<EngineObject*>(self);
+  delete obj->engine;
+  obj->engine = new (std::nothrow) SummaryEngine(jsonl != 0);
+  obj->finished = false;
+  if (obj->engine == nullptr) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  if (ranges == Py_None) return 0;
+  PyObject* seq = PySequence_Fast(ranges, "step_ranges: a list of (pid_key, start, end, step)");
+  if (seq == nullptr) return -1;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    const char* key;
+    Py_ssize_t key_size;
+    long long start, end, step;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "s#LLL", &key, &key_size, &start, &end,
+                          &step)) {
+      Py_DECREF(seq);
+      return -1;
+    }
+    obj->engine->add_step_range(std::string(key, key_size), start, end, step);
+  }
+  Py_DECREF(seq);
+  return 0;
+}
+
+void engine_dealloc(PyObject* self) {
+  delete reinterpret_cast<EngineObject*>(self)->engine;
+  Py_TYPE(self)->tp_free(self);
+}
+
+// feed_block(chunk, start=0, end=len(chunk)): the lines chunk[start:end], read in place.
+PyObject* feed(PyObject* self, PyObject* args, bool block) {
+  auto* obj = reinterpret_cast<EngineObject*>(self);
+  if (obj->finished) {
+    PyErr_SetString(PyExc_RuntimeError, "the engine's result() was taken already");
+    return nullptr;
+  }
+  PyObject* chunk;
+  Py_ssize_t start = 0, end = -1;
+  if (!PyArg_ParseTuple(args, "O!|nn", &PyBytes_Type, &chunk, &start, &end)) return nullptr;
+  char* data = PyBytes_AS_STRING(chunk);
+  Py_ssize_t length = PyBytes_GET_SIZE(chunk);
+  if (end < 0 || end > length) end = length;
+  if (start < 0 || start > end) start = end;
+  data += start;
+  Py_ssize_t size = end - start;
+  long n = 0;
+  bool out_of_memory = false;
+  Py_BEGIN_ALLOW_THREADS  // a process pool or Dask worker may run other threads meanwhile
+  try {
+    n = block ? obj->engine->feed_block(data, static_cast<size_t>(size))
+              : obj->engine->feed_event(data, static_cast<size_t>(size));
+  } catch (...) {  // std::bad_alloc: no C++ exception crosses into Python
+    out_of_memory = true;
+  }
+  Py_END_ALLOW_THREADS
+  if (out_of_memory) return PyErr_NoMemory();
+  return PyLong_FromLong(n);
+}
+
+PyObject* feed_block(PyObject* self, PyObject* args) { return feed(self, args, true); }
+PyObject* feed_event(PyObject* self, PyObject* args) { return feed(self, args, false); }
+
+PyObject* text(const std::string& s) {
+  // surrogateescape: bytes that are not UTF-8 stay as the Python reader keeps them
+  return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "surrogateescape");
+}
+
+// Builds the result dict; nullptr with an exception set on failure.
+PyObject* build_result(const SummaryEngine& engine) {
+  PyObject* modules = PyList_New(0);
+  if (modules == nullptr) return nullptr;
+  for (const auto& m : engine.modules()) {
+    PyObject* phases = PyList_New(kPhases);
+    if (phases == nullptr) goto fail;
+    for (int k = 0; k < kPhases; ++k) {
+      const auto& p = m.phases[k];
+      PyObject* top = PyDict_New();
+      if (top == nullptr) {
+        Py_DECREF(phases);
+        goto fail;
+      }
+      for (const auto& [name, sums] : p.top) {
+        PyObject* key = text(engine.name(name));
+        PyObject* value = Py_BuildValue("[LL]", (long long)sums.first, (long long)sums.second);
+        if (key == nullptr || value == nullptr || PyDict_SetItem(top, key, value) < 0) {
+          Py_XDECREF(key);
+          Py_XDECREF(value);
+          Py_DECREF(top);
+          Py_DECREF(phases);
+          goto fail;
+        }
+        Py_DECREF(key);
+        Py_DECREF(value);
+      }
+      PyObject* record = Py_BuildValue("(LLLLLLLN)", (long long)p.self_ns, (long long)p.self_ops,
+                                       (long long)p.self_flops, (long long)p.comm_ns,
+                                       (long long)p.comm_bytes, (long long)p.collectives,
+                                       (long long)p.device_ns, top);
+      if (record == nullptr) {
+        Py_DECREF(phases);
+        goto fail;
+      }
+      PyList_SET_ITEM(phases, k, record);
+    }
+    PyObject* fqn = text(engine.fqn(m.fqn));
+    PyObject* type = text(m.module_type);
+    PyObject* row = (fqn && type) ? Py_BuildValue("(NNLLN)", fqn, type, (long long)m.calls,
+                                                  (long long)m.first_seen, phases)
+                                  : nullptr;
+    if (row == nullptr) {
+      if (!(fqn && type)) {
+        Py_XDECREF(fqn);
+        Py_XDECREF(type);
+        Py_DECREF(phases);
+      }
+      goto fail;
+    }
+    int rc = PyList_Append(modules, row);
+    Py_DECREF(row);
+    if (rc < 0) goto fail;
+  }
+  {
+    PyObject* nodes = PyList_New(0);
+    if (nodes == nullptr) goto fail;
+    for (const auto& n : engine.memory_nodes()) {
+      PyObject* numbers = PyList_New(kPhases);
+      if (numbers == nullptr) {
+        Py_DECREF(nodes);
+        goto fail;
+      }
+      for (int k = 0; k < kPhases; ++k) {
+        const int64_t* v = n.numbers[k];
+        static_assert(kMemoryFields == 5, "memory.FIELDS has five numbers");
+        PyList_SET_ITEM(numbers, k, Py_BuildValue("[LLLLL]", (long long)v[0], (long long)v[1],
+                                                  (long long)v[2], (long long)v[3],
+                                                  (long long)v[4]));
+      }
+      PyObject* row = Py_BuildValue("(NNL)", text(engine.fqn(n.fqn)), numbers,
+                                    (long long)n.live_grad);
+      if (row == nullptr || PyList_Append(nodes, row) < 0) {
+        Py_XDECREF(row);
+        Py_DECREF(nodes);
+        goto fail;
+      }
+      Py_DECREF(row);
+    }
+    PyObject* steps = PyList_New(0);
+    if (steps == nullptr) {
+      Py_DECREF(nodes);
+      goto fail;
+    }
+    struct Ctx {
+      const SummaryEngine* engine;
+      PyObject* list;
+      bool failed;
+    } ctx{&engine, steps, false};
+    engine.for_each_step_time(
+        [](void* raw, int64_t step, uint32_t fqn, int phase, int64_t ns) {
+          auto* c = static_cast<Ctx*>(raw);
+          if (c->failed) return;
+          PyObject* row = Py_BuildValue("(LNiL)", (long long)step, text(c->engine->fqn(fqn)),
+                                        phase, (long long)ns);
+          if (row == nullptr || PyList_Append(c->list, row) < 0) c->failed = true;
+          Py_XDECREF(row);
+        },
+        &ctx);
+    if (ctx.failed) {
+      Py_DECREF(nodes);
+      Py_DECREF(steps);
+      goto fail;
+    }
+    return Py_BuildValue("{sNsOsOsNsN}", "modules", modules, "device_seen",
+                         engine.device_seen() ? Py_True : Py_False, "memory_seen",
+                         engine.memory_seen() ? Py_True : Py_False, "memory_nodes", nodes,
+                         "step_times", steps);
+  }
+fail:
+  Py_DECREF(modules);
+  return nullptr;
+}
+
+PyObject* result(PyObject* self, PyObject*) {
+  auto* obj = reinterpret_cast<EngineObject*>(self);
+  try {
+    if (!obj->finished) {
+      obj->engine->finish();
+      obj->finished = true;
+    }
+    return build_result(*obj->engine);
+  } catch (...) {
+    return PyErr_NoMemory();
+  }
+}
+
+PyMethodDef kEngineMethods[] = {
+    {"feed_block", feed_block, METH_VARARGS,
+     "feed_block(chunk, start=0, end=len(chunk)): lines of whole events (chunk[start:end], read "
+     "in place): the number of events, -1 when the block is not whole "
+     "events in this layout (nothing counted), -2 when a thread's events are not in end order."},
+    {"feed_event", feed_event, METH_VARARGS, "One event (a JSON object, bytes): 1, -1 or -2."},
+    {"result", result, METH_NOARGS,
+     "Counts what is pending and returns the sums: {modules, device_seen, memory_seen, "
+     "memory_nodes, step_times}."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyTypeObject kEngineType = {PyVarObject_HEAD_INIT(nullptr, 0) nullptr};
+
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_native_summary",
+                       "The streaming summary's per-event loop in native code (simdjson).", -1,
+                       nullptr, nullptr, nullptr, nullptr, nullptr};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__native_summary() {
+#if defined(__x86_64__) && defined(FQNTRACE_ENGINE_HASWELL)
+  // The engine is compiled for simdjson's AVX2 kernel (summary_engine.cpp only): on an older CPU
+  // the module does not load and the verbs take the Python path.
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("bmi2") ||
+      !__builtin_cpu_supports("pclmul")) {
+    PyErr_SetString(PyExc_ImportError, "this CPU has no AVX2: the native summary is not used");
+    return nullptr;
+  }
+#endif
+  kEngineType.tp_name = "fqntrace.analysis._native_summary.Engine";
+  kEngineType.tp_basicsize = sizeof(EngineObject);
+  kEngineType.tp_flags = Py_TPFLAGS_DEFAULT;
+  kEngineType.tp_doc = "Engine(jsonl, step_ranges=None): one trace's summary sums, fed in file order.";
+  kEngineType.tp_new = PyType_GenericNew;
+  kEngineType.tp_init = engine_init;
+  kEngineType.tp_dealloc = engine_dealloc;
+  kEngineType.tp_methods = kEngineMethods;
+  if (PyType_Ready(&kEngineType) < 0) return nullptr;
+  PyObject* module = PyModule_Create(&kModule);
+  if (module == nullptr) return nullptr;
+  Py_INCREF(&kEngineType);
+  if (PyModule_AddObject(module, "Engine", reinterpret_cast<PyObject*>(&kEngineType)) < 0) {
+    Py_DECREF(&kEngineType);
+    Py_DECREF(module);
+    return nullptr;
+  }
+  return module;
+}

@@ -1,0 +1,77 @@
+// The streaming summary's per-event work in native code (the CLI's `summary`, `report`, `diff`,
+// cross-rank summary): the one definition of op time for a stream of trace events, the same
+// rules as fqntrace.analysis.summarize.StreamSummary (the frontier algorithm for post-order
+// streams), step_times (per-step time) and memory (memory stats). Links no libtorch.
+//
+// Events arrive as text: blocks of whole event lines (the core's layout; a Chrome line may end
+// with a comma) or one event at a time. A block is parsed completely (simdjson On-Demand, only
+// the fields the summary reads, the rest validated) before any event of it counts, so a block
+// that is not whole events in that layout changes nothing and the reader can read it another
+// way. The Python side turns the sums into the summary dict (summarize._result).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace fqntrace::analysis {
+
+inline constexpr int kPhases = 3;  // forward, backward, recompute (traceio.PHASES' order)
+
+struct PhaseSums {
+  int64_t self_ns = 0, self_ops = 0, self_flops = 0, comm_ns = 0, comm_bytes = 0;
+  int64_t collectives = 0, device_ns = 0;
+  std::unordered_map<uint32_t, std::pair<int64_t, int64_t>> top;  // name id -> (ns, count)
+};
+
+struct ModuleSums {
+  uint32_t fqn = 0;
+  std::string module_type;
+  int64_t calls = 0;
+  int64_t first_seen = 0;
+  PhaseSums phases[kPhases];
+};
+
+inline constexpr int kMemoryFields = 5;  // alloc, freed, peak, activation, grad (memory.FIELDS)
+
+struct MemoryNode {
+  uint32_t fqn = 0;
+  int64_t numbers[kPhases][kMemoryFields] = {};
+  int64_t live_grad = 0;  // backward bytes still allocated at the end (finish())
+};
+
+class SummaryEngine {
+ public:
+  static constexpr long kInvalid = -1;       // not whole events in this layout: nothing counted
+  static constexpr long kNotPostOrder = -2;  // a thread's events are not in end order
+
+  explicit SummaryEngine(bool jsonl);
+  ~SummaryEngine();
+
+  // A ProfilerStep#N range of a process (pid as a typed key, see pid_key()), before any event.
+  void add_step_range(const std::string& pid_key, int64_t start, int64_t end, int64_t step);
+  // Events of a block (lines of whole events), kInvalid or kNotPostOrder.
+  long feed_block(const char* data, size_t size);
+  // One event (a JSON object), 1, kInvalid or kNotPostOrder.
+  long feed_event(const char* data, size_t size);
+  // Counts what is still pending and closes memory runs; then the results below are final.
+  void finish();
+
+  const std::vector<ModuleSums>& modules() const;
+  const std::vector<MemoryNode>& memory_nodes() const;
+  bool memory_seen() const;
+  bool device_seen() const;
+  const std::string& fqn(uint32_t id) const;
+  const std::string& name(uint32_t id) const;
+  // (step, fqn id, phase) -> ns of the steps' self time, in no particular order.
+  void for_each_step_time(void (*visit)(void*, int64_t, uint32_t, int, int64_t), void* ctx) const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace fqntrace::analysis
