@@ -91,7 +91,7 @@ void EventLines::grow() {
   for (const Slot& s : old) {
     if (!s.used) continue;
     size_t i = hash(s.key.name_id, s.key.fqn_id, s.key.type_id, s.key.tid,
-                    s.key.phase << 8 | s.key.cpu_op) & mask;
+                    s.key.phase << 8 | s.key.category) & mask;
     while (slots_[i].used) i = (i + 1) & mask;
     slots_[i] = s;
   }
@@ -99,7 +99,7 @@ void EventLines::grow() {
 
 EventLines::Slot& EventLines::slot(const Key& key, const EventRecord& e) {
   size_t mask = slots_.size() - 1;
-  size_t i = hash(key.name_id, key.fqn_id, key.type_id, key.tid, key.phase << 8 | key.cpu_op) & mask;
+  size_t i = hash(key.name_id, key.fqn_id, key.type_id, key.tid, key.phase << 8 | key.category) & mask;
   for (; slots_[i].used; i = (i + 1) & mask) {
     if (slots_[i].key == key) return slots_[i];
   }
@@ -117,8 +117,9 @@ EventLines::Slot& EventLines::slot(const Key& key, const EventRecord& e) {
   s.used = true;
   ++used_;
   s.head_at = static_cast<uint32_t>(text_.size());
-  text_ += key.cpu_op ? "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":"
-                      : "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":";
+  text_ += key.category == kCpuOp            ? "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":"
+           : key.category == kModuleSpanLine ? "{\"ph\":\"X\",\"cat\":\"module_span\",\"name\":"
+                                             : "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":";
   append_string(text_, e.name);
   text_ += ",\"pid\":";
   text_ += pid_;
@@ -132,7 +133,9 @@ EventLines::Slot& EventLines::slot(const Key& key, const EventRecord& e) {
   text_ += ",\"phase\":\"";
   text_ += phase_name(e.raw.phase);
   text_ += "\"";
-  if (e.raw.kind == EventKind::kModule) {
+  // A module's type always; a span's when its module was seen (json::append_module_span).
+  if (e.raw.kind == EventKind::kModule ||
+      (e.raw.kind == EventKind::kModuleSpan && !e.module_type.empty())) {
     text_ += ",\"module_type\":";
     append_string(text_, e.module_type);
   }
@@ -148,13 +151,17 @@ void EventLines::append(std::string& out, const EventRecord& e, const char* sepa
     case EventKind::kNode:
     case EventKind::kEngineEval:
     case EventKind::kModule:
-    case EventKind::kUserScope: break;
+    case EventKind::kUserScope:
+    case EventKind::kModuleSpan: break;
     default:  // collectives (rare) and kinds this writer does not know
       append_event(out, e, pid_value_, separator, first);
       return;
   }
-  Key key{r.name_id, r.fqn_id, raw.kind == EventKind::kModule ? r.module.type_id : 0, e.tid,
-          static_cast<uint8_t>(raw.phase), static_cast<uint8_t>(is_cpu_op(raw))};
+  const bool typed = raw.kind == EventKind::kModule || raw.kind == EventKind::kModuleSpan;
+  Key key{r.name_id, r.fqn_id, typed ? r.module.type_id : 0, e.tid, static_cast<uint8_t>(raw.phase),
+          raw.kind == EventKind::kModuleSpan ? kModuleSpanLine
+          : is_cpu_op(raw)                   ? kCpuOp
+                                             : kUserAnnotation};
   Slot& s = slot(key, e);
 
   size_t shapes_room = e.input_dims != nullptr ? e.input_dims->size() + e.input_types->size() : 0;

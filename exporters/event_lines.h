@@ -5,6 +5,11 @@
 // with std::to_chars into a scratch buffer and appended with one copy. Kinds it does not know (and
 // collectives, which are rare) go through json::append_event.
 //
+//
+// Backward and recompute module spans (kModuleSpan) are written the same way, byte for byte what
+// json::append_module_span writes: their head and arguments are as constant per module as an
+// op's.
+//
 // Writing into a gzip file, it tells the compressor (GzipStream::repeat) which bytes of a line
 // repeat text it wrote before — the cached head and arguments, the keys between the numbers — so
 // that deflate sends a back-reference for them without searching.
@@ -20,6 +25,7 @@ namespace fqntrace::json {
 
 class EventLines {
  public:
+  enum Category : uint8_t { kUserAnnotation, kCpuOp, kModuleSpanLine };
   // `gzip`: the compressor `out` goes through (nullptr for a plain file).
   explicit EventLines(long pid, GzipStream* gzip = nullptr);
   // As json::append_event(out, e, pid, separator, first).
@@ -28,10 +34,10 @@ class EventLines {
  private:
   struct Key {
     uint32_t name_id, fqn_id, type_id, tid;
-    uint8_t phase, cpu_op;
+    uint8_t phase, category;  // category: a Category
     bool operator==(const Key& o) const {
       return name_id == o.name_id && fqn_id == o.fqn_id && type_id == o.type_id && tid == o.tid &&
-             phase == o.phase && cpu_op == o.cpu_op;
+             phase == o.phase && category == o.category;
     }
   };
   // Where a combination's text lives in text_: `head` is everything up to `"ts":`, `args` the
