@@ -68,6 +68,8 @@ class EventLines {
   size_t used_ = 0;
   std::string text_;  // every slot's text, appended; cleared with the slots when too large
   std::string scratch_;  // the event's lines being formatted
+  const char* separator_ = nullptr;  // the last separator seen, and its length
+  size_t separator_len_ = 0;
   GzipStream* gzip_;
   KeyMarks marks_;
 };
