@@ -101,12 +101,14 @@ EventLines::EventLines(long pid, GzipStream* gzip)
 }
 
 void EventLines::clear() {
+  last_ = nullptr;
   slots_.assign(kFirstSlots, Slot{});
   used_ = 0;
   text_.clear();
 }
 
 void EventLines::grow() {
+  last_ = nullptr;  // the slots move
   std::vector<Slot> old(slots_.size() * 2);
   old.swap(slots_);
   size_t mask = slots_.size() - 1;
@@ -120,10 +122,13 @@ void EventLines::grow() {
 }
 
 EventLines::Slot& EventLines::slot(const Key& key, const EventRecord& e) {
+  // The same combination as the last event (a loop of one op, a run of one op on one thread):
+  // no hash.
+  if (last_ != nullptr && last_->key == key) return *last_;
   size_t mask = slots_.size() - 1;
   size_t i = hash(key.name_id, key.fqn_id, key.type_id, key.tid, key.phase << 8 | key.category) & mask;
   for (; slots_[i].used; i = (i + 1) & mask) {
-    if (slots_[i].key == key) return slots_[i];
+    if (slots_[i].key == key) return *(last_ = &slots_[i]);
   }
   // A new combination: its text, escaped once, by the same routines append_event uses.
   if (used_ + 1 > kMaxSlots / 2 || text_.size() > kMaxText) {
@@ -135,6 +140,7 @@ EventLines::Slot& EventLines::slot(const Key& key, const EventRecord& e) {
     return slot(key, e);
   }
   Slot& s = slots_[i];
+  last_ = &s;
   s.key = key;
   s.used = true;
   ++used_;
