@@ -18,11 +18,17 @@ class InternTable {
  public:
   static InternTable& instance();
   uint32_t intern(std::string_view s);      // takes a mutex: slow path only
-  const std::string& str(uint32_t id) const;  // lock-free; id must come from intern()
+  // Lock-free; id must come from intern(). Inline: the drain resolves two or three ids per event.
+  const std::string& str(uint32_t id) const {
+    if (id >= size_.load(std::memory_order_acquire)) return unknown();
+    const std::string* block = chunks_[id >> kChunkBits].load(std::memory_order_acquire);
+    return block[id & (kChunkSize - 1)];
+  }
   uint32_t size() const { return size_.load(std::memory_order_acquire); }
 
  private:
   InternTable();
+  static const std::string& unknown();
   static constexpr uint32_t kChunkBits = 12;
   static constexpr uint32_t kChunkSize = 1u << kChunkBits;
   static constexpr uint32_t kMaxChunks = 4096;  // 16 M names: far beyond any real run

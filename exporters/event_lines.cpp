@@ -40,20 +40,42 @@ inline char* put_uint(char* p, uint64_t v) {
 
 inline char* put_int(char* p, int64_t v) { return std::to_chars(p, p + 21, v).ptr; }
 
+// ".000" … ".999": a time's fraction is one 4-byte copy instead of three divisions.
+struct Fractions {
+  char text[1000][4];
+  constexpr Fractions() : text() {
+    for (int i = 0; i < 1000; ++i) {
+      text[i][0] = '.';
+      text[i][1] = static_cast<char>('0' + i / 100);
+      text[i][2] = static_cast<char>('0' + i / 10 % 10);
+      text[i][3] = static_cast<char>('0' + i % 10);
+    }
+  }
+};
+constexpr Fractions kFractions;
+
 // As append_us: microseconds with three decimals.
 inline char* put_us(char* p, uint64_t ns) {
   p = put_uint(p, ns / 1000);
-  uint64_t frac = ns % 1000;
-  p[0] = '.';
-  p[1] = static_cast<char>('0' + frac / 100);
-  p[2] = static_cast<char>('0' + frac / 10 % 10);
-  p[3] = static_cast<char>('0' + frac % 10);
+  std::memcpy(p, kFractions.text[ns % 1000], 4);
   return p + 4;
 }
 
-inline char* put_separator(char* p, const char* separator, bool* first) {
+// The separator goes before every line but a writer's first (begin_line).
+struct Separator {
+  const char* text;
+  size_t len;
+  char head[2];  // its first two bytes: copied with one fixed-size store when len <= 2
+};
+
+inline char* put_separator(char* p, const Separator& separator, bool* first) {
   if (!*first) {
-    for (const char* s = separator; *s != '\0'; ++s) *p++ = *s;
+    if (separator.len <= 2) {
+      std::memcpy(p, separator.head, 2);  // the room after p is ample (kNumbersRoom)
+    } else {
+      std::memcpy(p, separator.text, separator.len);
+    }
+    p += separator.len;
   }
   *first = false;
   return p;
@@ -79,29 +101,34 @@ EventLines::EventLines(long pid, GzipStream* gzip)
 }
 
 void EventLines::clear() {
+  last_ = nullptr;
   slots_.assign(kFirstSlots, Slot{});
   used_ = 0;
   text_.clear();
 }
 
 void EventLines::grow() {
+  last_ = nullptr;  // the slots move
   std::vector<Slot> old(slots_.size() * 2);
   old.swap(slots_);
   size_t mask = slots_.size() - 1;
   for (const Slot& s : old) {
     if (!s.used) continue;
     size_t i = hash(s.key.name_id, s.key.fqn_id, s.key.type_id, s.key.tid,
-                    s.key.phase << 8 | s.key.cpu_op) & mask;
+                    s.key.phase << 8 | s.key.category) & mask;
     while (slots_[i].used) i = (i + 1) & mask;
     slots_[i] = s;
   }
 }
 
 EventLines::Slot& EventLines::slot(const Key& key, const EventRecord& e) {
+  // The same combination as the last event (a loop of one op, a run of one op on one thread):
+  // no hash.
+  if (last_ != nullptr && last_->key == key) return *last_;
   size_t mask = slots_.size() - 1;
-  size_t i = hash(key.name_id, key.fqn_id, key.type_id, key.tid, key.phase << 8 | key.cpu_op) & mask;
+  size_t i = hash(key.name_id, key.fqn_id, key.type_id, key.tid, key.phase << 8 | key.category) & mask;
   for (; slots_[i].used; i = (i + 1) & mask) {
-    if (slots_[i].key == key) return slots_[i];
+    if (slots_[i].key == key) return *(last_ = &slots_[i]);
   }
   // A new combination: its text, escaped once, by the same routines append_event uses.
   if (used_ + 1 > kMaxSlots / 2 || text_.size() > kMaxText) {
@@ -113,12 +140,14 @@ EventLines::Slot& EventLines::slot(const Key& key, const EventRecord& e) {
     return slot(key, e);
   }
   Slot& s = slots_[i];
+  last_ = &s;
   s.key = key;
   s.used = true;
   ++used_;
   s.head_at = static_cast<uint32_t>(text_.size());
-  text_ += key.cpu_op ? "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":"
-                      : "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":";
+  text_ += key.category == kCpuOp            ? "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":"
+           : key.category == kModuleSpanLine ? "{\"ph\":\"X\",\"cat\":\"module_span\",\"name\":"
+                                             : "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":";
   append_string(text_, e.name);
   text_ += ",\"pid\":";
   text_ += pid_;
@@ -132,7 +161,9 @@ EventLines::Slot& EventLines::slot(const Key& key, const EventRecord& e) {
   text_ += ",\"phase\":\"";
   text_ += phase_name(e.raw.phase);
   text_ += "\"";
-  if (e.raw.kind == EventKind::kModule) {
+  // A module's type always; a span's when its module was seen (json::append_module_span).
+  if (e.raw.kind == EventKind::kModule ||
+      (e.raw.kind == EventKind::kModuleSpan && !e.module_type.empty())) {
     text_ += ",\"module_type\":";
     append_string(text_, e.module_type);
   }
@@ -148,14 +179,23 @@ void EventLines::append(std::string& out, const EventRecord& e, const char* sepa
     case EventKind::kNode:
     case EventKind::kEngineEval:
     case EventKind::kModule:
-    case EventKind::kUserScope: break;
+    case EventKind::kUserScope:
+    case EventKind::kModuleSpan: break;
     default:  // collectives (rare) and kinds this writer does not know
       append_event(out, e, pid_value_, separator, first);
       return;
   }
-  Key key{r.name_id, r.fqn_id, raw.kind == EventKind::kModule ? r.module.type_id : 0, e.tid,
-          static_cast<uint8_t>(raw.phase), static_cast<uint8_t>(is_cpu_op(raw))};
+  const bool typed = raw.kind == EventKind::kModule || raw.kind == EventKind::kModuleSpan;
+  Key key{r.name_id, r.fqn_id, typed ? r.module.type_id : 0, e.tid, static_cast<uint8_t>(raw.phase),
+          raw.kind == EventKind::kModuleSpan ? kModuleSpanLine
+          : is_cpu_op(raw)                   ? kCpuOp
+                                             : kUserAnnotation};
   Slot& s = slot(key, e);
+  if (separator != separator_) {  // a writer passes the same literal every time
+    separator_ = separator;
+    separator_len_ = std::strlen(separator);
+  }
+  const Separator sep{separator, separator_len_, {separator[0], separator_len_ > 1 ? separator[1] : '\0'}};
 
   size_t shapes_room = e.input_dims != nullptr ? e.input_dims->size() + e.input_types->size() : 0;
   // Formatted into scratch_ (which only ever grows), then appended at once: resizing `out` for
@@ -171,7 +211,7 @@ void EventLines::append(std::string& out, const EventRecord& e, const char* sepa
     std::memcpy(p, text, len);
     return p + len;
   };
-  char* p = put_separator(begin, separator, first);
+  char* p = put_separator(begin, sep, first);
   const bool separated = p != begin;
   std::memcpy(p, text_.data() + s.head_at, s.head_len);
   p += s.head_len;
@@ -224,7 +264,7 @@ void EventLines::append(std::string& out, const EventRecord& e, const char* sepa
   p = put(p, "}}");
 
   if (e.flow_id != 0) {
-    p = put_separator(p, separator, first);
+    p = put_separator(p, sep, first);
     static constexpr char kFlowS[] = "{\"ph\":\"s\",\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\",\"id\":";
     p = known(p, kFlowS, sizeof kFlowS - 1, &marks_.flow_s);
     p = put_uint(p, e.flow_id);
@@ -233,7 +273,7 @@ void EventLines::append(std::string& out, const EventRecord& e, const char* sepa
     p = known(p, ",\"ts\":", 6, &marks_.flow_ts);
     p = put_us(p, e.flow_src_ts_ns);
     p = put(p, "}");
-    p = put_separator(p, separator, first);
+    p = put_separator(p, sep, first);
     static constexpr char kFlowF[] = "{\"ph\":\"f\",\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\",\"id\":";
     p = known(p, kFlowF, sizeof kFlowF - 1, &marks_.flow_f);
     p = put_uint(p, e.flow_id);

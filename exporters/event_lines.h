@@ -5,6 +5,11 @@
 // with std::to_chars into a scratch buffer and appended with one copy. Kinds it does not know (and
 // collectives, which are rare) go through json::append_event.
 //
+//
+// Backward and recompute module spans (kModuleSpan) are written the same way, byte for byte what
+// json::append_module_span writes: their head and arguments are as constant per module as an
+// op's.
+//
 // Writing into a gzip file, it tells the compressor (GzipStream::repeat) which bytes of a line
 // repeat text it wrote before — the cached head and arguments, the keys between the numbers — so
 // that deflate sends a back-reference for them without searching.
@@ -20,6 +25,7 @@ namespace fqntrace::json {
 
 class EventLines {
  public:
+  enum Category : uint8_t { kUserAnnotation, kCpuOp, kModuleSpanLine };
   // `gzip`: the compressor `out` goes through (nullptr for a plain file).
   explicit EventLines(long pid, GzipStream* gzip = nullptr);
   // As json::append_event(out, e, pid, separator, first).
@@ -28,10 +34,10 @@ class EventLines {
  private:
   struct Key {
     uint32_t name_id, fqn_id, type_id, tid;
-    uint8_t phase, cpu_op;
+    uint8_t phase, category;  // category: a Category
     bool operator==(const Key& o) const {
       return name_id == o.name_id && fqn_id == o.fqn_id && type_id == o.type_id && tid == o.tid &&
-             phase == o.phase && cpu_op == o.cpu_op;
+             phase == o.phase && category == o.category;
     }
   };
   // Where a combination's text lives in text_: `head` is everything up to `"ts":`, `args` the
@@ -60,8 +66,11 @@ class EventLines {
   std::string flow_pid_, flow_bp_pid_;  // the flows' text around the pid
   std::vector<Slot> slots_;  // open addressing, a power of two, at most half full
   size_t used_ = 0;
+  Slot* last_ = nullptr;  // the slot of the last event (reset when slots_ moves or starts over)
   std::string text_;  // every slot's text, appended; cleared with the slots when too large
   std::string scratch_;  // the event's lines being formatted
+  const char* separator_ = nullptr;  // the last separator seen, and its length
+  size_t separator_len_ = 0;
   GzipStream* gzip_;
   KeyMarks marks_;
 };

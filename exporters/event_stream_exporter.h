@@ -10,7 +10,6 @@
 #include "exporters/exporter.h"
 #include "exporters/json_text.h"
 #include "exporters/memory_json.h"
-#include "exporters/module_span_json.h"
 #include "exporters/output_file.h"
 
 namespace fqntrace {
@@ -38,9 +37,7 @@ class EventStreamExporter : public Exporter {
   void event(const EventRecord& e) final {
     if (e.raw.kind == EventKind::kMemory) {
       json::append_memory_event(file_.pending(), e, info_.pid, separator(), &first_);
-    } else if (e.raw.kind == EventKind::kModuleSpan) {
-      json::append_module_span(file_.pending(), e, info_.pid, separator(), &first_);
-    } else {
+    } else {  // ranges and module spans: cached line heads (event_lines.h)
       lines_->append(file_.pending(), e, separator(), &first_);
     }
     file_.wrote();

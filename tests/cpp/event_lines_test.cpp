@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "buffer/intern.h"
+#include "drain/module_spans.h"
 #include "exporters/event_lines.h"
 #include "exporters/json_text.h"
+#include "exporters/module_span_json.h"
 #include "tests/support/event_mix.h"
 
 using namespace fqntrace;
@@ -122,4 +124,45 @@ TEST(EventLinesTest, StartsOverWhenNamesNeverRepeat) {
     add_raw(both, op("step " + std::to_string(i), "Global", 0, -1), 5, i);
   }
   EXPECT_EQ(both.actual(), both.expected());
+}
+
+// Backward and recompute module spans: the cached writer against json::append_module_span, spans
+// interleaved with ops (the separator and the cache are shared), with and without a module type,
+// hostile names, on two module tracks.
+TEST(EventLinesTest, ModuleSpansAsAppendModuleSpanWritesThem) {
+  InternTable& names = InternTable::instance();
+  const char* separator = ",\n";
+  json::EventLines lines(kPid);
+  std::string expected, actual;
+  bool first_expected = true, first_actual = true;
+  uint64_t n = 0;
+  for (const char* fqn : {"Model", "Model.layers.0", "Модель.\"x\"\n", "Model.layers.0"}) {
+    for (const char* type : {"", "Linear", "Weird\"Type"}) {
+      for (Phase phase : {Phase::kBackward, Phase::kRecompute}) {
+        for (uint32_t track : {kModuleTrackBit | 17u, kModuleTrackBit | 18u}) {
+          RawEvent span{};
+          span.kind = EventKind::kModuleSpan;
+          span.phase = phase;
+          span.depth = static_cast<uint8_t>(n % 4);
+          span.range.seq = -1;
+          span.range.fqn_id = names.intern(fqn);
+          span.range.name_id = names.intern(std::string("nn.Module: ") + fqn);
+          span.range.module.type_id = names.intern(type);
+          EventRecord e{span, track, names.str(span.range.name_id), names.str(span.range.fqn_id),
+                        names.str(span.range.module.type_id), kNone, 1'000'123 + 7'777 * n,
+                        n * 1'234'567, 0, 0};
+          json::append_module_span(expected, e, kPid, separator, &first_expected);
+          lines.append(actual, e, separator, &first_actual);
+          RawEvent between = op("aten::mm", fqn, 2, static_cast<int64_t>(n));  // an op in between
+          EventRecord o{between, 17, names.str(between.range.name_id), names.str(between.range.fqn_id), kNone, kNone,
+                        2'000'000 + n, 999, 0, 0};
+          json::append_event(expected, o, kPid, separator, &first_expected);
+          lines.append(actual, o, separator, &first_actual);
+          ++n;
+        }
+      }
+    }
+  }
+  ASSERT_NE(expected.find("\"module_type\":\"Weird\\\"Type\""), std::string::npos);
+  EXPECT_EQ(actual, expected);
 }
