@@ -1,6 +1,7 @@
 """`python -m fqntrace top`: following growing traces (tracestream.Follower) and the live view,
 driven in a tmux pane next to a traced training loop (TOP_LOOP) that runs ~10 s."""
 import gzip
+import itertools
 import json
 import os
 import re
@@ -195,16 +196,25 @@ def root_sum_fwd(text):
     return None
 
 
-@pytest.fixture
-def pane(tmp_path):
-    """Starts `top` in a tmux pane; yields (session name, start(args...))."""
+@pytest.fixture(scope="module")
+def tmux_server():
+    """Our tmux server for the module, kept alive by an idle session: tmux exits when its last
+    session is killed, and a test's new-session racing that exit failed ("server exited")."""
     if TMUX is None:
         pytest.skip("tmux not installed (scripts/setup.sh installs it)")
+    tmux("new-session", "-d", "-s", "keep-alive", "sleep 100000")
+    yield itertools.count()
+    tmux("kill-server", check=False)
+
+
+@pytest.fixture
+def pane(tmp_path, tmux_server):
+    """Starts `top` in a tmux pane; yields (session name, start(args...))."""
     pytest.importorskip("rich")
     names = []
 
     def start(*args):
-        name = f"top{len(names)}"
+        name = f"top{next(tmux_server)}"  # unique in the module: a slow kill never collides
         names.append(name)
         env = " ".join(f"{k}={v}" for k, v in (("PYTHONPATH", os.environ.get("PYTHONPATH", "")),
                                                 ("TERM", "xterm-256color")))
