@@ -8,7 +8,7 @@ Each (mode, workload) runs in its own process under `valgrind --tool=callgrind
 switches instrumentation on with callgrind_control around exactly --ops calls of torch.add on
 4-element tensors, or --mlp-steps steps of P1's MLP. Reported: the loop thread's instructions per
 op/step, other threads' (fqntrace's drain thread), and for fqntrace the inclusive cost of its two
-callbacks. Prints JSON.
+callbacks. With --whole, also the whole run of a trace file (whole_run()). Prints JSON.
 """
 import argparse
 import concurrent.futures
@@ -22,6 +22,9 @@ import tempfile
 
 from modes import CALLGRIND_MLP_MODES, CALLGRIND_OPS_MODES, environment
 
+# The whole run: no tool, and the two tools that write a trace file.
+WHOLE_RUN_MODES = ("baseline", "fqntrace", "profiler")
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -33,6 +36,9 @@ def child(mode, what, count):
 
     torch.set_num_threads(1)
     run_mode.set_up(mode)
+    if what == "whole":
+        whole_run(mode, count)
+        return
     if what == "ops":
         a, b = torch.ones(4), torch.ones(4)
 
@@ -49,11 +55,46 @@ def child(mode, what, count):
     with run_mode.measuring(mode):
         for _ in range(max(200, count // 10)):
             work()
-        pid = str(os.getpid())
-        subprocess.run(["callgrind_control", "-i", "on", pid], capture_output=True, check=True)
+        callgrind_switch("on")
         for _ in range(count):
             work()
-        subprocess.run(["callgrind_control", "-i", "off", pid], capture_output=True, check=True)
+        callgrind_switch("off")
+
+
+def callgrind_switch(state):
+    subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], capture_output=True,
+                   check=True)
+
+
+def whole_run(mode, count):
+    """The whole cost of a trace file of `count` tiny ops: the ops, and everything the tool does
+    until its file is written (torch.profiler: start, stop and export_chrome_trace; fqntrace:
+    its drain, and the session's stop, which writes the file's tail and closes it). The warm-up
+    runs outside the window (fqntrace: flushed to its file first). Fixed costs (a profiler's
+    start, a file's tail) cancel in the slope between two counts (main())."""
+    import torch
+
+    a, b = torch.ones(4), torch.ones(4)
+    for _ in range(2000):
+        torch.add(a, b)
+    if mode.startswith("fqntrace"):
+        import fqntrace._native
+
+        fqntrace._native.load().flush()
+    callgrind_switch("on")
+    if mode == "profiler":
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(count):
+                torch.add(a, b)
+        prof.export_chrome_trace(os.environ["FQNTRACE_BENCH_EXPORT"])
+    else:
+        for _ in range(count):
+            torch.add(a, b)
+        if mode.startswith("fqntrace"):
+            fqntrace._native.load().stop()
+    callgrind_switch("off")
 
 
 def totals(path):
@@ -75,8 +116,9 @@ def inclusive(path, pattern):
 
 def run(mode, what, count, outdir):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
-    env.update(environment(mode, os.path.join(outdir, f"{mode}.{what}.json")))
-    tag = f"{mode}.{what}"
+    env.update(environment(mode, os.path.join(outdir, f"{mode}.{what}.{count}.json")))
+    env["FQNTRACE_BENCH_EXPORT"] = os.path.join(outdir, f"{mode}.{what}.{count}.export.json")
+    tag = f"{mode}.{what}.{count}"
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
            f"--callgrind-out-file={os.path.join(outdir, 'cg.' + tag)}.%p", sys.executable,
            os.path.abspath(__file__), "--child", mode, "--what", what, "--count", str(count)]
@@ -85,6 +127,8 @@ def run(mode, what, count, outdir):
         raise RuntimeError(f"callgrind {tag} failed:\n{proc.stderr[-2000:]}")
     files = sorted(f for f in os.listdir(outdir) if f.startswith(f"cg.{tag}.") and "-" in f)
     main = os.path.join(outdir, next(f for f in files if f.endswith("-01")))
+    if what == "whole":  # every thread, the process's whole window
+        return what, mode, {"count": count, "ir": sum(totals(os.path.join(outdir, f)) for f in files)}
     unit = "op" if what == "ops" else "step"
     result = {f"main_thread_ir_per_{unit}": totals(main) / count,
               f"other_threads_ir_per_{unit}": sum(totals(os.path.join(outdir, f)) for f in files
@@ -100,11 +144,17 @@ def run(mode, what, count, outdir):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child")
-    parser.add_argument("--what", choices=["ops", "mlp"], default="ops")
+    parser.add_argument("--what", choices=["ops", "mlp", "whole"], default="ops")
     parser.add_argument("--count", type=int, default=20000, help="child: ops or MLP steps")
     parser.add_argument("--ops", type=int, default=20000)
     parser.add_argument("--mlp-steps", type=int, default=200)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--whole", action="store_true",
+                        help="also the whole run (ops until the trace file is written) of fqntrace "
+                             "and torch.profiler, per op from the slope between --whole-ops/2 and "
+                             "--whole-ops")
+    parser.add_argument("--whole-ops", type=int, default=20000)
+    parser.add_argument("--only-whole", action="store_true", help="only the whole run")
     args = parser.parse_args()
     if args.child:
         child(args.child, args.what, args.count)
@@ -113,16 +163,28 @@ def main():
         print(json.dumps({"skipped": "valgrind not installed"}))
         return
     outdir = tempfile.mkdtemp(prefix="fqntrace-callgrind-")
-    jobs = ([(m, "ops", args.ops) for m in CALLGRIND_OPS_MODES]
-            + [(m, "mlp", args.mlp_steps) for m in CALLGRIND_MLP_MODES])
+    jobs = [] if args.only_whole else ([(m, "ops", args.ops) for m in CALLGRIND_OPS_MODES]
+                                       + [(m, "mlp", args.mlp_steps) for m in CALLGRIND_MLP_MODES])
+    if args.whole or args.only_whole:
+        jobs += [(m, "whole", n) for m in WHOLE_RUN_MODES for n in (args.whole_ops // 2, args.whole_ops)]
     try:
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             done = list(pool.map(lambda job: run(*job, outdir), jobs))
     finally:
         shutil.rmtree(outdir, ignore_errors=True)
-    out = {"ops": args.ops, "mlp_steps": args.mlp_steps, "modes": {}, "mlp": {}}
+    out = {"ops": args.ops, "mlp_steps": args.mlp_steps, "whole_ops": args.whole_ops, "modes": {},
+           "mlp": {}}
+    whole = {}
     for what, mode, result in done:
-        out["modes" if what == "ops" else "mlp"][mode] = result
+        if what == "whole":
+            whole.setdefault(mode, []).append(result)
+        else:
+            out["modes" if what == "ops" else "mlp"][mode] = result
+    if whole:
+        out["whole"] = {}
+        for mode, (small, big) in ((m, sorted(r, key=lambda r: r["count"])) for m, r in whole.items()):
+            out["whole"][mode] = {"runs": [small, big],
+                                  "ir_per_op": (big["ir"] - small["ir"]) / (big["count"] - small["count"])}
     print(json.dumps(out))
 
 

@@ -734,7 +734,7 @@ def main():
             log(f"callgrind: instructions per op, {s['callgrind_ops']:,} ops per mode")
             out = subprocess.run([PY, os.path.join(HERE, "callgrind_ops.py"), "--ops",
                                   str(s["callgrind_ops"]), "--mlp-steps", str(s["callgrind_mlp_steps"]),
-                                  "--jobs", "2"], capture_output=True,
+                                  "--jobs", "2", "--whole"], capture_output=True,
                                  text=True, cwd=ROOT, timeout=1200)
             if out.returncode == 0:
                 results["callgrind"] = json.loads(out.stdout.strip().splitlines()[-1])
