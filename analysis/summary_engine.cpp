@@ -318,27 +318,37 @@ struct SummaryEngine::State {
   }
 
   // ---- parsing ---------------------------------------------------------------------------
+  // An object's or array's items, validated and counted (Python's truth of it: items > 0).
+  static bool skip_items(od::value v, od::json_type type, size_t& items) {
+    items = 0;
+    if (type == od::json_type::object) {
+      od::object obj;
+      if (v.get_object().get(obj)) return false;
+      for (auto result : obj) {
+        od::field field;
+        if (std::move(result).get(field) || !skip(field.value())) return false;
+        ++items;
+      }
+      return true;
+    }
+    od::array arr;
+    if (v.get_array().get(arr)) return false;
+    for (auto item : arr) {
+      od::value x;
+      if (item.get(x) || !skip(x)) return false;
+      ++items;
+    }
+    return true;
+  }
+
   static bool skip(od::value v) {
     od::json_type type;
     if (v.type().get(type)) return false;
     switch (type) {
-      case od::json_type::object: {
-        od::object obj;
-        if (v.get_object().get(obj)) return false;
-        for (auto result : obj) {
-          od::field field;
-          if (std::move(result).get(field) || !skip(field.value())) return false;
-        }
-        return true;
-      }
+      case od::json_type::object:
       case od::json_type::array: {
-        od::array arr;
-        if (v.get_array().get(arr)) return false;
-        for (auto item : arr) {
-          od::value x;
-          if (item.get(x) || !skip(x)) return false;
-        }
-        return true;
+        size_t items;
+        return skip_items(v, type, items);
       }
       case od::json_type::number: {
         od::number n;
@@ -520,26 +530,11 @@ struct SummaryEngine::State {
         out = !s.empty();
         return true;
       }
-      case od::json_type::array: {
-        od::array arr;
-        if (v.get_array().get(arr)) return false;
-        out = false;
-        for (auto item : arr) {
-          od::value x;
-          if (item.get(x) || !skip(x)) return false;
-          out = true;
-        }
-        return true;
-      }
+      case od::json_type::array:
       case od::json_type::object: {
-        od::object obj;
-        if (v.get_object().get(obj)) return false;
-        out = false;
-        for (auto result : obj) {
-          od::field field;
-          if (std::move(result).get(field) || !skip(field.value())) return false;
-          out = true;
-        }
+        size_t items;
+        if (!skip_items(v, type, items)) return false;
+        out = items > 0;
         return true;
       }
     }
