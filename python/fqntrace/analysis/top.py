@@ -179,11 +179,7 @@ class LiveSummary(summarize.StreamSummary, LiveWindow):
 class NativeLiveSummary(LiveWindow):
     """LiveSummary's numbers from the native engine (summary_engine.h, live mode): it is fed the
     appended event lines as they are and logs, in order, the time it counts and the step ranges
-    it reads; each batch's log is replayed here into the LiveWindow.
-
-    The outermost ranges are counted after every read (a few MiB), not once per screen: pending
-    neighbours at depth 0 merge, and their time is counted when the last of them ended, so the
-    per-second window would otherwise depend on how fast the file was read."""
+    it reads; each batch's log is replayed here into the LiveWindow."""
 
     def __init__(self, window_s, exclude_steps=step_times.DEFAULT_EXCLUDED, jsonl=False):
         super().__init__(window_s, exclude_steps)
@@ -197,7 +193,6 @@ class NativeLiveSummary(LiveWindow):
             raise summarize.NotPostOrder(self)
         if n < 0:
             return None
-        self.engine.settle()
         self._replay()
         return n
 
@@ -210,7 +205,6 @@ class NativeLiveSummary(LiveWindow):
                 continue  # not JSON the engine reads (a NaN): no time to count
             if self.engine.feed_event(text) == -2:
                 raise summarize.NotPostOrder(self)
-        self.engine.settle()
         self._replay()
 
     def _replay(self):
@@ -284,6 +278,11 @@ class Source:
         self.live.feed(events)
         n += len(events)
         self.live.events += n
+        if n:
+            # Counted after every read (at most MAX_READ), not once per screen: neighbouring
+            # outermost ranges merge while pending and count when the last of them ended, so
+            # the window and the per-step numbers would depend on how fast the file was read.
+            self.live.settle()
         return n if n or restarted else None
 
     def settle(self):
