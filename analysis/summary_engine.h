@@ -8,6 +8,10 @@
 // the fields the summary reads, the rest validated) before any event of it counts, so a block
 // that is not whole events in that layout changes nothing and the reader can read it another
 // way. The Python side turns the sums into the summary dict (summarize._result).
+//
+// The same parser serves `validate` (Mode::kChecks: validate's per-event, nesting, flow and span
+// checks instead of the sums, a verdict on files that pass) and `top` (Mode::kLive: the sums and
+// a log of the time counted and the step ranges read, for its per-second window).
 #pragma once
 
 #include <cstdint>
