@@ -203,7 +203,9 @@ struct FlowKey {
   uint32_t cat;
   bool is_int;
   int64_t id;  // the int, or the string's interned id
-  bool operator==(const FlowKey& o) const { return cat == o.cat && is_int == o.is_int && id == o.id; }
+  bool operator==(const FlowKey& o) const {
+    return cat == o.cat && is_int == o.is_int && id == o.id;
+  }
 };
 struct FlowKeyHash {
   size_t operator()(const FlowKey& k) const {
@@ -229,20 +231,25 @@ class ClosedFlows {
     }
     auto& ranges = ranges_[k.cat];
     auto it = ranges.upper_bound(k.id);
-    if (it != ranges.begin() && k.id <= std::prev(it)->second + 1) {
+    if (it != ranges.begin() && reaches(std::prev(it)->second, k.id)) {
       it = std::prev(it);
       it->second = std::max(it->second, k.id);
     } else {
       it = ranges.emplace(k.id, k.id).first;
     }
     auto next = std::next(it);
-    if (next != ranges.end() && next->first <= it->second + 1) {  // joins the next range
+    if (next != ranges.end() && reaches(it->second, next->first)) {  // joins the next range
       it->second = std::max(it->second, next->second);
       ranges.erase(next);
     }
   }
 
  private:
+  // Does a range ending at `end` reach `id` when extended by one? (no overflow at INT64_MAX)
+  static bool reaches(int64_t end, int64_t id) {
+    return id <= end || (end < INT64_MAX && id == end + 1);
+  }
+
   std::unordered_map<uint32_t, std::map<int64_t, int64_t>> ranges_;  // cat -> start -> end
   std::unordered_set<FlowKey, FlowKeyHash> texts_;
 };
