@@ -20,15 +20,18 @@ struct EngineObject {
 };
 
 int engine_init(PyObject* self, PyObject* args, PyObject* kwargs) {
-  static const char* kwlist[] = {"jsonl", "step_ranges", nullptr};
-  int jsonl = 0;
+  static const char* kwlist[] = {"jsonl", "step_ranges", "checks", "live", nullptr};
+  int jsonl = 0, checks = 0, live = 0;
   PyObject* ranges = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "p|O", const_cast<char**>(kwlist), &jsonl,
-                                   &ranges))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "p|Opp", const_cast<char**>(kwlist), &jsonl,
+                                   &ranges, &checks, &live))
     return -1;
   auto* obj = reinterpret_cast<EngineObject*>(self);
   delete obj->engine;
-  obj->engine = new (std::nothrow) SummaryEngine(jsonl != 0);
+  SummaryEngine::Mode mode = checks ? SummaryEngine::Mode::kChecks
+                             : live ? SummaryEngine::Mode::kLive
+                                    : SummaryEngine::Mode::kSummary;
+  obj->engine = new (std::nothrow) SummaryEngine(jsonl != 0, mode);
   obj->finished = false;
   if (obj->engine == nullptr) {
     PyErr_NoMemory();
@@ -223,6 +226,71 @@ PyObject* result(PyObject* self, PyObject*) {
   }
 }
 
+// validate (checks=True): (threads, loose flows, fqns without a span), or None when the Python
+// checks must judge the file.
+PyObject* check_result(PyObject* self, PyObject* args) {
+  int incomplete = 0;
+  if (!PyArg_ParseTuple(args, "p", &incomplete)) return nullptr;
+  auto r = reinterpret_cast<EngineObject*>(self)->engine->check_result(incomplete != 0);
+  if (!r.judged) Py_RETURN_NONE;
+  return Py_BuildValue("(LLL)", (long long)r.threads, (long long)r.loose_flows,
+                       (long long)r.missing_fqns);
+}
+
+// top (live=True): see summary_engine.h.
+PyObject* settle(PyObject* self, PyObject*) {
+  try {
+    reinterpret_cast<EngineObject*>(self)->engine->settle();
+  } catch (...) {
+    return PyErr_NoMemory();
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* take_log(PyObject* self, PyObject*) {
+  SummaryEngine& engine = *reinterpret_cast<EngineObject*>(self)->engine;
+  std::vector<fqntrace::analysis::LiveRecord> log;
+  try {
+    log = engine.take_log();
+  } catch (...) {
+    return PyErr_NoMemory();
+  }
+  PyObject* out = PyList_New(static_cast<Py_ssize_t>(log.size()));
+  if (out == nullptr) return nullptr;
+  for (size_t k = 0; k < log.size(); ++k) {
+    const auto& r = log[k];
+    PyObject* row = Py_BuildValue("(iiNLL)", int(r.kind), int(r.phase_or_annotation),
+                                  text(engine.name(r.text)), (long long)r.a, (long long)r.b);
+    if (row == nullptr) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    PyList_SET_ITEM(out, static_cast<Py_ssize_t>(k), row);
+  }
+  return out;
+}
+
+PyObject* live_totals(PyObject* self, PyObject*) {
+  SummaryEngine& engine = *reinterpret_cast<EngineObject*>(self)->engine;
+  int64_t first = 0, latest = 0;
+  bool any = engine.live_span(first, latest);
+  PyObject* modules = PyList_New(0);
+  if (modules == nullptr) return nullptr;
+  for (const auto& m : engine.modules()) {
+    PyObject* row = Py_BuildValue("(NLLL)", text(engine.fqn(m.fqn)),
+                                  (long long)m.phases[0].self_ns, (long long)m.phases[1].self_ns,
+                                  (long long)m.phases[2].self_ns);
+    if (row == nullptr || PyList_Append(modules, row) < 0) {
+      Py_XDECREF(row);
+      Py_DECREF(modules);
+      return nullptr;
+    }
+    Py_DECREF(row);
+  }
+  if (!any) return Py_BuildValue("(NOO)", modules, Py_None, Py_None);
+  return Py_BuildValue("(NLL)", modules, (long long)first, (long long)latest);
+}
+
 PyMethodDef kEngineMethods[] = {
     {"feed_block", feed_block, METH_VARARGS,
      "feed_block(chunk, start=0, end=len(chunk)): lines of whole events (chunk[start:end], read "
@@ -232,6 +300,16 @@ PyMethodDef kEngineMethods[] = {
     {"result", result, METH_NOARGS,
      "Counts what is pending and returns the sums: {modules, device_seen, memory_seen, "
      "memory_nodes, step_times}."},
+    {"check_result", check_result, METH_VARARGS,
+     "check_result(incomplete): with checks=True, once every event is fed: (threads, loose "
+     "flows, fqns without a module span), or None when the Python checks must judge the file."},
+    {"settle", settle, METH_NOARGS,
+     "With live=True: counts the pending ranges at depth 0 (nothing can enclose them any more)."},
+    {"take_log", take_log, METH_NOARGS,
+     "With live=True: [(kind, phase or is_user_annotation, fqn or name, a, b)] since the last "
+     "call, in order: kind 0 counted time (when_ns, ns), 1 a ProfilerStep range (start, end)."},
+    {"live_totals", live_totals, METH_NOARGS,
+     "([(fqn, self ns forward, backward, recompute)], first start ns, latest end ns) so far."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyTypeObject kEngineType = {PyVarObject_HEAD_INIT(nullptr, 0) nullptr};

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
+#include <map>
+#include <unordered_set>
 
 namespace fqntrace::analysis {
 namespace {
@@ -13,6 +16,8 @@ namespace od = simdjson::ondemand;
 
 constexpr int64_t kNestToleranceNs = 1;  // traceio.NEST_TOLERANCE_NS
 constexpr std::string_view kEngineWrapper = "autograd::engine::evaluate_function:";
+constexpr std::string_view kStepPrefix = "ProfilerStep#";             // top.STEP_PREFIX
+constexpr std::string_view kCompiledRegion = "Torch-Compiled Region";  // traceio's compiled code
 constexpr uint32_t kNone = 0xffffffffu;
 // Phase keys: 0..2 the PHASES, 3 None (missing or null), 4.. any other value (interned).
 constexpr uint32_t kPhaseNone = 3;
@@ -71,6 +76,16 @@ struct Event {
   bool bytes_int = false, flops_int = false, size_int = false;
   int64_t bytes = 0, flops = 0, size = 0;
   uint32_t addr_key = 0;
+  // What validate's checks read besides (State::checks only; see check_event)
+  bool ph_str = false;                               // ph is a string
+  bool name_is_step = false, name_is_compiled = false;  // ProfilerStep#, compiled code
+  bool has_pid = false, has_tid = false;             // present and not null
+  bool odd_thread = false;                           // a pid or tid neither an int nor a string
+  uint8_t cat_kind = 0;                              // 0 missing or null, 1 a string, 2 other
+  uint32_t cat_text = 0;                             // interned, when a string
+  uint8_t id_kind = 0;                               // 0 missing or null, 1 int, 2 string, 3 other
+  int64_t id_int = 0;
+  uint32_t id_text = 0;                              // interned, when a string
 };
 
 struct Contrib {
@@ -170,6 +185,86 @@ void merge_groups(SmallMap<Group>& into, SmallMap<Group>& from) {
   from.clear();
 }
 
+// ---- validate's checks: what is kept while the events stream by ---------------------------
+// The ranges of one thread whose enclosing range has not come yet (validate._StreamChecks).
+struct CheckThread {
+  struct Range {
+    int64_t start, end;
+    bool has_depth;
+    int64_t depth;
+  };
+  std::vector<Range> stack;
+  bool seen = false;
+  int64_t last_end = 0;
+};
+
+// A flow: (cat, id) with the cat a string or missing (kNone), the id an int or a string.
+struct FlowKey {
+  uint32_t cat;
+  bool is_int;
+  int64_t id;  // the int, or the string's interned id
+  bool operator==(const FlowKey& o) const {
+    return cat == o.cat && is_int == o.is_int && id == o.id;
+  }
+};
+struct FlowKeyHash {
+  size_t operator()(const FlowKey& k) const {
+    return std::hash<int64_t>()(k.id) * 31 + (size_t(k.cat) << 1) + k.is_int;
+  }
+};
+
+// The flows that had both ends: the core numbers flows 1, 2, 3, ..., so the ints are kept as
+// ranges of consecutive numbers (a handful), as validate._IdSet does.
+class ClosedFlows {
+ public:
+  bool contains(const FlowKey& k) const {
+    if (!k.is_int) return texts_.count(k) != 0;
+    auto cat = ranges_.find(k.cat);
+    if (cat == ranges_.end()) return false;
+    auto it = cat->second.upper_bound(k.id);  // the first range starting after the id
+    return it != cat->second.begin() && k.id <= std::prev(it)->second;
+  }
+  void add(const FlowKey& k) {
+    if (!k.is_int) {
+      texts_.insert(k);
+      return;
+    }
+    auto& ranges = ranges_[k.cat];
+    auto it = ranges.upper_bound(k.id);
+    if (it != ranges.begin() && reaches(std::prev(it)->second, k.id)) {
+      it = std::prev(it);
+      it->second = std::max(it->second, k.id);
+    } else {
+      it = ranges.emplace(k.id, k.id).first;
+    }
+    auto next = std::next(it);
+    if (next != ranges.end() && reaches(it->second, next->first)) {  // joins the next range
+      it->second = std::max(it->second, next->second);
+      ranges.erase(next);
+    }
+  }
+
+ private:
+  // Does a range ending at `end` reach `id` when extended by one? (no overflow at INT64_MAX)
+  static bool reaches(int64_t end, int64_t id) {
+    return id <= end || (end < INT64_MAX && id == end + 1);
+  }
+
+  std::unordered_map<uint32_t, std::map<int64_t, int64_t>> ranges_;  // cat -> start -> end
+  std::unordered_set<FlowKey, FlowKeyHash> texts_;
+};
+
+struct Checks {
+  std::vector<CheckThread> threads;  // by the engine's thread index
+  int64_t n_threads = 0;
+  enum : uint8_t { kSpan = 1, kFirstOp = 2 };
+  std::vector<uint8_t> fqn_flags;  // string id -> kSpan | kFirstOp
+  bool compiled = false;           // compiled code ran (docs/compile.md): Python judges spans
+  std::unordered_map<FlowKey, std::pair<int64_t, int64_t>, FlowKeyHash> open;  // (s, f) counts
+  ClosedFlows closed;
+  bool python = false;  // a problem, or something only the Python checks judge
+};
+
 }  // namespace
 
 struct SummaryEngine::State {
@@ -213,33 +308,54 @@ struct SummaryEngine::State {
   int64_t seq = 0;
   bool memory_seen = false;
 
-  explicit State(bool jsonl_) : jsonl(jsonl_) {
+  // validate's checks (kChecks) instead of the sums; top's log (kLive)
+  std::unique_ptr<Checks> checks;
+  uint32_t global_fqn;
+  bool logging = false;  // kLive
+  std::vector<LiveRecord> log;
+  bool any_range = false;
+  int64_t first_ns = 0, latest_ns = 0;
+
+  State(bool jsonl_, Mode mode) : jsonl(jsonl_) {
     question_mark = strings.id("?");
     addr_none = strings.id("n");
+    global_fqn = strings.id("Global");
+    if (mode == Mode::kChecks) checks = std::make_unique<Checks>();
+    logging = mode == Mode::kLive;
   }
 
   // ---- parsing ---------------------------------------------------------------------------
+  // An object's or array's items, validated and counted (Python's truth of it: items > 0).
+  static bool skip_items(od::value v, od::json_type type, size_t& items) {
+    items = 0;
+    if (type == od::json_type::object) {
+      od::object obj;
+      if (v.get_object().get(obj)) return false;
+      for (auto result : obj) {
+        od::field field;
+        if (std::move(result).get(field) || !skip(field.value())) return false;
+        ++items;
+      }
+      return true;
+    }
+    od::array arr;
+    if (v.get_array().get(arr)) return false;
+    for (auto item : arr) {
+      od::value x;
+      if (item.get(x) || !skip(x)) return false;
+      ++items;
+    }
+    return true;
+  }
+
   static bool skip(od::value v) {
     od::json_type type;
     if (v.type().get(type)) return false;
     switch (type) {
-      case od::json_type::object: {
-        od::object obj;
-        if (v.get_object().get(obj)) return false;
-        for (auto result : obj) {
-          od::field field;
-          if (std::move(result).get(field) || !skip(field.value())) return false;
-        }
-        return true;
-      }
+      case od::json_type::object:
       case od::json_type::array: {
-        od::array arr;
-        if (v.get_array().get(arr)) return false;
-        for (auto item : arr) {
-          od::value x;
-          if (item.get(x) || !skip(x)) return false;
-        }
-        return true;
+        size_t items;
+        return skip_items(v, type, items);
       }
       case od::json_type::number: {
         od::number n;
@@ -325,44 +441,40 @@ struct SummaryEngine::State {
     return true;
   }
 
-  // str(x) of a pid or tid: the string itself, Python's spelling of the rest.
-  bool python_str(od::value v, std::string& out) {
-    od::json_type type;
-    if (v.type().get(type)) return false;
-    switch (type) {
-      case od::json_type::string: {
-        std::string_view s;
-        if (v.get_string().get(s)) return false;
-        out.assign(s);
-        return true;
-      }
-      case od::json_type::boolean: {
-        bool b;
-        if (v.get_bool().get(b)) return false;
-        out = b ? "True" : "False";
-        return true;
-      }
+  // A value read once for the two spellings Python gives it (python_str, dict_key).
+  struct Scalar {
+    od::json_type type = od::json_type::null;
+    std::string_view text;  // a string's text; a number's (or an array's, object's) raw token
+    bool boolean = false;
+    Number n;  // a number's value
+  };
+
+  // False: invalid, or (unsupported set) a number beyond 64 bits, whose text is still read.
+  static bool scalar(od::value v, Scalar& out, bool& unsupported) {
+    if (v.type().get(out.type)) return false;
+    switch (out.type) {
+      case od::json_type::string:
+        return !v.get_string().get(out.text);
+      case od::json_type::boolean:
+        return !v.get_bool().get(out.boolean);
       case od::json_type::null: {
         bool is_null = false;
-        if (v.is_null().get(is_null) || !is_null) return false;
-        out = "None";
-        return true;
+        return !v.is_null().get(is_null) && is_null;
       }
-      default: {
-        std::string_view raw;
-        raw = v.raw_json_token();
-        while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\t' || raw.back() == '\n' ||
-                                raw.back() == '\r'))
-          raw.remove_suffix(1);
-        out.assign(raw);
-        if (type == od::json_type::number) {
-          bool unsupported = false;
-          Number n;
-          return number(v, n, unsupported) || unsupported;
-        }
+      case od::json_type::number:
+        out.text = trimmed(v.raw_json_token());
+        return number(v, out.n, unsupported);
+      default:
+        out.text = trimmed(v.raw_json_token());
         return skip(v);
-      }
     }
+  }
+
+  // str(x) of a pid or tid: the string itself, Python's spelling of the rest.
+  static void python_str(const Scalar& s, std::string& out) {
+    if (s.type == od::json_type::boolean) out = s.boolean ? "True" : "False";
+    else if (s.type == od::json_type::null) out = "None";
+    else out.assign(s.text);
   }
 
  public:
@@ -375,45 +487,32 @@ struct SummaryEngine::State {
     return "f" + std::string(raw);
   }
 
-  bool dict_key(od::value v, std::string& out, bool& unsupported) {
-    od::json_type type;
-    if (v.type().get(type)) return false;
-    switch (type) {
-      case od::json_type::string: {
-        std::string_view s;
-        if (v.get_string().get(s)) return false;
+  static void dict_key(const Scalar& s, std::string& out) {
+    switch (s.type) {
+      case od::json_type::string:
         out = "s";
-        out.append(s);
-        return true;
-      }
-      case od::json_type::boolean: {
-        bool b;
-        if (v.get_bool().get(b)) return false;
-        out = b ? "i1" : "i0";
-        return true;
-      }
-      case od::json_type::null: {
-        bool is_null = false;
-        if (v.is_null().get(is_null) || !is_null) return false;
+        out.append(s.text);
+        return;
+      case od::json_type::boolean:
+        out = s.boolean ? "i1" : "i0";
+        return;
+      case od::json_type::null:
         out = "n";
-        return true;
-      }
-      case od::json_type::number: {
-        std::string_view raw;
-        raw = v.raw_json_token();
-        while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\t' || raw.back() == '\n' ||
-                                raw.back() == '\r'))
-          raw.remove_suffix(1);
-        std::string raw_copy(raw);
-        Number n;
-        if (!number(v, n, unsupported)) return false;
-        out = key_of_number(n, raw_copy);
-        return true;
-      }
+        return;
+      case od::json_type::number:
+        out = key_of_number(s.n, s.text);
+        return;
       default:
         out = "o";  // unhashable in Python (the Python path would fail on it too)
-        return skip(v);
     }
+  }
+
+  // A dict key read from v. False: invalid, or unsupported (a number beyond 64 bits).
+  static bool dict_key(od::value v, std::string& out, bool& unsupported) {
+    Scalar s;
+    if (!scalar(v, s, unsupported)) return false;
+    dict_key(s, out);
+    return true;
   }
 
   static bool truthy(od::value v, bool& out) {
@@ -438,30 +537,29 @@ struct SummaryEngine::State {
         out = !s.empty();
         return true;
       }
-      case od::json_type::array: {
-        od::array arr;
-        if (v.get_array().get(arr)) return false;
-        out = false;
-        for (auto item : arr) {
-          od::value x;
-          if (item.get(x) || !skip(x)) return false;
-          out = true;
-        }
-        return true;
-      }
+      case od::json_type::array:
       case od::json_type::object: {
-        od::object obj;
-        if (v.get_object().get(obj)) return false;
-        out = false;
-        for (auto result : obj) {
-          od::field field;
-          if (std::move(result).get(field) || !skip(field.value())) return false;
-          out = true;
-        }
+        size_t items;
+        if (!skip_items(v, type, items)) return false;
+        out = items > 0;
         return true;
       }
     }
     return false;
+  }
+
+  // A string's interned id, or kNone when the value is not a string. False: invalid.
+  bool string_id(od::value x, uint32_t& out) {
+    od::json_type type;
+    if (x.type().get(type)) return false;
+    if (type != od::json_type::string) {
+      out = kNone;
+      return skip(x);
+    }
+    std::string_view s;
+    if (x.get_string().get(s)) return false;
+    out = strings.id(s);
+    return true;
   }
 
   bool parse_args(od::value v, Event& e, bool& unsupported) {
@@ -475,16 +573,7 @@ struct SummaryEngine::State {
       if (std::move(result).get(field) || !key_text(field, key)) return false;
       od::value x = field.value();
       if (key == "fqn") {
-        od::json_type type;
-        if (x.type().get(type)) return false;
-        if (type == od::json_type::string) {
-          std::string_view s;
-          if (x.get_string().get(s)) return false;
-          e.fqn = strings.id(s);
-        } else {
-          e.fqn = kNone;
-          if (!skip(x)) return false;
-        }
+        if (!string_id(x, e.fqn)) return false;
       } else if (key == "phase") {
         od::json_type type;
         if (x.type().get(type)) return false;
@@ -506,16 +595,7 @@ struct SummaryEngine::State {
         if (!integer(x, false, e.has_depth, e.depth, unsupported)) return false;
       } else if (key == "module_type") {
         e.has_module_type = true;
-        od::json_type type;
-        if (x.type().get(type)) return false;
-        if (type == od::json_type::string) {
-          std::string_view s;
-          if (x.get_string().get(s)) return false;
-          e.module_type = strings.id(s);
-        } else {
-          e.module_type = kNone;
-          if (!skip(x)) return false;
-        }
+        if (!string_id(x, e.module_type)) return false;
       } else if (key == "async_work") {
         if (!truthy(x, e.async_work)) return false;
       } else if (key == "collective") {
@@ -573,11 +653,15 @@ struct SummaryEngine::State {
         if (type == od::json_type::string) {
           std::string_view s;
           if (x.get_string().get(s)) return false;
-          if (s == "X") e.ph = 'X';
-          else if (s == "i") e.ph = 'i';
+          e.ph_str = true;
+          if (s.size() == 1 && (s[0] == 'X' || s[0] == 'i' || s[0] == 's' || s[0] == 'f' ||
+                                s[0] == 'M'))
+            e.ph = s[0];
           else if (s == "footer") e.ph = 'F';  // a JSON Lines footer is no event
         } else if (!skip(x)) {
           return false;
+        } else {
+          e.ph_str = false;
         }
       } else if (key == "name") {
         od::json_type type;
@@ -589,18 +673,24 @@ struct SummaryEngine::State {
           e.name_is_str = true;
           e.name_is_memory = s == "[memory]";
           e.name_is_wrapper = s.substr(0, kEngineWrapper.size()) == kEngineWrapper;
+          e.name_is_step = s.substr(0, kStepPrefix.size()) == kStepPrefix;
+          e.name_is_compiled = s == "CompiledFunction" || s == "CompiledFunctionBackward" ||
+                               s.substr(0, kCompiledRegion.size()) == kCompiledRegion;
         } else {
           e.name = question_mark;
           e.name_is_str = e.name_is_memory = e.name_is_wrapper = false;
+          e.name_is_step = e.name_is_compiled = false;
           if (!skip(x)) return false;
         }
       } else if (key == "cat") {
         od::json_type type;
         if (x.type().get(type)) return false;
         e.cat = kCatOther;
+        e.cat_kind = type == od::json_type::string ? 1 : type == od::json_type::null ? 0 : 2;
         if (type == od::json_type::string) {
           std::string_view s;
           if (x.get_string().get(s)) return false;
+          if (checks != nullptr) e.cat_text = strings.id(s);  // a flow's key
           if (s == "cpu_op") e.cat = kCatCpuOp;
           else if (s == "user_annotation") e.cat = kCatUserAnnotation;
           else if (s == "kernel" || s == "gpu_memcpy" || s == "gpu_memset") e.cat = kCatDevice;
@@ -621,29 +711,10 @@ struct SummaryEngine::State {
           continue;
         }
         pid_parsed = true;
-        od::json_type type;
-        if (x.type().get(type)) return false;
-        // str(pid) and pid as a dict key, from one read of the value
-        if (type == od::json_type::string) {
-          std::string_view s;
-          if (x.get_string().get(s)) return false;
-          pid_text.assign(s);
-          pid_key = "s" + pid_text;
-        } else if (type == od::json_type::number) {
-          std::string_view raw;
-          raw = x.raw_json_token();
-          while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\t' || raw.back() == '\n' ||
-                                  raw.back() == '\r'))
-            raw.remove_suffix(1);
-          pid_text.assign(raw);
-          Number n;
-          if (!number(x, n, unsupported)) return false;
-          pid_key = key_of_number(n, pid_text);
-        } else {
-          if (!python_str(x, pid_text)) return false;
-          pid_key = pid_text == "True" ? "i1" : pid_text == "False" ? "i0"
-                  : pid_text == "None" ? "n" : "o";
-        }
+        Scalar value;  // str(pid) and pid as a dict key, from one read of the value
+        if (!scalar(x, value, unsupported)) return false;
+        python_str(value, pid_text);
+        dict_key(value, pid_key);
       } else if (key == "tid") {
         cur_tid_raw.assign(trimmed(x.raw_json_token()));
         if (cache_valid && cur_tid_raw == cached_tid_raw) {
@@ -651,7 +722,12 @@ struct SummaryEngine::State {
           continue;
         }
         tid_parsed = true;
-        if (!python_str(x, tid_text)) return false;
+        Scalar value;
+        bool big = false;  // a tid beyond 64 bits is still a tid: str() spells it as written
+        if (!scalar(x, value, big) && !big) return false;
+        python_str(value, tid_text);
+      } else if (key == "id" && checks != nullptr) {
+        if (!flow_id(x, e, unsupported)) return false;
       } else if (key == "args") {
         od::json_type type;
         if (x.type().get(type)) return false;
@@ -666,6 +742,11 @@ struct SummaryEngine::State {
       }
     }
     if (unsupported) return false;
+    if (checks != nullptr) {
+      e.has_pid = present(cur_pid_raw);
+      e.has_tid = present(cur_tid_raw);
+      e.odd_thread = (e.has_pid && !plain(cur_pid_raw)) || (e.has_tid && !plain(cur_tid_raw));
+    }
     if (cache_valid && cur_pid_raw == cached_pid_raw && cur_tid_raw == cached_tid_raw) {
       e.thread = cached_thread;  // most events are on the thread of the event before
       e.pid_str = cached_pid_str;
@@ -697,6 +778,34 @@ struct SummaryEngine::State {
     cached_thread = e.thread;
     cached_pid_str = e.pid_str;
     cached_pid_key = e.pid_key;
+    return true;
+  }
+
+  // A pid's or tid's raw token: there and not null ("\x01": the key is missing).
+  static bool present(const std::string& raw) { return raw != "\x01" && raw != "null"; }
+  // A string or an integer: str() and the thread key agree with the raw token.
+  static bool plain(const std::string& raw) {
+    if (!raw.empty() && raw[0] == '"') return true;
+    for (char c : raw)
+      if (!(c == '-' || (c >= '0' && c <= '9'))) return false;
+    return !raw.empty();
+  }
+
+  // A flow's id: an int or a string as a key of its own; anything else is left to Python.
+  bool flow_id(od::value x, Event& e, bool& unsupported) {
+    Scalar s;
+    if (!scalar(x, s, unsupported)) return false;
+    if (s.type == od::json_type::null) {
+      e.id_kind = 0;
+    } else if (s.type == od::json_type::number && s.n.is_int) {
+      e.id_kind = 1;
+      e.id_int = s.n.i;
+    } else if (s.type == od::json_type::string) {
+      e.id_kind = 2;
+      e.id_text = strings.id(s.text);
+    } else {
+      e.id_kind = 3;
+    }
     return true;
   }
 
@@ -794,11 +903,17 @@ struct SummaryEngine::State {
     return slot->second;
   }
 
-  void commit(Group& g) {
+  // A frontier group's ops count; they ended by `when` (ns).
+  void commit(Group& g, int64_t when) {
     if (g.contribs.size() == 0) return;
     uint32_t fqn = static_cast<uint32_t>(g.key);
     int phase = static_cast<int>(g.key >> 32);  // contributions exist only in PHASES
     PhaseSums& p = modules[module_of[fqn]].phases[phase];
+    if (logging) {
+      int64_t ns = 0;
+      for (auto& c : g.contribs.items()) ns += c.ns;
+      if (ns != 0) log.push_back({LiveRecord::kCounted, uint8_t(phase), fqn, when, ns});
+    }
     for (auto& c : g.contribs.items()) {
       uint32_t name = static_cast<uint32_t>(c.key >> 32);
       uint32_t slot = static_cast<uint32_t>(c.key);
@@ -908,6 +1023,7 @@ struct SummaryEngine::State {
       return true;
     int64_t start = e.ts.ns();
     int64_t end = start + e.dur.ns();
+    if (logging) seen(e, start, end);
     bool is_op = e.cat == kCatCpuOp;
     PhaseSums* p = add_event(e, start, is_op);
     Thread& thread = threads[e.thread];
@@ -938,7 +1054,7 @@ struct SummaryEngine::State {
         for (auto& g : thread.stack[j].groups.items()) {
           if (g.key != owner) {
             excluded += g.dur;
-            commit(g);
+            commit(g, end);
           } else {
             excluded += g.excluded;
           }
@@ -1008,9 +1124,7 @@ struct SummaryEngine::State {
       if (!parse_event(base + a, b - a, capacity_end - a, events.back())) return kInvalid;
       if (jsonl && events.back().ph == 'F') return kInvalid;  // the reader reads the footer
     }
-    for (const Event& e : events)
-      if (!apply(e)) return kNotPostOrder;
-    return static_cast<long>(events.size());
+    return consume();
   }
 
   // A block of event lines: the line ends' commas (Chrome) blanked, then one stage 1 over the
@@ -1036,15 +1150,155 @@ struct SummaryEngine::State {
       if (jsonl && events.back().ph == 'F') return kInvalid;  // the reader reads the footer
     }
     if (stream.truncated_bytes() != 0) return kInvalid;
-    for (const Event& e : events)
-      if (!apply(e)) return kNotPostOrder;
+    return consume();
+  }
+
+  // A parsed block's events: the sums, or validate's checks.
+  long consume() {
+    for (const Event& e : events) {
+      if (checks != nullptr) {
+        if (!check_event(e)) return kProblem;
+      } else if (!apply(e)) {
+        return kNotPostOrder;
+      }
+    }
     return static_cast<long>(events.size());
+  }
+
+  // ---- top's live view --------------------------------------------------------------------
+  void seen(const Event& e, int64_t start, int64_t end) {  // LiveSummary.seen
+    if (!any_range || end > latest_ns) latest_ns = end;
+    if (!any_range || start < first_ns) first_ns = start;
+    any_range = true;
+    if (e.name_is_step)
+      log.push_back({LiveRecord::kStep, uint8_t(e.cat == kCatUserAnnotation), e.name, start, end});
+  }
+
+  void settle() {  // StreamSummary.commit_pending(outermost_only=True)
+    for (auto& thread : threads) {
+      size_t kept = 0;
+      for (size_t j = 0; j < thread.size; ++j) {
+        Pending& pending = thread.stack[j];
+        if (!(pending.has_depth && pending.depth == 0)) {
+          if (kept != j) std::swap(thread.stack[kept], pending);
+          ++kept;
+          continue;
+        }
+        for (auto& g : pending.groups.items()) commit(g, pending.end);
+        pending.groups.clear();
+      }
+      thread.size = kept;
+    }
+  }
+
+  // ---- validate's checks (validate._check_event and _StreamChecks) -----------------------
+  // False: a problem, or something only the Python checks judge (checks->python).
+  bool check_event(const Event& e) {
+    Checks& c = *checks;
+    bool ok = e.ph_str && !e.odd_thread;
+    if (ok && e.ph == 'X') {
+      ok = e.name_is_str && e.ts.ok && e.dur.ok && !e.dur.negative() && e.has_pid && e.has_tid;
+      if (ok && (e.cat == kCatCpuOp || e.cat == kCatUserAnnotation || e.cat == kCatModuleSpan))
+        ok = e.args && e.fqn != kNone && !strings.str(e.fqn).empty() && e.phase < kPhases &&
+             !(e.has_module_type && e.module_type == kNone);
+      ok = ok && check_slice(e);
+    } else if (ok && (e.ph == 's' || e.ph == 'f')) {
+      ok = e.id_kind != 0 && e.ts.ok && e.has_pid && e.has_tid && check_flow(e);
+    } else if (ok && e.ph == 'M') {
+      ok = e.name_is_str;
+    }
+    if (!ok) c.python = true;
+    return ok;
+  }
+
+  uint8_t& fqn_flags(uint32_t fqn) {
+    auto& flags = checks->fqn_flags;
+    if (flags.size() <= fqn) flags.resize(strings.size() + 1, 0);
+    return flags[fqn];
+  }
+
+  bool check_slice(const Event& e) {
+    Checks& c = *checks;
+    int64_t start = e.ts.ns();
+    int64_t end = start + e.dur.ns();
+    if (e.cat == kCatCpuOp) {
+      uint8_t& flags = fqn_flags(e.fqn);
+      if (flags == 0 && e.fqn != global_fqn) flags = Checks::kFirstOp;  // before any span of it
+    } else if (e.cat == kCatUserAnnotation && e.args && e.has_module_type && e.fqn != kNone) {
+      fqn_flags(e.fqn) |= Checks::kSpan;  // traceio.module_span_fqn
+    }
+    if (e.name_is_compiled) c.compiled = true;
+    if (e.cat == kCatModuleSpan) return true;  // the module track's view: not in end order
+    if (c.threads.size() <= e.thread) c.threads.resize(e.thread + 1);
+    CheckThread& thread = c.threads[e.thread];
+    if (!thread.seen) {
+      thread.seen = true;
+      thread.last_end = end;
+      ++c.n_threads;
+    } else if (end < thread.last_end - kNestToleranceNs) {
+      return false;  // not in end order: the Python checks load the file whole
+    } else if (end > thread.last_end) {
+      thread.last_end = end;
+    }
+    auto& stack = thread.stack;
+    while (!stack.empty()) {  // the pending ranges this one encloses (traceio.nest's rule)
+      const auto& top = stack.back();
+      if (top.start < start || top.end > end + kNestToleranceNs ||
+          !(top.start < end || top.start == start))
+        break;
+      stack.pop_back();
+    }
+    if (!stack.empty()) {
+      auto& top = stack.back();
+      if (start < top.end - kNestToleranceNs && end > top.end + kNestToleranceNs)
+        return false;  // overlap without nesting
+      if (e.has_depth && top.has_depth && top.depth == e.depth) {  // a sibling
+        top.end = std::max(top.end, end);
+        return true;
+      }
+    }
+    stack.push_back({start, end, e.has_depth, e.depth});
+    return true;
+  }
+
+  bool check_flow(const Event& e) {
+    if (e.cat_kind == 2 || e.id_kind == 3) return false;  // keys only json.dumps spells
+    Checks& c = *checks;
+    FlowKey key{e.cat_kind == 1 ? e.cat_text : kNone, e.id_kind == 1,
+                e.id_kind == 1 ? e.id_int : int64_t(e.id_text)};
+    auto it = c.open.find(key);
+    if (it == c.open.end()) {
+      if (c.closed.contains(key)) return false;  // a flow seen again after both its ends
+      it = c.open.emplace(key, std::pair<int64_t, int64_t>(0, 0)).first;
+    }
+    (e.ph == 's' ? it->second.first : it->second.second) += 1;
+    if (it->second.first == 1 && it->second.second == 1) {
+      c.open.erase(it);
+      c.closed.add(key);
+    }
+    return true;
+  }
+
+  CheckResult check_result(bool incomplete) const {
+    CheckResult r;
+    const Checks& c = *checks;
+    if (c.python) return r;
+    for (const auto& [key, counts] : c.open) {
+      if (counts.first + counts.second != 1) return r;  // a flow with too many ends
+      ++r.loose_flows;
+    }
+    for (uint8_t flags : c.fqn_flags) r.missing_fqns += flags == Checks::kFirstOp;
+    if (!incomplete && (r.loose_flows != 0 || r.missing_fqns != 0)) return r;
+    if (r.missing_fqns != 0 && c.compiled) return r;  // compiled code may name them
+    r.judged = true;
+    r.threads = c.n_threads;
+    return r;
   }
 
   void finish() {
     for (auto& thread : threads) {
       for (size_t j = 0; j < thread.size; ++j)
-        for (auto& g : thread.stack[j].groups.items()) commit(g);
+        for (auto& g : thread.stack[j].groups.items()) commit(g, thread.stack[j].end);
       thread.size = 0;
       for (auto& run : thread.runs) close_run(run);
       thread.runs.clear();
@@ -1055,7 +1309,8 @@ struct SummaryEngine::State {
   }
 };
 
-SummaryEngine::SummaryEngine(bool jsonl) : state_(std::make_unique<State>(jsonl)) {}
+SummaryEngine::SummaryEngine(bool jsonl, Mode mode)
+    : state_(std::make_unique<State>(jsonl, mode)) {}
 SummaryEngine::~SummaryEngine() = default;
 
 void SummaryEngine::add_step_range(const std::string& pid_key, int64_t start, int64_t end,
@@ -1084,6 +1339,25 @@ void SummaryEngine::for_each_step_time(void (*visit)(void*, int64_t, uint32_t, i
   for (int phase = 0; phase < kPhases; ++phase)
     for (auto& [key, ns] : state_->step_times[phase])
       visit(ctx, state_->step_numbers[(key >> 32) - 1], static_cast<uint32_t>(key), phase, ns);
+}
+
+CheckResult SummaryEngine::check_result(bool incomplete) const {
+  if (state_->checks == nullptr) return CheckResult();
+  return state_->check_result(incomplete);
+}
+
+void SummaryEngine::settle() { state_->settle(); }
+
+std::vector<LiveRecord> SummaryEngine::take_log() {
+  std::vector<LiveRecord> out;
+  out.swap(state_->log);
+  return out;
+}
+
+bool SummaryEngine::live_span(int64_t& first, int64_t& latest) const {
+  first = state_->first_ns;
+  latest = state_->latest_ns;
+  return state_->any_range;
 }
 
 }  // namespace fqntrace::analysis

@@ -8,6 +8,10 @@
 // the fields the summary reads, the rest validated) before any event of it counts, so a block
 // that is not whole events in that layout changes nothing and the reader can read it another
 // way. The Python side turns the sums into the summary dict (summarize._result).
+//
+// The same parser serves `validate` (Mode::kChecks: validate's per-event, nesting, flow and span
+// checks instead of the sums, a verdict on files that pass) and `top` (Mode::kLive: the sums and
+// a log of the time counted and the step ranges read, for its per-second window).
 #pragma once
 
 #include <cstdint>
@@ -43,12 +47,32 @@ struct MemoryNode {
   int64_t live_grad = 0;  // backward bytes still allocated at the end (finish())
 };
 
+// validate's stream checks on files that pass (validate._StreamChecks): a verdict, or "ask the
+// Python checks", which name the problem (or judge what the engine leaves to them).
+struct CheckResult {
+  bool judged = false;  // false: a problem, or something only the Python checks judge
+  int64_t threads = 0, loose_flows = 0, missing_fqns = 0;
+};
+
+// What top's live view needs besides the sums, in the order it happened (top.LiveSummary):
+// counted time (StreamSummary.commit) and the ProfilerStep ranges read (LiveSummary.seen).
+struct LiveRecord {
+  enum Kind : uint8_t { kCounted, kStep } kind;
+  uint8_t phase_or_annotation;  // kCounted: the phase; kStep: cat is user_annotation
+  uint32_t text;                // kCounted: the fqn; kStep: the range's name (name())
+  int64_t a, b;                 // kCounted: when (ns), self ns; kStep: start, end (ns)
+};
+
 class SummaryEngine {
  public:
   static constexpr long kInvalid = -1;       // not whole events in this layout: nothing counted
   static constexpr long kNotPostOrder = -2;  // a thread's events are not in end order
+  static constexpr long kProblem = -3;       // kChecks: the Python checks must judge the file
 
-  explicit SummaryEngine(bool jsonl);
+  // kSummary: the sums; kChecks: validate's checks instead; kLive: the sums and a LiveRecord log.
+  enum class Mode { kSummary, kChecks, kLive };
+
+  explicit SummaryEngine(bool jsonl, Mode mode = Mode::kSummary);
   ~SummaryEngine();
 
   // A ProfilerStep#N range of a process (pid as a typed key, see pid_key()), before any event.
@@ -68,6 +92,16 @@ class SummaryEngine {
   const std::string& name(uint32_t id) const;
   // (step, fqn id, phase) -> ns of the steps' self time, in no particular order.
   void for_each_step_time(void (*visit)(void*, int64_t, uint32_t, int, int64_t), void* ctx) const;
+
+  // kChecks, once every event is fed; incomplete: the trace may lack events (cut, dropped).
+  CheckResult check_result(bool incomplete) const;
+
+  // kLive: counts the pending ranges nothing can enclose any more (depth 0), as
+  // StreamSummary.commit_pending(outermost_only=True); then the log since the last take.
+  void settle();
+  std::vector<LiveRecord> take_log();
+  // kLive: the first start and the latest end (ns) of the ranges read; false before any.
+  bool live_span(int64_t& first, int64_t& latest) const;
 
  private:
   struct State;

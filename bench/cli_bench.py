@@ -98,6 +98,7 @@ def main():
          lambda p: events(p) + events(chrome1)),
         ("diff", chrome, lambda p: ["diff", p, chrome1], lambda p: events(p) + events(chrome1)),
         ("top --once", chrome, lambda p: ["top", "--once", p], lambda p: events(p)),
+        ("top --once", jsonl, lambda p: ["top", "--once", p], lambda p: events(p)),
     ]
     rows = []
     for verb, path, argv, n in plan:

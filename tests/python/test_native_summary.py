@@ -3,7 +3,9 @@ Python loop (summarize.StreamSummary) gives, on real traces of every kind the te
 transformer with training steps and memory events, activation checkpointing (recompute), a
 collective, backward module spans, torch.profiler's own trace annotated by fqntrace, JSON Lines,
 .gz, cut off, pretty-printed (read by the general path and re-encoded for the engine), and bad
-input (the same error text or the same tolerance). Without the module the verbs still work."""
+input (the same error text or the same tolerance). Without the module the verbs still work.
+validate's checks and top's live view through the engine: the same lines, messages and numbers
+as their Python loops."""
 import gzip
 import json
 import os
@@ -12,7 +14,7 @@ import sys
 
 import pytest
 
-from fqntrace.analysis import summarize, traceio
+from fqntrace.analysis import summarize, top, traceio, tracestream, validate
 
 pytestmark = pytest.mark.skipif(summarize._native is None,
                                 reason="the native summary is not built (libsimdjson-dev)")
@@ -161,3 +163,133 @@ def test_verbs_work_without_the_module_and_say_so_once(traces):
                             capture_output=True, text=True, timeout=300, env=env)
     assert native.returncode == 0 and native.stderr == ""
     assert native.stdout == proc.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# validate: the engine passes what the Python checks pass and leaves every problem to them
+
+
+def validate_both(path, monkeypatch):
+    """(native, python): validate's line for path, or its error, with the engine and without."""
+    out = []
+    for engine in (summarize._native, None):
+        monkeypatch.setattr(summarize, "_native", engine)
+        try:
+            out.append(validate.validate_file(str(path)))
+        except traceio.TraceError as error:
+            out.append("error: " + str(error))
+    monkeypatch.undo()
+    return out
+
+
+def test_native_validate_passes_what_the_python_checks_pass(traces, monkeypatch):
+    for path in traces:
+        native, python = validate_both(path, monkeypatch)
+        assert native == python, path
+    for path in (traces[0], traces[1], traces[3]):  # Chrome, JSON Lines, .gz: the fast way
+        found = validate._check_native(path)
+        assert found is not None, path
+        assert validate._ok_line(*found) == validate.validate_file(path)
+        assert found[0] > 1000 and found[1] >= 2
+
+
+def _lines_with(lines, *needles):
+    return [i for i, line in enumerate(lines) if all(n in line for n in needles)]
+
+
+def test_native_validate_leaves_each_problem_to_the_python_checks(traces, tmp_path, monkeypatch):
+    lines = open(traces[0]).read().split("\n")
+    ops = _lines_with(lines, '"cpu_op"', '"fqn"')
+    op = ops[len(ops) // 2]
+    finish = _lines_with(lines, '"ph":"f"') or _lines_with(lines, '"ph": "f"')
+    assert finish, "the trace has flows"
+    spans = _lines_with(lines, '"module_type"')
+    span_fqn = json.loads(lines[spans[0]].rstrip(","))["args"]["fqn"]
+
+    def edit(i, **changes):
+        e = json.loads(lines[i].rstrip(","))
+        args = changes.pop("args", None)
+        e.update(changes)
+        if args is not None:
+            e["args"].update(args)
+        return json.dumps(e) + ("," if lines[i].endswith(",") else "")
+
+    e_op = json.loads(lines[op].rstrip(","))
+    cases = {
+        "overlap": {op: edit(op, ts=e_op["ts"] - 0.5, dur=e_op["dur"] + 1e6)},
+        "missing_flow_end": {finish[0]: ""},
+        "bad_phase": {op: edit(op, args={"phase": "sideways"})},
+        "empty_fqn": {op: edit(op, args={"fqn": ""})},
+        "ph_not_a_string": {op: edit(op, ph=5)},
+        "no_tid": {op: lines[op].replace('"tid":', '"t":', 1).replace('"tid": ', '"t": ', 1)},
+        "negative_dur": {op: edit(op, dur=-1.0)},
+        "flow_id_null": {finish[0]: edit(finish[0], id=None)},
+        "module_type_not_a_string": {spans[0]: edit(spans[0], args={"module_type": 3})},
+        "fqn_without_span": {op: edit(op, args={"fqn": span_fqn + ".ghost_module"})},
+        "not_in_end_order": {op: lines[op + 3], op + 3: lines[op]},
+        "flow_again": {len(lines) - 3: lines[len(lines) - 3] + "\n" + lines[finish[0]]
+                       .rstrip(",") + ","},
+    }
+    for name, edits in cases.items():
+        changed = [edits.get(i, line) for i, line in enumerate(lines)]
+        changed = [line for line in changed if line != ""]
+        path = tmp_path / (name + ".json")
+        path.write_text("\n".join(changed))
+        assert validate._check_native(str(path)) is None, name
+        native, python = validate_both(path, monkeypatch)
+        # a file not in end order is checked whole (valid here); the rest are problems
+        assert native == python and (native.startswith("error: ")
+                                     or name == "not_in_end_order"), (name, native)
+    # the CLI says it, one line, as the Python checks do
+    proc = subprocess.run([sys.executable, "-m", "fqntrace", "validate",
+                           str(tmp_path / "overlap.json")], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1
+    assert "overlap without nesting" in proc.stderr
+    # an incomplete trace may lack a flow's end: the engine counts it as the Python checks do
+    lacking = [line for i, line in enumerate(lines) if i != finish[0]]
+    lacking[-2] = lacking[-2].replace('"complete":true', '"complete":false').replace(
+        '"complete": true', '"complete": false')
+    path = tmp_path / "incomplete.json"
+    path.write_text("\n".join(lacking))
+    found = validate._check_native(str(path))
+    assert found is not None and found[2].flows == 1
+    native, python = validate_both(path, monkeypatch)
+    assert native == python and "allowed 1 flow missing one end" in native
+
+
+# ---------------------------------------------------------------------------------------------
+# top: the live view's numbers from the engine equal the Python loop's
+
+
+def live_numbers(live):
+    return (live.events, live.steps, live.first_ns, live.latest_ns, list(live.module_names()),
+            live.since_start(), live.recent(), live.step_samples(), live.steps_per_s())
+
+
+def test_native_live_view_equals_the_python_loop(traces, tmp_path, monkeypatch):
+    for path in (traces[0], traces[1], traces[3]):
+        growing = tmp_path / os.path.basename(path)
+        data = open(path, "rb").read()
+        growing.write_bytes(b"")
+        out = []
+        for engine in (summarize._native, None):
+            monkeypatch.setattr(summarize, "_native", engine)
+            monkeypatch.setattr(tracestream.Follower, "MAX_READ", 1 << 16)  # many reads
+            source = top.Source(str(growing), window_s=0.05)
+            assert isinstance(source.live, top.NativeLiveSummary) == (engine is not None)
+            written = 0
+            snapshots = []
+            for part in (3, 2, 1):  # the job writes: read in three growing steps
+                with open(growing, "wb") as f:
+                    f.write(data[:len(data) // part])
+                while source.poll() is not None:
+                    pass
+                source.settle()
+                snapshots.append(live_numbers(source.live))
+            source.follower.close()
+            out.append(snapshots)
+            monkeypatch.undo()
+        native, python = out
+        assert native == python, path
+        assert native[-1][1] >= 3 and native[-1][5] and native[-1][6]  # steps, time, recent time

@@ -489,7 +489,7 @@ def _summarize_native(path, ranges, note, exclude_steps):
 
         def event(e):  # the general path's events (another layout): one line each
             try:
-                text = _encode(e)
+                text = encode_event(e)
             except (TypeError, ValueError, UnicodeError, OverflowError):
                 raise _NativeCannot(path) from None
             n = engine.feed_event(text)
@@ -533,9 +533,10 @@ def _totals_from(sums):
 
 
 try:
-    from msgspec.json import encode as _encode
+    from msgspec.json import encode as encode_event
 except ImportError:  # pragma: no cover - the standard library's encoder
-    def _encode(e):
+    def encode_event(e):
+        """An event as the JSON text the native engine reads."""
         return json.dumps(e, allow_nan=False).encode()
 
 

@@ -1,9 +1,10 @@
 """`python -m fqntrace top TRACE...`: a live per-module view of a running job.
 
 Each trace file is followed (tracestream.Follower: only the bytes appended since the last read,
-one partial line kept) and its events go through the summary's streaming rules
-(summarize.StreamSummary), so memory is bounded by the modules, never by the file. A range's
-time shows once the outermost range around it has ended (a module's forward, a step).
+one partial line kept) and its events go through the summary's streaming rules, so memory is
+bounded by the modules, never by the file: the native engine's (fed the appended event lines as
+they are, NativeLiveSummary) when it is built, else summarize.StreamSummary's (LiveSummary). A
+range's time shows once the outermost range around it has ended (a module's forward, a step).
 
 The recent window is in *trace* time: the last --window seconds before the newest event of each
 file, kept as one bucket per second. Steps/s counts `ProfilerStep#N` ranges (fqntrace's steps).
@@ -36,11 +37,11 @@ READ_SHARE = 0.8  # of each refresh interval spent reading when the job writes f
 RECENT_STEPS = 20  # steps the per-step medians are taken over
 
 
-class LiveSummary(summarize.StreamSummary):
-    """StreamSummary that also keeps, per second of trace time, the self time that counted."""
+class LiveWindow:
+    """What the view keeps besides the summary's sums: per second of trace time the self time
+    that counted, the recent steps and each kept step's self time per (phase, fqn)."""
 
     def __init__(self, window_s, exclude_steps=step_times.DEFAULT_EXCLUDED):
-        super().__init__()
         self.exclude_steps = exclude_steps
         self.step_ranges = []  # recent (start, end, number), by start
         self.step_self = collections.OrderedDict()  # number -> {(phase, fqn): ns}, kept steps
@@ -53,18 +54,12 @@ class LiveSummary(summarize.StreamSummary):
         self.steps = 0
         self.events = 0
 
-    def seen(self, e, start, end):
-        if self.latest_ns is None or end > self.latest_ns:
-            self.latest_ns = end
-        if self.first_ns is None or start < self.first_ns:
-            self.first_ns = start
-        name = e.get("name")
-        if type(name) is str and name.startswith(STEP_PREFIX):
-            self.steps += 1
-            self.step_ends.append(end)
-            number = step_times.step_number(e)
-            if number is not None:
-                self.step_range(start, end, number)
+    def step_seen(self, start, end, number):
+        """A ProfilerStep range was read (number: None when it has no step number)."""
+        self.steps += 1
+        self.step_ends.append(end)
+        if number is not None:
+            self.step_range(start, end, number)
 
     def step_range(self, start, end, number):
         bisect.insort(self.step_ranges, (start, end, number))
@@ -88,13 +83,8 @@ class LiveSummary(summarize.StreamSummary):
         elif not self.step_ranges or when >= self.step_ranges[-1][1]:
             self.unassigned.append((when, owner, ns))
 
-    def commit(self, owner, group, when_ns):
-        super().commit(owner, group, when_ns)
-        if group[3] is None:
-            return
-        ns = sum(t[0] for t in group[2].values())
-        if not ns:
-            return
+    def counted(self, when_ns, owner, ns):
+        """Self time ns of owner (phase, fqn) counted; its ops ended by when_ns."""
         self.to_step(when_ns, owner, ns)
         second = when_ns // 1_000_000_000
         bucket = self.buckets.get(second)
@@ -102,9 +92,8 @@ class LiveSummary(summarize.StreamSummary):
             bucket = self.buckets[second] = {}
         bucket[owner] = bucket.get(owner, 0) + ns
 
-    def settle(self):
-        """After a batch of events: count what nothing can enclose any more, forget old seconds."""
-        self.commit_pending(outermost_only=True)
+    def forget_old(self):
+        """Drops the seconds and step ends older than the window."""
         if self.latest_ns is None:
             return
         oldest = (self.latest_ns - self.window_ns) // 1_000_000_000
@@ -120,15 +109,6 @@ class LiveSummary(summarize.StreamSummary):
         for bucket in self.buckets.values():
             for owner, ns in bucket.items():
                 out[owner] = out.get(owner, 0) + ns
-        return out
-
-    def since_start(self):
-        out = {}
-        for fqn, m in self.totals.modules.items():
-            for phase in PHASES:
-                ns = m["phases"][phase]["self_ns"]
-                if ns:
-                    out[(phase, fqn)] = ns
         return out
 
     def step_samples(self):
@@ -149,6 +129,118 @@ class LiveSummary(summarize.StreamSummary):
         return (len(self.step_ends) - 1) / (span / 1e9) if span > 0 else None
 
 
+class LiveSummary(summarize.StreamSummary, LiveWindow):
+    """StreamSummary that also keeps the LiveWindow (the Python loop: no native engine)."""
+
+    def __init__(self, window_s, exclude_steps=step_times.DEFAULT_EXCLUDED):
+        summarize.StreamSummary.__init__(self)
+        LiveWindow.__init__(self, window_s, exclude_steps)
+
+    def seen(self, e, start, end):
+        if self.latest_ns is None or end > self.latest_ns:
+            self.latest_ns = end
+        if self.first_ns is None or start < self.first_ns:
+            self.first_ns = start
+        name = e.get("name")
+        if type(name) is str and name.startswith(STEP_PREFIX):
+            self.step_seen(start, end, step_times.step_number(e))
+
+    def commit(self, owner, group, when_ns):
+        super().commit(owner, group, when_ns)
+        if group[3] is None:
+            return
+        ns = sum(t[0] for t in group[2].values())
+        if ns:
+            self.counted(when_ns, owner, ns)
+
+    def feed(self, events):
+        add = self.add
+        for e in events:
+            add(e)
+
+    def settle(self):
+        """After a batch of events: count what nothing can enclose any more, forget old seconds."""
+        self.commit_pending(outermost_only=True)
+        self.forget_old()
+
+    def module_names(self):
+        return self.totals.modules
+
+    def since_start(self):
+        out = {}
+        for fqn, m in self.totals.modules.items():
+            for phase in PHASES:
+                ns = m["phases"][phase]["self_ns"]
+                if ns:
+                    out[(phase, fqn)] = ns
+        return out
+
+
+class NativeLiveSummary(LiveWindow):
+    """LiveSummary's numbers from the native engine (summary_engine.h, live mode): it is fed the
+    appended event lines as they are and logs, in order, the time it counts and the step ranges
+    it reads; each batch's log is replayed here into the LiveWindow."""
+
+    def __init__(self, window_s, exclude_steps=step_times.DEFAULT_EXCLUDED, jsonl=False):
+        super().__init__(window_s, exclude_steps)
+        self.engine = summarize._native.Engine(jsonl, live=True)
+        self._modules = []  # [(fqn, self ns per phase)] as of the last settle()
+
+    def feed_block(self, chunk, start, end):
+        """Whole event lines chunk[start:end]: how many events, None when they are not."""
+        n = self.engine.feed_block(chunk, start, end)
+        if n == -2:
+            raise summarize.NotPostOrder(self)
+        if n < 0:
+            return None
+        self._replay()
+        return n
+
+    def feed(self, events):
+        """Events parsed in Python (lines of another layout): one at a time."""
+        for e in events:
+            try:
+                text = summarize.encode_event(e)
+            except (TypeError, ValueError, UnicodeError, OverflowError):
+                continue  # not JSON the engine reads (a NaN): no time to count
+            if self.engine.feed_event(text) == -2:
+                raise summarize.NotPostOrder(self)
+        self._replay()
+
+    def _replay(self):
+        for kind, phase, text, a, b in self.engine.take_log():
+            if kind == 0:  # counted time: (when, ns) of (phase, fqn)
+                self.counted(a, (PHASES[phase], text), b)
+            else:  # a ProfilerStep range: (start, end); phase: its cat is user_annotation
+                match = step_times.STEP_NAME.match(text) if phase else None
+                self.step_seen(a, b, int(match.group(1)) if match else None)
+
+    def settle(self):
+        self.engine.settle()
+        self._replay()
+        self._modules, self.first_ns, self.latest_ns = self.engine.live_totals()
+        self.forget_old()
+
+    def module_names(self):
+        return [fqn for fqn, *_ in self._modules]
+
+    def since_start(self):
+        out = {}
+        for fqn, *per_phase in self._modules:
+            for phase, ns in zip(PHASES, per_phase):
+                if ns:
+                    out[(phase, fqn)] = ns
+        return out
+
+
+def new_live(window_s, exclude_steps, path):
+    """The live summary of one file: native when the engine is built."""
+    if summarize._native is None:
+        return LiveSummary(window_s, exclude_steps)
+    jsonl = tracestream.base_name(path).lower().endswith(".jsonl")
+    return NativeLiveSummary(window_s, exclude_steps, jsonl)
+
+
 class Source:
     """One followed file: its Follower, its LiveSummary and what to tell the user about it."""
 
@@ -157,7 +249,7 @@ class Source:
         self.window_s = window_s
         self.exclude_steps = exclude_steps
         self.follower = tracestream.Follower(path)
-        self.live = LiveSummary(window_s, exclude_steps)
+        self.live = new_live(window_s, exclude_steps, path)
         self.message = None
 
     @property
@@ -170,19 +262,28 @@ class Source:
         """One read of what was appended; returns the number of events read (None: nothing
         new)."""
         try:
-            events, restarted = self.follower.poll()
+            data, end, restarted = self.follower.read_lines()
         except TraceError as error:
             self.message = str(error) + "; retrying"
             return None
         if restarted:
-            self.live = LiveSummary(self.window_s, self.exclude_steps)
+            self.live = new_live(self.window_s, self.exclude_steps, self.path)
             self.message = (f"{self.path} was replaced (a new run, rotated or truncated): "
                             "reading the new file from its start")
-        add = self.live.add
-        for e in events:
-            add(e)
-        self.live.events += len(events)
-        return len(events) if events or restarted else None
+        if isinstance(self.live, NativeLiveSummary):
+            events, n = self.follower.poll_events(data, end, self.live.feed_block)
+        else:
+            events = self.follower.poll_events(data, end, lambda *block: None)[0]
+            n = 0
+        self.live.feed(events)
+        n += len(events)
+        self.live.events += n
+        if n:
+            # Counted after every read (at most MAX_READ), not once per screen: neighbouring
+            # outermost ranges merge while pending and count when the last of them ended, so
+            # the window and the per-step numbers would depend on how fast the file was read.
+            self.live.settle()
+        return n if n or restarted else None
 
     def settle(self):
         self.live.settle()
@@ -298,7 +399,7 @@ def build_rows(sources):
     for index, source in enumerate(sources):
         label = f"r{source.rank}" if source.rank is not None else f"f{index}"
         live = source.live
-        for fqn in live.totals.modules:
+        for fqn in live.module_names():
             row(fqn)
         for (phase, fqn), ns in live.recent().items():
             for r in _chain(row, fqn):

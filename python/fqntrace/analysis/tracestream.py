@@ -691,20 +691,27 @@ class Follower:
 
     def poll(self):
         """The events appended since the last poll (a list), and whether the file restarted."""
+        data, end, restarted = self.read_lines()
+        return (self._parse_lines(data[:end].split(b"\n")) if end > 0 else []), restarted
+
+    def read_lines(self):
+        """poll()'s read: (data, end, restarted) with data[:end] the whole lines appended since
+        the last read (end 0: none); parse them with poll_events()."""
         restarted = False
         if self._file is None:
             if not self._open():
-                return [], False
+                return b"", 0, False
         elif self.state == "damaged" and not self._replaced():
-            return [], False
+            return b"", 0, False
         elif self._replaced():
             self.restarts += 1
             restarted = True
             if not self._open():
-                return [], True
-        data = self._file.read(self.MAX_READ)
+                return b"", 0, True
+        # a .gz poll reads an eighth: the text it inflates to stays near MAX_READ (ByteSource too)
+        data = self._file.read(self.MAX_READ if self._inflate is None else self.MAX_READ >> 3)
         if not data:
-            return [], restarted
+            return b"", 0, restarted
         self._offset += len(data)
         self.bytes_read += len(data)
         if self._inflate is not None:
@@ -724,9 +731,36 @@ class Follower:
         end = data.rfind(b"\n")
         if end < 0:
             self._partial = data
-            return [], restarted
+            return b"", 0, restarted
         self._partial = data[end + 1:]
-        return self._parse_lines(data[:end].split(b"\n")), restarted
+        return data, end, restarted
+
+    def poll_events(self, data, end, block_sink):
+        """The lines data[:end] of read_lines() for a consumer of event text (the native
+        engine): the run of whole event lines between the header and the tail or footer goes
+        to block_sink(data, start, stop) (it returns how many events it took, or None when they
+        are not whole events: then they are parsed here); returns (the events parsed here,
+        how many the sink took)."""
+        start = 0
+        events = []
+        while self.header is None and start < end:  # the header line (the first read)
+            newline = data.find(b"\n", start, end)
+            stop = end if newline < 0 else newline
+            events += self._parse_lines([data[start:stop]])
+            start = stop + 1
+        if start >= end:
+            return events, 0
+        mark = data.find(_FOOTER_MARK if self.format == JSONL else b"\n]", start, end)
+        if self.format == CHROME and data[start:start + 1] == b"]":
+            mark = start
+        stop = end if mark < 0 else data.rfind(b"\n", start, mark + 1) + 1 or start
+        taken = block_sink(data, start, stop) if stop > start else 0
+        if taken is None:
+            events += self._parse_lines(data[start:stop].split(b"\n"))
+            taken = 0
+        if stop < end:  # the tail or footer (or what is after it)
+            events += self._parse_lines(data[stop:end].split(b"\n"))
+        return events, taken
 
     def _parse_lines(self, lines):
         out = []

@@ -11,13 +11,19 @@ core writes each range when it ends, so a range comes after everything it enclos
 is checked with one stack per thread (siblings at the same args.depth merged). A file not in
 that order (not written by the core), or one the stream cannot read (damage; small files only,
 for the exact place of the damage) is checked whole (traceio).
+
+When the native engine is built (fqntrace.analysis._native_summary) the per-event, nesting, flow
+and span checks run there first, on the reader's blocks of event lines: a file they pass (the
+common case) gets its "ok" line from them. Anything they find, or leave to Python (a flow id
+that is neither an int nor a string, compiled code with fqns lacking spans, ...), sends the file
+through the Python checks below, which name the problem exactly as without the engine.
 """
 import bisect
 import json
 import os
 from typing import NamedTuple
 
-from fqntrace.analysis import traceio, tracestream
+from fqntrace.analysis import summarize, traceio, tracestream
 from fqntrace.analysis.traceio import PHASES, TraceError
 
 
@@ -32,6 +38,13 @@ WHOLE_FILE_LIMIT = 32 << 20  # bytes on disk: what may be loaded whole for an ex
 
 def validate_file(path):
     """The success line for a valid trace; raises TraceError with the first problem."""
+    if summarize._native is not None:
+        try:
+            passed = _check_native(path)
+        except _Problem as problem:  # cut off: said as the Python checks say it
+            raise TraceError(f"{path}: {problem}") from None
+        if passed is not None:
+            return _ok_line(*passed)
     try:
         n_events, n_threads, relaxed, incomplete = _check_stream(path)
     except (_NotPostOrder, TraceError) as error:
@@ -503,6 +516,53 @@ def _check_stream(path):
 
         n_threads, relaxed = checks.finish(again)
         return stream.events_read, n_threads, relaxed, stream.incomplete
+
+
+def _check_native(path):
+    """The checks in the native engine: (events, threads, relaxations, incomplete) of a file
+    they pass, else None (the Python checks judge it; nothing is said here). Raises _Problem for
+    a cut file whose events pass."""
+    try:
+        stream = tracestream.TraceStream(path)
+    except TraceError:
+        return None  # the Python path says what is wrong with the file
+    with stream:
+        try:
+            _check_top_level(stream.header, need_events=False)
+        except _Problem:
+            return None
+        engine = summarize._native.Engine(stream.format == traceio.JSONL, checks=True)
+
+        def block(chunk, start, end):
+            n = engine.feed_block(chunk, start, end)
+            if n < -1:
+                raise _NativeDeclined
+            return None if n < 0 else n
+
+        def event(e):  # the general path's events (another layout): one line each
+            try:
+                text = summarize.encode_event(e)
+            except (TypeError, ValueError, UnicodeError, OverflowError):
+                raise _NativeDeclined from None
+            if engine.feed_event(text) < 0:
+                raise _NativeDeclined
+
+        try:
+            stream.feed(block, event)
+        except (_NativeDeclined, TraceError):
+            return None
+        if stream.cut:
+            return None if engine.check_result(True) is None else _raise_if_cut(path, stream)
+        incomplete = stream.incomplete
+        found = engine.check_result(incomplete)
+        if found is None:
+            return None
+        n_threads, loose_flows, missing_fqns = found
+        return stream.events_read, n_threads, Relaxations(loose_flows, missing_fqns), incomplete
+
+
+class _NativeDeclined(Exception):
+    """The native checks found something: the Python checks read the file and name it."""
 
 
 def _raise_if_cut(path, stream):
