@@ -17,6 +17,33 @@ PyObject* py_intern(PyObject*, PyObject* arg) {
   return PyLong_FromUnsignedLong(intern(std::string_view(text, size)));
 }
 
+// A parameter's kind: whether its Python object is exactly a torch.Tensor (1) or of a subclass
+// (2: Parameter, UninitializedParameter until a lazy module materializes it, ...). An owner
+// recorded for a parameter never answers for a plain tensor that later takes a dead parameter's
+// address (a leaf input of a gradient penalty). The type is compared, not walked: the reader runs
+// in backward without the GIL.
+PyObject* g_plain_tensor_type = nullptr;  // torch.Tensor, held for the process
+
+uintptr_t kind_of(const void* object) {
+  if (g_plain_tensor_type == nullptr) return 0;
+  auto* type = reinterpret_cast<PyObject*>(Py_TYPE(static_cast<PyObject*>(const_cast<void*>(object))));
+  return type == g_plain_tensor_type ? 1 : 2;
+}
+
+void find_plain_tensor_type() {  // with the GIL, before the first owner is recorded
+  if (g_plain_tensor_type != nullptr) return;
+  PyObject* torch = PyImport_ImportModule("torch");
+  PyObject* tensor = torch != nullptr ? PyObject_GetAttrString(torch, "Tensor") : nullptr;
+  Py_XDECREF(torch);
+  if (tensor != nullptr && PyType_Check(tensor)) {
+    g_plain_tensor_type = tensor;
+    set_param_kind_reader(&kind_of);
+  } else {
+    Py_XDECREF(tensor);
+    PyErr_Clear();  // no kinds: owners answer for any object at their address, as before
+  }
+}
+
 // set_param_owner(parameter, fqn_id): the module owning `parameter`, for its gradient
 // accumulation. Keyed by the parameter object itself; nothing is attached to it.
 PyObject* py_set_param_owner(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -25,12 +52,13 @@ PyObject* py_set_param_owner(PyObject*, PyObject* const* args, Py_ssize_t nargs)
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "set_param_owner(parameter, fqn_id)");
     return nullptr;
   }
-  set_param_owner(args[0], fqn);
+  find_plain_tensor_type();
+  set_param_owner(args[0], fqn, kind_of(args[0]));
   Py_RETURN_NONE;
 }
 
 PyObject* py_param_owner(PyObject*, PyObject* arg) {
-  return PyLong_FromUnsignedLong(param_owner(arg));
+  return PyLong_FromUnsignedLong(param_owner(arg, kind_of(arg)));
 }
 
 PyObject* py_serve_enter(PyObject*, PyObject* arg) {

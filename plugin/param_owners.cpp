@@ -17,8 +17,11 @@ constexpr uint32_t kMaxProbe = 64;
 
 struct Slot {
   std::atomic<uintptr_t> key{0};
+  std::atomic<uintptr_t> kind{0};
   std::atomic<uint32_t> fqn{0};
 };
+
+std::atomic<KindReader> kind_reader{nullptr};
 
 Slot* slots() {
   static Slot* table = new Slot[kSlots];  // read by backward threads that may outlive exit
@@ -36,7 +39,7 @@ std::mutex& writer_mutex() {
 
 }  // namespace
 
-void set(const void* key, uint32_t fqn_id) {
+void set(const void* key, uint32_t fqn_id, uintptr_t kind) {
   uintptr_t k = reinterpret_cast<uintptr_t>(key);
   if (k == 0 || fqn_id == 0) return;
   std::lock_guard<std::mutex> lock(writer_mutex());
@@ -45,19 +48,23 @@ void set(const void* key, uint32_t fqn_id) {
     uintptr_t held = table[i].key.load(std::memory_order_relaxed);
     if (held == k || held == 0) {
       table[i].fqn.store(fqn_id, std::memory_order_relaxed);
+      table[i].kind.store(kind, std::memory_order_relaxed);
       table[i].key.store(k, std::memory_order_release);
       return;
     }
   }
 }
 
-uint32_t find(const void* key) {
+uint32_t find(const void* key, uintptr_t kind) {
   uintptr_t k = reinterpret_cast<uintptr_t>(key);
   if (k == 0) return 0;
   const Slot* table = slots();
   for (uint32_t probe = 0, i = home(k); probe < kMaxProbe; ++probe, i = (i + 1) & (kSlots - 1)) {
     uintptr_t held = table[i].key.load(std::memory_order_acquire);
-    if (held == k) return table[i].fqn.load(std::memory_order_relaxed);
+    if (held == k) {
+      uintptr_t set_for = table[i].kind.load(std::memory_order_relaxed);
+      return set_for != 0 && kind != 0 && set_for != kind ? 0 : table[i].fqn.load(std::memory_order_relaxed);
+    }
     if (held == 0) return 0;
   }
   return 0;
@@ -68,8 +75,13 @@ uint32_t of_current_node() noexcept {
   auto* accumulate = dynamic_cast<torch::autograd::AccumulateGrad*>(node.get());
   if (accumulate == nullptr || !accumulate->variable.defined()) return 0;
   c10::TensorImpl* impl = accumulate->variable.unsafeGetTensorImpl();
-  uint32_t owner = find(impl->pyobj_slot()->load_pyobj());
+  // The Python object lives as long as its TensorImpl (torch keeps it while C++ holds the tensor).
+  const void* object = impl->pyobj_slot()->load_pyobj();
+  KindReader read_kind = kind_reader.load(std::memory_order_acquire);
+  uint32_t owner = object != nullptr ? find(object, read_kind != nullptr ? read_kind(object) : 0) : 0;
   return owner != 0 ? owner : find(impl);
 }
+
+void set_kind_reader(KindReader reader) { kind_reader.store(reader, std::memory_order_release); }
 
 }  // namespace fqntrace::param_owners

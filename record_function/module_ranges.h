@@ -26,8 +26,11 @@ void serve_enter(uint32_t fqn_id);
 void serve_exit();
 
 // The module owning a trainable parameter, for its gradient accumulation (plugin/param_owners.h):
-// `key` is the parameter's Python object, or its TensorImpl when it has none.
-void set_param_owner(const void* key, uint32_t fqn_id);
-uint32_t param_owner(const void* key);  // 0: none recorded
+// `key` is the parameter's Python object, or its TensorImpl when it has none; `kind` the Python
+// object's type (an entry answers only for an object of its kind: a dead parameter's address may
+// be taken by another tensor), 0 for none. The reader gives a live object's kind in backward.
+void set_param_owner(const void* key, uint32_t fqn_id, uintptr_t kind = 0);
+uint32_t param_owner(const void* key, uintptr_t kind = 0);  // 0: none recorded
+void set_param_kind_reader(uintptr_t (*reader)(const void* object));
 
 }  // namespace fqntrace

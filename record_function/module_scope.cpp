@@ -101,7 +101,12 @@ void serve_exit() {
   if (opened) observer::close_scope();
 }
 
-void set_param_owner(const void* key, uint32_t fqn_id) { param_owners::set(key, fqn_id); }
-uint32_t param_owner(const void* key) { return param_owners::find(key); }
+void set_param_owner(const void* key, uint32_t fqn_id, uintptr_t kind) {
+  param_owners::set(key, fqn_id, kind);
+}
+uint32_t param_owner(const void* key, uintptr_t kind) { return param_owners::find(key, kind); }
+void set_param_kind_reader(uintptr_t (*reader)(const void* object)) {
+  param_owners::set_kind_reader(reader);
+}
 
 }  // namespace fqntrace
