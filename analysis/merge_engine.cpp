@@ -1,5 +1,7 @@
 #include "analysis/merge_engine.h"
 
+#include "analysis/ondemand_text.h"
+
 #include <simdjson.h>
 
 #include <algorithm>
@@ -16,13 +18,6 @@ namespace od = simdjson::ondemand;
 
 constexpr std::string_view kProcessRows[] = {"\"process_name\"", "\"process_labels\"",
                                              "\"process_sort_index\""};
-
-std::string_view trimmed(std::string_view raw) {
-  while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\t' || raw.back() == '\n' ||
-                          raw.back() == '\r'))
-    raw.remove_suffix(1);
-  return raw;
-}
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 
@@ -166,18 +161,6 @@ struct MergeEngine::State {
   int64_t next_flow = 0;
 
   // ---- reading -----------------------------------------------------------------------------
-  // A key's text: as written when it has no escape, else unescaped (exact: refused).
-  static bool key_text(od::field& field, std::string_view& out, bool exact) {
-    const char* start = field.key().raw();
-    const char* p = start;
-    while (*p != '"' && *p != '\\') ++p;
-    if (*p == '"') {
-      out = std::string_view(start, static_cast<size_t>(p - start));
-      return true;
-    }
-    return !exact && !field.unescaped_key().get(out);
-  }
-
   // Reads v whole; false on a parse error, or (exact) when its text is not what the Python path
   // writes for its value (not compact is checked for the whole block beforehand).
   bool walk(od::value v, bool exact) {
@@ -192,7 +175,7 @@ struct MergeEngine::State {
         for (auto result : obj) {
           od::field field;
           std::string_view key;
-          if (std::move(result).get(field) || !key_text(field, key, exact)) return false;
+          if (std::move(result).get(field) || !key_text(field, key, !exact)) return false;
           if (exact && !first_time(key, first, bits)) return false;  // Python keeps one
           if (!walk(field.value(), exact)) return false;
         }
@@ -341,7 +324,7 @@ struct MergeEngine::State {
     for (auto result : obj) {
       od::field field;
       std::string_view key;
-      if (std::move(result).get(field) || !key_text(field, key, false)) return false;
+      if (std::move(result).get(field) || !key_text(field, key)) return false;
       od::value x = field.value();
       if (key == "pid") {  // str(pid); the last one when repeated, as Python reads it
         od::json_type type;
@@ -392,7 +375,7 @@ struct MergeEngine::State {
     for (auto result : obj) {
       od::field field;
       std::string_view key;
-      if (std::move(result).get(field) || !key_text(field, key, exact)) return false;
+      if (std::move(result).get(field) || !key_text(field, key, !exact)) return false;
       if (!first_time(key, 0, bits)) return false;  // a repeated key: dict(e) keeps one
       size_t top = keys_seen.size();
       od::value x = field.value();
