@@ -68,6 +68,8 @@ def merge_traces(paths, output, note=lambda message: None):
                    "complete": not r.incomplete} for r in ranks],
     }
     counts = {"events": 0, "slices": 0}
+    if any(not (0 <= r.rank < 1 << 62 and abs(r.base_ns - base_min) < 1 << 62) for r in ranks):
+        merger = None  # numbers beyond the native rewrite's 64 bits: the Python loop
     traceio.write_atomic_chunks(output, _merged_text(header, ranks, base_min, counts, merger))
     return len(ranks), counts["events"]
 
