@@ -149,6 +149,7 @@ struct MergeEngine::State {
   std::vector<LinePlan> plans;
   std::string keys;                              // flow keys of the block
   std::unordered_set<std::string> pids;
+  std::string pid, last_pid_raw = "\x01";  // the first pass's last pid (no token is "\x01")
 
   bool jsonl = false;
   std::string rank_text;
@@ -175,9 +176,11 @@ struct MergeEngine::State {
         for (auto result : obj) {
           od::field field;
           std::string_view key;
-          if (std::move(result).get(field) || !key_text(field, key, !exact)) return false;
+          if (std::move(result).get(field)) return false;
+          od::value x = field.value();
+          if (!key_of(field, x, exact, key)) return false;
           if (exact && !first_time(key, first, bits)) return false;  // Python keeps one
-          if (!walk(field.value(), exact)) return false;
+          if (!walk(x, exact)) return false;
         }
         keys_seen.resize(first);
         return true;
@@ -224,6 +227,20 @@ struct MergeEngine::State {
     return false;
   }
 
+  // A key's text (exact: refused when it has an escape). On a compact line without a
+  // backslash the key ends two bytes before its value ("key":value): no byte loop.
+  bool key_of(od::field& field, od::value& value, bool exact, std::string_view& key) {
+    if (exact && !line_escapes) {
+      const char* start = field.key().raw();
+      const char* next = value.raw_json_token().data();
+      if (next - start >= 2 && next[-1] == ':' && next[-2] == '"') {
+        key = std::string_view(start, static_cast<size_t>(next - 2 - start));
+        return true;
+      }
+    }
+    return key_text(field, key, !exact);
+  }
+
   // False when key is among keys_seen[first:] (an object's keys so far); else adds it.
   bool first_time(std::string_view key, size_t first, uint64_t& bits) {
     uint64_t bit = key_bit(key);
@@ -244,19 +261,17 @@ struct MergeEngine::State {
   }
 
   // Copies a block with padding, finds its non-blank lines, blanks a Chrome line's comma.
-  // exact: also false when anything but the newlines is whitespace outside strings.
+  // exact: also marks which lines are compact (no whitespace outside strings).
   bool split(const char* data, size_t size, bool jsonl_lines, bool exact) {
     if (buffer.size() < size + simdjson::SIMDJSON_PADDING)
       buffer.resize(size + simdjson::SIMDJSON_PADDING);
     std::memcpy(buffer.data(), data, size);
     std::memset(buffer.data() + size, 0, simdjson::SIMDJSON_PADDING);
     char* base = buffer.data();
-    size_t newlines = 0, commas = 0;
     lines.clear();
     for (size_t pos = 0; pos < size;) {
       const void* nl = std::memchr(base + pos, '\n', size - pos);
       size_t stop = nl == nullptr ? size : static_cast<size_t>(static_cast<const char*>(nl) - base);
-      newlines += nl != nullptr;
       size_t a = pos, b = stop;
       pos = stop + 1;
       while (a < b && is_space(base[a])) ++a;
@@ -265,7 +280,6 @@ struct MergeEngine::State {
       if (!jsonl_lines) {
         if (base[b - 1] == ',') {
           base[--b] = ' ';  // a Chrome line's separator
-          ++commas;
           while (b > a && is_space(base[b - 1])) --b;
         } else if (nl != nullptr && stop + 1 < size) {
           // no comma, yet not the block's last line: not the core's layout (the Python path
@@ -280,20 +294,20 @@ struct MergeEngine::State {
     }
     compact.assign(lines.size(), true);
     if (exact) {
+      // A line without whitespace but the newlines is compact. Tabs and carriage returns never
+      // stand inside a JSON string (they are escaped there); a space may: a line with a space is
+      // minified to see whether any space is outside its strings (the core's own process rows
+      // have such spaces, and they are dropped; args keys like "Sequence number" have inner ones).
       if (minified.size() < size + simdjson::SIMDJSON_PADDING)
         minified.resize(size + simdjson::SIMDJSON_PADDING);
-      size_t kept = 0;  // only the newlines and the blanked commas may go
-      if (simdjson::minify(base, size, minified.data(), kept) != simdjson::SUCCESS)
-        return false;
-      if (kept != size - newlines - commas) {
-        // Some line has spaces: which? (the core's own process rows do, and they are dropped)
-        for (size_t k = 0; k < lines.size(); ++k) {
-          size_t n = lines[k].second - lines[k].first;
-          if (simdjson::minify(base + lines[k].first, n, minified.data(), kept) !=
-              simdjson::SUCCESS)
-            return false;
-          compact[k] = kept == n;
-        }
+      bool tabs = std::memchr(base, '\t', size) != nullptr || std::memchr(base, '\r', size) != nullptr;
+      for (size_t k = 0; k < lines.size(); ++k) {
+        size_t n = lines[k].second - lines[k].first;
+        if (!tabs && std::memchr(base + lines[k].first, ' ', n) == nullptr) continue;
+        size_t kept = 0;
+        if (simdjson::minify(base + lines[k].first, n, minified.data(), kept) != simdjson::SUCCESS)
+          return false;
+        compact[k] = kept == n;
       }
     }
     return true;
@@ -317,23 +331,43 @@ struct MergeEngine::State {
     return k == lines.size() && stream.truncated_bytes() == 0;
   }
 
-  bool scan_line(od::document_reference& doc, bool jsonl_lines, std::string& pid, bool& has_pid) {
+  // One line of the first pass: str(pid) into pids (the last "pid" when repeated, as Python
+  // reads it). The core's lines repeat a pid: one whose text is the last one's is known already.
+  bool scan_line(od::document_reference& doc, size_t line, bool jsonl_lines) {
     od::object obj;
     if (doc.get_object().get(obj)) return false;
-    has_pid = false;
+    const char* base = buffer.data();
+    // without a backslash on the line, a key's raw text is its text: compared in place
+    bool escapes = std::memchr(base + lines[line].first, '\\',
+                               lines[line].second - lines[line].first) != nullptr;
+    bool fresh = false;
     for (auto result : obj) {
       od::field field;
-      std::string_view key;
-      if (std::move(result).get(field) || !key_text(field, key)) return false;
+      if (std::move(result).get(field)) return false;
+      bool is_pid, is_ph;
+      if (!escapes) {
+        is_pid = field.key().unsafe_is_equal("pid");
+        is_ph = jsonl_lines && field.key().unsafe_is_equal("ph");
+      } else {
+        std::string_view key;
+        if (!key_text(field, key)) return false;
+        is_pid = is(key, "pid");
+        is_ph = jsonl_lines && is(key, "ph");
+      }
       od::value x = field.value();
-      if (key == "pid") {  // str(pid); the last one when repeated, as Python reads it
+      if (is_pid) {
+        std::string_view raw = trimmed(x.raw_json_token());
+        if (raw == last_pid_raw) {
+          fresh = false;
+          continue;
+        }
+        fresh = true;
         od::json_type type;
         if (x.type().get(type)) return false;
-        has_pid = true;
         if (type == od::json_type::string) {
-          std::string_view s;
-          if (x.get_string().get(s)) return false;
-          pid.assign(s);
+          std::string_view text;
+          if (x.get_string().get(text)) return false;
+          pid.assign(text);
         } else if (type == od::json_type::number) {
           od::number n;
           if (x.get_number().get(n) || n.is_double()) return false;  // a float: Python's repr
@@ -348,13 +382,14 @@ struct MergeEngine::State {
         } else {
           return false;  // str() of an object: the Python path
         }
-      } else if (key == "ph" && jsonl_lines) {
-        std::string_view raw = trimmed(x.raw_json_token());
-        if (raw == "\"footer\"") return false;  // the reader reads the footer
+        last_pid_raw.assign(raw);
+      } else if (is_ph) {
+        if (trimmed(x.raw_json_token()) == "\"footer\"") return false;  // the reader reads it
       }
       // The other values are skipped unread: the second pass reads every line whole and sends
       // a damaged one to the Python loop, which reports it.
     }
+    if (fresh) pids.insert(pid);
     return true;
   }
 
@@ -375,10 +410,11 @@ struct MergeEngine::State {
     for (auto result : obj) {
       od::field field;
       std::string_view key;
-      if (std::move(result).get(field) || !key_text(field, key, !exact)) return false;
+      if (std::move(result).get(field)) return false;
+      od::value x = field.value();
+      if (!key_of(field, x, exact, key)) return false;
       if (!first_time(key, 0, bits)) return false;  // a repeated key: dict(e) keeps one
       size_t top = keys_seen.size();
-      od::value x = field.value();
       bool is_scalar;
       if (!scalar(x, is_scalar)) return false;
       std::string_view raw = is_scalar ? trimmed(x.raw_json_token()) : std::string_view();
@@ -495,12 +531,8 @@ bool MergeEngine::scan_block(const char* data, size_t size, bool jsonl, long* ev
   State& s = *state_;
   *events = 0;
   if (!s.split(data, size, jsonl, false)) return false;
-  std::string pid;
-  bool ok = s.for_each_event(size, [&](od::document_reference& doc, size_t) {
-    bool has_pid;
-    if (!s.scan_line(doc, jsonl, pid, has_pid)) return false;
-    if (has_pid) s.pids.insert(pid);
-    return true;
+  bool ok = s.for_each_event(size, [&](od::document_reference& doc, size_t line) {
+    return s.scan_line(doc, line, jsonl);
   });
   if (ok) *events = static_cast<long>(s.lines.size());
   return ok;
@@ -509,6 +541,7 @@ bool MergeEngine::scan_block(const char* data, size_t size, bool jsonl, long* ev
 std::vector<std::string> MergeEngine::take_pids() {
   std::vector<std::string> out(state_->pids.begin(), state_->pids.end());
   state_->pids.clear();
+  state_->last_pid_raw = "\x01";
   return out;
 }
 
