@@ -1,13 +1,16 @@
 """The CLI on big traces: CPU time (user + sys), events per CPU second and peak RSS of every verb
-of `python -m fqntrace`, on a Chrome trace and a JSON Lines trace of the same events, and DuckDB
-answering a per-module question on the same JSON Lines file when it is installed (an optional
-comparison, never a dependency).
+of `python -m fqntrace`, on a Chrome trace and a JSON Lines trace of the same events, each verb
+against its target (issue 24), and DuckDB answering a per-module question on the same JSON Lines
+file when it is installed (an optional comparison, never a dependency).
 
     python bench/cli_bench.py SOURCE.json --mb 300 [--out DIR] [--pythonpath DIR] [--verbs ...]
 
 SOURCE is a trace the core wrote (scripts/demo.sh's traces/demo.json); the big traces are made
-from it by tests/python/bigtrace.py. --pythonpath runs another checkout's package (a "before"
-measurement). Prints a Markdown table and writes it (and the commands) to OUT/cli_bench.md.
+from it by tests/python/bigtrace.py (and deleted at the end unless --keep). --pythonpath runs
+another checkout's package (a "before" measurement). Prints a Markdown table and writes it (and
+the commands) to OUT/cli_bench.md; a run of this checkout at 300 or 1024 MiB (all verbs) also
+writes bench/results-cli-MB.json and fills its generated section of docs/benchmarks.md (P9,
+`p9-cli-MB`, through bench/report.py).
 """
 import argparse
 import json
@@ -22,6 +25,12 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
 import bigtrace  # noqa: E402
 
+# Issue 24's bounds: events per CPU second per verb (the rest: DEFAULT_TARGET), peak RSS.
+TARGETS = {"summary": 1_000_000, "merge": 500_000}
+DEFAULT_TARGET = 300_000
+RSS_LIMIT_MIB = 256
+DOC_SIZES = (300, 1024)  # the sizes with a generated section in docs/benchmarks.md
+
 
 def measure(cmd, env):
     """Runs cmd as the only child of a fresh `time`-like wrapper so its rusage is its own."""
@@ -29,13 +38,13 @@ def measure(cmd, env):
         "import os,resource,subprocess,sys,json;"
         "p=subprocess.run(sys.argv[1:],stdout=subprocess.PIPE,stderr=subprocess.PIPE);"
         "u=resource.getrusage(resource.RUSAGE_CHILDREN);"
-        "print(json.dumps([p.returncode,u.ru_utime+u.ru_stime,u.ru_maxrss/1024,"
+        "print(json.dumps([p.returncode,u.ru_utime+u.ru_stime,u.ru_stime,u.ru_maxrss/1024,"
         "p.stdout.decode()[-2000:],p.stderr.decode()[-2000:]]))")] + cmd
     started = time.perf_counter()
     done = subprocess.run(wrapper, stdout=subprocess.PIPE, env=env, check=True)
     wall = time.perf_counter() - started
-    rc, cpu, rss, out, err = json.loads(done.stdout)
-    return rc, cpu, rss, wall, out, err
+    rc, cpu, sys_s, rss, out, err = json.loads(done.stdout)
+    return rc, cpu, sys_s, rss, wall, out, err
 
 
 def main():
@@ -46,16 +55,27 @@ def main():
     parser.add_argument("--pythonpath", help="the fqntrace package's parent folder to run")
     parser.add_argument("--verbs", nargs="*", default=None)
     parser.add_argument("--label", default="this checkout")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the big traces in OUT (they are deleted at the end)")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     mb = int(args.mb) if args.mb == int(args.mb) else args.mb
     chrome = os.path.join(args.out, f"big{mb}.json")
     chrome1 = os.path.join(args.out, f"big{mb}.rank1.json")
     jsonl = os.path.join(args.out, f"big{mb}.jsonl")
+    jsonl1 = os.path.join(args.out, f"big{mb}.rank1.jsonl")
+    second = {chrome: chrome1, jsonl: jsonl1}  # merge's and diff's other rank
+    needed = 4 * args.mb * 2.5 * (1 << 20)  # the traces, the cut copies, merge's output
+    free = shutil.disk_usage(args.out).free
+    if free < needed:
+        sys.exit(f"cli_bench: {free / (1 << 30):.1f} GiB free in {args.out}, about "
+                 f"{needed / (1 << 30):.1f} GiB needed for {mb} MiB traces; use --out elsewhere")
     counts = {}
-    for path, rank in ((chrome, None), (chrome1, 1), (jsonl, None)):
+    made = []
+    for path, rank in ((chrome, None), (chrome1, 1), (jsonl, None), (jsonl1, 1)):
         if not os.path.exists(path):
             counts[path] = bigtrace.make(args.source, path, args.mb, rank)[0]
+            made.append(path)
     env = dict(os.environ)
     if args.pythonpath:
         env["PYTHONPATH"] = args.pythonpath
@@ -80,6 +100,7 @@ def main():
                     data = src.read(min(left, 1 << 24))
                     dst.write(data)
                     left -= len(data)
+            made.append(cut + ".orig")
         cuts[path] = cut
     html = os.path.join(args.out, "report.html")
     merged = os.path.join(args.out, "merged.json")
@@ -94,45 +115,117 @@ def main():
          lambda p: int(events(p) * cut_at)),
         ("report", chrome, lambda p: ["report", p, "-o", html], lambda p: events(p)),
         ("report", jsonl, lambda p: ["report", p, "-o", html], lambda p: events(p)),
-        ("merge", chrome, lambda p: ["merge", p, chrome1, "-o", merged],
-         lambda p: events(p) + events(chrome1)),
-        ("diff", chrome, lambda p: ["diff", p, chrome1], lambda p: events(p) + events(chrome1)),
-        ("top --once", chrome, lambda p: ["top", "--once", p], lambda p: events(p)),
-        ("top --once", jsonl, lambda p: ["top", "--once", p], lambda p: events(p)),
     ]
+    for path in (chrome, jsonl):  # two ranks: both inputs' events count
+        plan += [
+            ("merge", path, lambda p: ["merge", p, second[p], "-o", merged],
+             lambda p: events(p) + events(second[p])),
+            ("diff", path, lambda p: ["diff", p, second[p]],
+             lambda p: events(p) + events(second[p])),
+        ]
+    plan += [("top --once", path, lambda p: ["top", "--once", p], lambda p: events(p))
+             for path in (chrome, jsonl)]
     rows = []
-    for verb, path, argv, n in plan:
-        if args.verbs and verb.split()[0] not in args.verbs:
-            continue
-        if verb == "repair":
-            shutil.copyfile(cuts[path] + ".orig", cuts[path])
-        cmd = py + argv(path)
-        rc, cpu, rss, wall, out, err = measure(cmd, env)
-        n_events = n(path)
-        rate = n_events / cpu if cpu > 0 and n_events else 0
-        fmt = "JSON Lines" if path.endswith(".jsonl") else "Chrome"
-        status = "" if rc in (0, 3) else f" (exit {rc}: {err.strip()[-200:]})"
-        rows.append((verb, fmt, n_events, cpu, rate, rss, wall, status,
-                     "python -m fqntrace " + " ".join(os.path.basename(a) if os.sep in a else a
-                                                       for a in argv(path))))
-        print(f"{verb:11} {fmt:10} {n_events:>9} ev {cpu:7.1f} s CPU {rate / 1e3:7.0f} k ev/CPU-s "
-              f"{rss:7.0f} MiB {wall:6.0f} s wall{status}", flush=True)
-    duck = duckdb_row(jsonl, events(jsonl))
-    if duck:
-        rows.append(duck)
-        print(f"{duck[0]:11} {duck[1]:10} {duck[2]:>9} ev {duck[3]:7.1f} s CPU "
-              f"{duck[4] / 1e3:7.0f} k ev/CPU-s {duck[5]:7.0f} MiB {duck[6]:6.0f} s wall")
-    lines = [f"Package: {args.label}. Traces: {os.path.getsize(chrome) / (1 << 20):.0f} MiB "
-             f"Chrome / {os.path.getsize(jsonl) / (1 << 20):.0f} MiB JSON Lines "
-             f"(`tests/python/bigtrace.py {os.path.basename(args.source)} OUT {mb}`).", "",
-             "| verb | format | events | CPU s | events / CPU-s | peak RSS MiB | wall s |",
-             "|---|---|---:|---:|---:|---:|---:|"]
-    for verb, fmt, n_events, cpu, rate, rss, wall, status, _ in rows:
-        lines.append(f"| `{verb}` | {fmt} | {n_events:,} | {cpu:.1f} | {rate / 1e3:,.0f} k | "
-                     f"{rss:.0f} | {wall:.0f}{status} |")
+    try:
+        for verb, path, argv, n in plan:
+            if args.verbs and verb.split()[0] not in args.verbs:
+                continue
+            if verb == "repair":
+                shutil.copyfile(cuts[path] + ".orig", cuts[path])
+            cmd = py + argv(path)
+            rc, cpu, sys_s, rss, wall, out, err = measure(cmd, env)
+            for output in (merged, html, cuts[path], cuts[path] + ".fixed"):
+                if os.path.exists(output):
+                    os.remove(output)  # the outputs are as big as the inputs: not kept
+            n_events = n(path)
+            rate = n_events / cpu if cpu > 0 and n_events else 0
+            target = TARGETS.get(verb, DEFAULT_TARGET)
+            rows.append({
+                "verb": verb, "format": "JSON Lines" if path.endswith(".jsonl") else "Chrome",
+                "events": n_events, "cpu_s": cpu, "sys_s": sys_s, "events_per_cpu_s": rate,
+                "peak_rss_mib": rss,
+                "wall_s": wall, "target": target, "met": rc in (0, 3) and rate >= target and
+                rss <= RSS_LIMIT_MIB, "status": "" if rc in (0, 3) else
+                f"exit {rc}: {err.strip()[-200:]}",
+                "command": "python -m fqntrace " + " ".join(
+                    os.path.basename(a) if os.sep in a else a for a in argv(path))})
+            print(line(rows[-1]), flush=True)
+        duck = duckdb_row(jsonl, events(jsonl))
+        if duck:
+            rows.append(duck)
+            print(line(duck))
+        sizes = {"chrome_mib": os.path.getsize(chrome) / (1 << 20),
+                 "jsonl_mib": os.path.getsize(jsonl) / (1 << 20)}
+    finally:
+        if not args.keep:
+            for path in made:
+                if os.path.exists(path):
+                    os.remove(path)
+    results = {"mb": mb, "label": args.label, "source": os.path.basename(args.source),
+               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+               "git_commit": git_commit(), "loadavg": os.getloadavg(), **sizes, "rows": rows}
+    text = table(results)
     with open(os.path.join(args.out, "cli_bench.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+        f.write(text + "\n")
+    print(text)
+    if mb in DOC_SIZES and not args.pythonpath and not args.verbs:
+        write_doc(results)
+
+
+def line(row):
+    """One row for the terminal."""
+    return (f"{row['verb'][:11]:11} {row['format']:10} {row['events']:>9} ev "
+            f"{row['cpu_s']:7.1f} s CPU {row['events_per_cpu_s'] / 1e3:7.0f} k ev/CPU-s "
+            f"{row['peak_rss_mib']:7.0f} MiB {row['wall_s']:6.0f} s wall"
+            f"{' (' + row['status'] + ')' if row['status'] else ''}")
+
+
+def table(results):
+    """The run as Markdown: one row per verb and format, each against its target."""
+    lines = [f"Package: {results['label']} (commit {results['git_commit']}), {results['date']}, "
+             f"load average at the end {', '.join(f'{x:.1f}' for x in results['loadavg'])} "
+             "(2 shared cores). Traces: "
+             f"{results['chrome_mib']:.0f} MiB Chrome / {results['jsonl_mib']:.0f} MiB JSON Lines "
+             f"(`tests/python/bigtrace.py {results['source']} OUT {results['mb']}`, a second rank "
+             "with `--rank 1` for `merge` and `diff`, which count both inputs' events; `repair` "
+             "counts the events it keeps of the trace cut at 72 %).", "",
+             "| verb | format | events | CPU s (of which sys) | events / CPU-s | peak RSS MiB | wall s "
+             f"| target (events / CPU-s, ≤ {RSS_LIMIT_MIB} MiB) | met |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for r in results["rows"]:
+        target = f"{r['target'] / 1e3:,.0f} k" if r.get("target") else "—"
+        met = "—" if r.get("met") is None else "yes" if r["met"] else "**no**"
+        status = f" ({r['status']})" if r["status"] else ""
+        sys_s = f" ({r['sys_s']:.1f})" if "sys_s" in r else ""
+        lines.append(f"| `{r['verb']}` | {r['format']} | {r['events']:,} | {r['cpu_s']:.1f}{sys_s} | "
+                     f"{r['events_per_cpu_s'] / 1e3:,.0f} k | {r['peak_rss_mib']:.0f} | "
+                     f"{r['wall_s']:.0f}{status} | {target} | {met} |")
+    return "\n".join(lines)
+
+
+def write_doc(results):
+    """bench/results-cli-MB.json, and its section of docs/benchmarks.md (bench/report.py)."""
+    sys.path.insert(0, HERE)
+    import report
+
+    with open(os.path.join(HERE, f"results-cli-{results['mb']}.json"), "w") as f:
+        json.dump(results, f, indent=1)
+        f.write("\n")
+    doc = os.path.join(ROOT, "docs", "benchmarks.md")
+    with open(doc) as f:
+        text = report.update(f.read(), None, only=[f"p9-cli-{results['mb']}"])
+    with open(doc, "w") as f:
+        f.write(text)
+    print(f"wrote bench/results-cli-{results['mb']}.json and docs/benchmarks.md (p9-cli-"
+          f"{results['mb']})")
+
+
+def git_commit():
+    try:
+        return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
 
 
 DUCK_QUERY = """
@@ -150,12 +243,18 @@ def duckdb_row(path, n_events):
     code = ("import duckdb,sys;"
             f"r=duckdb.sql({DUCK_QUERY!r}.format(path=sys.argv[1])).fetchall();"
             "print(len(r))")
-    rc, cpu, rss, wall, out, err = measure([sys.executable, "-c", code, path], dict(os.environ))
+    rc, cpu, sys_s, rss, wall, out, err = measure([sys.executable, "-c", code, path],
+                                                  dict(os.environ))
     if rc != 0:
         print(f"duckdb: skipped ({err.strip().splitlines()[-1] if err.strip() else rc})")
         return None
-    return ("DuckDB (per fqn and phase: sum of op dur, count)", "JSON Lines", n_events, cpu,
-            n_events / cpu, rss, wall, "", "duckdb read_json(...) GROUP BY fqn, phase")
+    version = subprocess.run([sys.executable, "-c", "import duckdb; print(duckdb.__version__)"],
+                             capture_output=True, text=True).stdout.strip()
+    return {"verb": f"DuckDB {version} (per fqn and phase: sum of op dur, count; no nesting rule)",
+            "format": "JSON Lines", "events": n_events, "cpu_s": cpu, "sys_s": sys_s,
+            "events_per_cpu_s": n_events / cpu, "peak_rss_mib": rss, "wall_s": wall,
+            "target": None, "met": None, "status": "",
+            "command": "duckdb read_json(...) GROUP BY fqn, phase"}
 
 
 if __name__ == "__main__":

@@ -60,10 +60,11 @@ MARKER = re.compile(r"^<!-- generated:begin (?P<name>[a-z0-9-]+) -->\n(?P<body>.
                     r"^<!-- generated:end (?P=name) -->$", re.M | re.S)
 
 
-def update(doc, results):
-    """`doc` with every generated section's content replaced from `results`; the rest as it is.
-    Raises ValueError for a section name this module does not know, or one it knows that the
-    document lacks (so a renamed section never goes stale unnoticed)."""
+def update(doc, results, only=None):
+    """`doc` with every generated section's content replaced from `results` (only: just the
+    sections named there); the rest as it is. Raises ValueError for a section name this module
+    does not know, or one it knows that the document lacks (so a renamed section never goes
+    stale unnoticed)."""
     seen = set()
 
     def fill(match):
@@ -72,11 +73,13 @@ def update(doc, results):
             raise ValueError(f"docs/benchmarks.md: unknown generated section {name!r} "
                              f"(known: {', '.join(SECTIONS)})")
         seen.add(name)
+        if only is not None and name not in only:
+            return match.group(0)
         content = SECTIONS[name](results) or NOT_MEASURED
         return f"<!-- generated:begin {name} -->\n{content}\n<!-- generated:end {name} -->"
 
     out = MARKER.sub(fill, doc)
-    missing = [name for name in SECTIONS if name not in seen]
+    missing = [name for name in (SECTIONS if only is None else only) if name not in seen]
     if missing:
         raise ValueError(f"docs/benchmarks.md lacks the generated sections {', '.join(missing)}; "
                          "add their marker lines where the tables belong")
@@ -758,7 +761,23 @@ def memory_section(results):
     return "\n".join(lines)
 
 
+def cli_section(mb):
+    """P9: `scripts/bench.sh --cli MB`'s last run (bench/cli_bench.py writes
+    bench/results-cli-MB.json; the other benchmarks leave it as it is)."""
+    def section(results):
+        path = os.path.join(HERE, f"results-cli-{mb}.json")
+        if not os.path.exists(path):
+            return f"*Not measured yet: `scripts/bench.sh --cli {mb}` fills this table.*"
+        sys.path.insert(0, HERE)
+        import cli_bench
+
+        with open(path) as fh:
+            return cli_bench.table(json.load(fh))
+    return section
+
+
 SECTIONS = {
+    "p9-cli-300": cli_section(300), "p9-cli-1024": cli_section(1024),
     "run": run_section,
     "memory": memory_section,
     "p1-settings": p1_settings, "p1": p1_section, "p1-ratios": p1_ratios,

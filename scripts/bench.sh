@@ -8,8 +8,11 @@
 #   scripts/bench.sh            full run (~20 min on 2 cores, plus set-up when it rebuilds)
 #   scripts/bench.sh --quick    smoke run: fewer rounds and ops (~3 min, plus set-up)
 #   scripts/bench.sh --cli [MiB]  P9: every `python -m fqntrace` verb on a MiB-sized trace (default
-#                               300; Chrome and JSON Lines), CPU s, events/CPU-s, peak RSS, DuckDB
-#                               beside it when installed; prints the table (docs/benchmarks.md, P9)
+#                               300; Chrome and JSON Lines), CPU s, events/CPU-s, peak RSS against
+#                               each verb's target, DuckDB beside it when installed; prints the
+#                               table and, at 300 or 1024 MiB, writes bench/results-cli-MiB.json and
+#                               its generated section of docs/benchmarks.md (P9). Needs ~10x MiB of
+#                               disk in build/cli_bench while it runs (the traces are deleted after)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -21,7 +24,7 @@ for arg in "$@"; do
     --quick) QUICK=(--quick) ;;
     --cli) CLI=1 ;;
     [0-9]*) CLI_MB="$arg" ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument '$arg' (use --quick or --cli [MiB])" >&2; exit 2 ;;
   esac
 done

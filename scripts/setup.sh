@@ -66,6 +66,11 @@ rm -f "$ROOT"/python/fqntrace/analysis/_native_summary*.so
 if ls "$ROOT"/build/_native_summary*.so >/dev/null 2>&1; then
   cp -f "$ROOT"/build/_native_summary*.so "$ROOT"/python/fqntrace/analysis/
 fi
+# merge's native rewrite, the same way.
+rm -f "$ROOT"/python/fqntrace/analysis/_native_merge*.so
+if ls "$ROOT"/build/_native_merge*.so >/dev/null 2>&1; then
+  cp -f "$ROOT"/build/_native_merge*.so "$ROOT"/python/fqntrace/analysis/
+fi
 # Reinstall only when anything under python/ (sources or the copied libraries) changed.
 stamp_file="$ROOT/.venv/.fqntrace-installed"
 stamp=$(cd "$ROOT/python" && find . -type f \( -name '*.py' -o -name '*.so' -o -name '*.pth' -o -name '*.toml' -o -name '*.html' \) \

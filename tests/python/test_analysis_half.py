@@ -20,8 +20,9 @@ import bigtrace  # noqa: E402
 ANALYSIS = {"cli", "crossrank", "diff", "kineto_annotate", "memory", "merge", "repair", "report",
             "stats", "step_times", "steps", "summarize", "table", "top", "traceio", "tracestream",
             "validate"}
-# Its native summary (analysis/summary_engine.cpp): a CPython extension linking no libtorch.
-NATIVE = {"_native_summary"}
+# Its native summary (analysis/summary_engine.cpp) and merge (analysis/merge_engine.cpp):
+# CPython extensions linking no libtorch.
+NATIVE = {"_native_summary", "_native_merge"}
 TRAIN = """
 import torch
 net = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))

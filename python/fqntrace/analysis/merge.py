@@ -6,8 +6,15 @@ Cut-off inputs are repaired in memory; the files are left as they are.
 
 The inputs are read as streams (fqntrace.tracestream), twice: once for what the merged header
 needs (rank, clock base, process ids, whether the file is complete), once to write the events
-one by one into the output. Memory holds the flows still open (a forward op's "s" whose node's
-"f" has not come yet), never the events.
+into the output. Memory holds the flows still open (a forward op's "s" whose node's "f" has not
+come yet), never the events.
+
+Both passes run in native code when it is built (fqntrace.analysis._native_merge,
+analysis/merge_engine.cpp): the core writes one event per line, so the reader's blocks of whole
+lines go to it as bytes; it rewrites the few fields a line changes (pid, ts, dur, a flow's id) and
+copies the rest, after checking those bytes are exactly what this module's Python loop would
+write. A block it cannot rewrite exactly (another layout, an unusual number or escape) goes to
+the Python loop below, from there to the end of that input; the output is the same either way.
 """
 import json
 import os
@@ -15,6 +22,11 @@ from typing import NamedTuple
 
 from fqntrace.analysis import traceio, tracestream
 from fqntrace.analysis.traceio import TraceError
+
+try:
+    from fqntrace.analysis import _native_merge as _native
+except ImportError:  # not built, or a CPU without AVX2: the Python loop does the work
+    _native = None
 
 # Replaced by the rank's own rows.
 _PROCESS_METADATA = ("process_name", "process_labels", "process_sort_index")
@@ -36,7 +48,8 @@ def merge_traces(paths, output, note=lambda message: None):
     hears about inputs that are merged although cut off."""
     if traceio.plain_path(output).lower().endswith(".jsonl"):
         raise TraceError(f"{output}: merge writes a Chrome trace; name the output .json")
-    ranks = [_scan_rank(path, note) for path in paths]
+    merger = _native.Merger() if _native is not None else None
+    ranks = [_scan_rank(path, note, merger) for path in paths]
     path_of_rank = {}
     for r in ranks:
         if r.rank in path_of_rank:
@@ -55,16 +68,22 @@ def merge_traces(paths, output, note=lambda message: None):
                    "complete": not r.incomplete} for r in ranks],
     }
     counts = {"events": 0, "slices": 0}
-    traceio.write_atomic_chunks(output, _merged_text(header, ranks, base_min, counts))
+    if any(not (0 <= r.rank < 1 << 62 and abs(r.base_ns - base_min) < 1 << 62) for r in ranks):
+        merger = None  # numbers beyond the native rewrite's 64 bits: the Python loop
+    traceio.write_atomic_chunks(output, _merged_text(header, ranks, base_min, counts, merger))
     return len(ranks), counts["events"]
 
 
-def _merged_text(header, ranks, base_min, counts):
-    """The merged trace in the core's layout (traceio.chrome_text), a line at a time."""
+def _merged_text(header, ranks, base_min, counts, merger):
+    """The merged trace in the core's layout (traceio.chrome_text), a line (or, from the native
+    rewrite, a block of lines as bytes) at a time."""
     head = json.dumps(header, ensure_ascii=False)
     yield head[:-1] + ", " + '"traceEvents": [\n'
     separator = ""
-    for e in _merged_events(ranks, base_min, counts):
+    for e in _merged_events(ranks, base_min, counts, merger):
+        if type(e) is bytes:  # lines each after ",\n": a rank's process rows came first
+            yield e
+            continue
         yield separator + _encode_event(e)
         separator = ",\n"
         counts["events"] += 1
@@ -89,49 +108,134 @@ try:  # one call per event, in the core's compact layout; times as the core writ
             return traceio.dump_event(event)
 except ImportError:  # pragma: no cover
     _encode_event = traceio.dump_event
+    _native = None  # it writes msgspec's spelling: without msgspec the Python loop does it all
 
 
-def _merged_events(ranks, base_min, counts):
-    flow_ids = {}  # (rank index, cat, id) -> [new id, phases seen]; closed flows are dropped
-    next_flow = 0
-    for k, r in enumerate(ranks):
+def _merged_events(ranks, base_min, counts, merger):
+    """The merged events in order: dicts (the Python loop) or bytes (blocks the native rewrite
+    wrote)."""
+    flow_id = _NativeFlows(merger) if merger is not None else _Flows()
+    for r in ranks:
         yield from _process_rows(r)
         shift = r.base_ns - base_min
+        flow_id.start_rank()
         with tracestream.TraceStream(r.path) as stream:
-            for e in stream:
-                if not isinstance(e, dict):
-                    continue
-                ph = e.get("ph")
-                if ph == "M" and e.get("name") in _PROCESS_METADATA:
-                    continue
-                out = dict(e)
-                if "pid" in out or ph != "M":
-                    out["pid"] = r.rank
-                if traceio.is_number(out.get("ts")):
-                    out["ts"] = traceio.Micros(traceio.to_ns(out["ts"]) + shift)
-                if traceio.is_number(out.get("dur")):
-                    out["dur"] = traceio.Micros(traceio.to_ns(out["dur"]))
-                if ph in ("s", "t", "f") and "id" in out:
-                    key = (k, json.dumps(out.get("cat")), json.dumps(out["id"]))
-                    flow = flow_ids.get(key)
-                    if flow is None:
-                        next_flow += 1
-                        flow = flow_ids[key] = [next_flow, set()]
-                    out["id"] = flow[0]
-                    flow[1].add(ph)
-                    if "s" in flow[1] and "f" in flow[1]:
-                        del flow_ids[key]  # both ends written: the id is not needed again
-                if ph == "X":
-                    counts["slices"] += 1
-                yield out
+            if merger is None:
+                batches = stream.batches()
+            else:
+                merger.start_rank(r.rank, shift, stream.format == traceio.JSONL)
+                written = []
+
+                def block(chunk, start, end):
+                    done = merger.rewrite_block(chunk, start, end)
+                    if done is None:
+                        return None  # not lines it rewrites exactly: the Python loop reads on
+                    text, n_read, n_written, n_slices = done
+                    written.append(text)
+                    counts["events"] += n_written
+                    counts["slices"] += n_slices
+                    return n_read
+
+                batches = stream.sink_batches(block)
+            for batch, _ in batches:
+                if merger is not None and written:
+                    yield written.pop()
+                for e in batch:
+                    out = _rewrite(e, r.rank, shift, flow_id, counts)
+                    if out is not None:
+                        yield out
+            if merger is not None and written:  # the block before the tail
+                yield written.pop()
 
 
-def _scan_rank(path, note):
+def _rewrite(e, rank, shift, flow_id, counts):
+    """One input event as the merged trace has it (a new dict), None when it is left out."""
+    if not isinstance(e, dict):
+        return None
+    ph = e.get("ph")
+    if ph == "M" and e.get("name") in _PROCESS_METADATA:
+        return None
+    out = dict(e)
+    if "pid" in out or ph != "M":
+        out["pid"] = rank
+    if traceio.is_number(out.get("ts")):
+        out["ts"] = traceio.Micros(traceio.to_ns(out["ts"]) + shift)
+    if traceio.is_number(out.get("dur")):
+        out["dur"] = traceio.Micros(traceio.to_ns(out["dur"]))
+    if ph in ("s", "t", "f") and "id" in out:
+        out["id"] = flow_id(out.get("cat"), out["id"], ph)
+    if ph == "X":
+        counts["slices"] += 1
+    return out
+
+
+class _Flows:
+    """New flow ids: one per (cat, id) of a rank, in order of appearance across the ranks. A
+    flow whose both ends were written is forgotten (its id is not looked up again)."""
+
+    def __init__(self):
+        self.open = {}  # (cat, id) as JSON -> [new id, phases seen]
+        self.last = 0
+
+    def start_rank(self):
+        self.open = {}  # another rank's flows never match this one's
+
+    def __call__(self, cat, flow, ph):
+        key = (json.dumps(cat), json.dumps(flow))
+        entry = self.open.get(key)
+        if entry is None:
+            self.last += 1
+            entry = self.open[key] = [self.last, set()]
+        entry[1].add(ph)
+        if "s" in entry[1] and "f" in entry[1]:
+            del self.open[key]
+        return entry[0]
+
+
+class _NativeFlows:
+    """The same numbering kept by the native merger, for the events the Python loop reads: the
+    key is the JSON text of cat and id as msgspec writes them, which is the text the native
+    rewrite finds on the line (it takes only lines written that way)."""
+
+    def __init__(self, merger):
+        self.merger = merger
+
+    def start_rank(self):
+        pass  # merger.start_rank() does it
+
+    def __call__(self, cat, flow, ph):
+        return self.merger.flow(_json_bytes(cat) + b"\0" + _json_bytes(flow), ph)
+
+
+def _json_bytes(value):
+    """value as JSON text the way msgspec writes it (b"\\1" and Python's spelling when msgspec
+    cannot: never the text of a line the engine read)."""
+    try:
+        return msgspec.json.encode(value)
+    except (msgspec.EncodeError, UnicodeEncodeError, TypeError):
+        return b"\1" + json.dumps(value).encode()
+
+
+def _scan_rank(path, note, merger):
     """First pass over one input: its header, tail and process ids."""
     pids = set()
     with tracestream.TraceStream(path) as stream:
-        for batch, _ in stream.batches():
-            pids.update({str(e["pid"]) for e in batch if type(e) is dict and "pid" in e})
+        if merger is None:
+            for batch, _ in stream.batches():
+                pids.update({str(e["pid"]) for e in batch if type(e) is dict and "pid" in e})
+        else:
+            jsonl = stream.format == traceio.JSONL
+
+            def block(chunk, start, end):
+                n = merger.scan_block(chunk, start, end, jsonl)
+                return None if n < 0 else n
+
+            def event(e):
+                if type(e) is dict and "pid" in e:
+                    pids.add(str(e["pid"]))
+
+            stream.feed(block, event)
+            pids.update(merger.take_pids())
     if stream.cut:
         note(f"{path} is cut off; merging its {stream.events_read} complete events "
              "(repaired in memory, the file is left as it is)")

@@ -178,7 +178,8 @@ def write_atomic(path, text, like=None):
 
 
 def write_atomic_chunks(path, chunks, like=None):
-    """write_atomic for text made piece by piece (an iterable of str): never all in memory.
+    """write_atomic for text made piece by piece (an iterable of str or UTF-8 bytes): never all
+    in memory.
     The temporary file has no name while it is written (O_TMPFILE), so a writer killed midway
     leaves nothing behind; where the file system cannot do that, a named one is used, and stale
     ones (.fqntrace-*.tmp not modified for STALE_TMP_S: their writer is gone) are removed first.
@@ -200,8 +201,9 @@ def write_atomic_chunks(path, chunks, like=None):
         gzipped = str(path).lower().endswith(GZIP_SUFFIX)
         compressor = zlib.compressobj(6, zlib.DEFLATED, 31) if gzipped else None  # 31: gzip
         with os.fdopen(fd, "wb") as f:
-            for text in chunks:
-                data = text.encode("utf-8", errors="surrogateescape")
+            for text in chunks:  # str, or bytes already encoded (merge's native blocks)
+                data = text if type(text) is bytes else text.encode("utf-8",
+                                                                    errors="surrogateescape")
                 f.write(compressor.compress(data) if gzipped else data)
             if gzipped:
                 f.write(compressor.flush())

@@ -307,11 +307,17 @@ class TraceStream:
         block_sink(chunk, start, end) (the lines are chunk[start:end]; it returns the number of
         events it read, or None: not whole events, read that part by the general path), the
         general path's events to event_sink(event)."""
+        for batch, _ in self.sink_batches(block_sink):
+            for event in batch:
+                event_sink(event)
+
+    def sink_batches(self, block_sink):
+        """feed() as a generator of the general path's batches: the fast path's blocks go to
+        block_sink as in feed(), and after each one it yields an empty batch, so the caller can
+        act on each block as it is read (merge writes it)."""
         self._block_sink = block_sink
         try:
-            for batch, _ in self.batches():
-                for event in batch:
-                    event_sink(event)
+            yield from self.batches()
         finally:
             self._block_sink = None
 
@@ -363,6 +369,7 @@ class TraceStream:
                     break  # not whole events in the core's layout: the general path
                 if tail >= 0:
                     break  # the tail: read by the general path
+                yield [], None  # the sink took a block: the caller's turn (sink_batches)
                 continue
             block = buf[self._bpos:newline]
             tail = block.find(b"\n]")
@@ -493,6 +500,7 @@ class TraceStream:
                 footer = self._sink_jsonl_block(buf, newline)
                 if footer is None or footer >= 0:
                     break  # not whole events, or the footer: the general path
+                yield [], None  # the sink took a block: the caller's turn (sink_batches)
                 continue
             block = buf[self._bpos:newline]
             footer = block.find(_FOOTER_MARK)

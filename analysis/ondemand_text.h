@@ -1,0 +1,34 @@
+// Small helpers over simdjson On-Demand shared by the analysis engines (summary_engine.cpp,
+// merge_engine.cpp): a token's text without the whitespace after it, and an object key's text.
+#pragma once
+
+#include <simdjson.h>
+
+#include <string_view>
+
+namespace fqntrace::analysis {
+
+// A raw token (simdjson's raw_json_token() runs up to the next structural character) without
+// the whitespace after it.
+inline std::string_view trimmed(std::string_view raw) {
+  while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\t' || raw.back() == '\n' ||
+                          raw.back() == '\r'))
+    raw.remove_suffix(1);
+  return raw;
+}
+
+// A key's text: as written when it has no escape (no copy), else unescaped; with unescape
+// false, a key with an escape gives false.
+inline bool key_text(simdjson::ondemand::field& field, std::string_view& out,
+                     bool unescape = true) {
+  const char* start = field.key().raw();
+  const char* p = start;
+  while (*p != '"' && *p != '\\') ++p;
+  if (*p == '"') {
+    out = std::string_view(start, static_cast<size_t>(p - start));
+    return true;
+  }
+  return unescape && !field.unescaped_key().get(out);
+}
+
+}  // namespace fqntrace::analysis
