@@ -44,7 +44,8 @@ need_py=()
 # msgspec is the package's one dependency (the trace reader's decoder; the package itself is
 # installed with --no-deps below); distributed is the `dask` extra (summary --scheduler).
 # peft, accelerate and lightning: the ecosystem tier (tests/python/test_ecosystem.py).
-for spec in pytest:pytest numpy:numpy transformers:transformers hta:HolisticTraceAnalysis \
+# pytest-xdist: scripts/test.sh runs the test files on both cores.
+for spec in pytest:pytest xdist:pytest-xdist numpy:numpy transformers:transformers hta:HolisticTraceAnalysis \
             plotly:plotly websocket:websocket-client PIL:pillow rich:rich msgspec:msgspec \
             distributed:distributed peft:peft accelerate:accelerate lightning:lightning; do
   mod="${spec%%:*}"; pkg="${spec##*:}"
