@@ -20,17 +20,18 @@ struct EngineObject {
 };
 
 int engine_init(PyObject* self, PyObject* args, PyObject* kwargs) {
-  static const char* kwlist[] = {"jsonl", "step_ranges", "checks", "live", nullptr};
-  int jsonl = 0, checks = 0, live = 0;
+  static const char* kwlist[] = {"jsonl", "step_ranges", "checks", "live", "count", nullptr};
+  int jsonl = 0, checks = 0, live = 0, count = 0;
   PyObject* ranges = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "p|Opp", const_cast<char**>(kwlist), &jsonl,
-                                   &ranges, &checks, &live))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "p|Oppp", const_cast<char**>(kwlist), &jsonl,
+                                   &ranges, &checks, &live, &count))
     return -1;
   auto* obj = reinterpret_cast<EngineObject*>(self);
   delete obj->engine;
-  SummaryEngine::Mode mode = checks ? SummaryEngine::Mode::kChecks
-                             : live ? SummaryEngine::Mode::kLive
-                                    : SummaryEngine::Mode::kSummary;
+  SummaryEngine::Mode mode = checks  ? SummaryEngine::Mode::kChecks
+                             : live  ? SummaryEngine::Mode::kLive
+                             : count ? SummaryEngine::Mode::kCount
+                                     : SummaryEngine::Mode::kSummary;
   obj->engine = new (std::nothrow) SummaryEngine(jsonl != 0, mode);
   obj->finished = false;
   if (obj->engine == nullptr) {
@@ -237,6 +238,11 @@ PyObject* check_result(PyObject* self, PyObject* args) {
                        (long long)r.missing_fqns);
 }
 
+// repair (count=True): the "X" events among those fed.
+PyObject* slices(PyObject* self, PyObject*) {
+  return PyLong_FromLongLong(reinterpret_cast<EngineObject*>(self)->engine->slices());
+}
+
 // top (live=True): see summary_engine.h.
 PyObject* settle(PyObject* self, PyObject*) {
   try {
@@ -303,6 +309,8 @@ PyMethodDef kEngineMethods[] = {
     {"check_result", check_result, METH_VARARGS,
      "check_result(incomplete): with checks=True, once every event is fed: (threads, loose "
      "flows, fqns without a module span), or None when the Python checks must judge the file."},
+    {"slices", slices, METH_NOARGS,
+     "With count=True: how many of the events fed have \"ph\": \"X\"."},
     {"settle", settle, METH_NOARGS,
      "With live=True: counts the pending ranges at depth 0 (nothing can enclose them any more)."},
     {"take_log", take_log, METH_NOARGS,

@@ -1,4 +1,5 @@
 #include "analysis/summary_engine.h"
+#include "analysis/ondemand_text.h"
 
 #include <simdjson.h>
 
@@ -312,6 +313,8 @@ struct SummaryEngine::State {
   std::unique_ptr<Checks> checks;
   uint32_t global_fqn;
   bool logging = false;  // kLive
+  bool counting = false;  // kCount: slices only, no sums
+  int64_t slices = 0;
   std::vector<LiveRecord> log;
   bool any_range = false;
   int64_t first_ns = 0, latest_ns = 0;
@@ -322,6 +325,7 @@ struct SummaryEngine::State {
     global_fqn = strings.id("Global");
     if (mode == Mode::kChecks) checks = std::make_unique<Checks>();
     logging = mode == Mode::kLive;
+    counting = mode == Mode::kCount;
   }
 
   // ---- parsing ---------------------------------------------------------------------------
@@ -375,18 +379,6 @@ struct SummaryEngine::State {
       }
     }
     return false;
-  }
-
-  // A key's text: as written when it has no escape (no copy), else unescaped.
-  static bool key_text(od::field& field, std::string_view& out) {
-    const char* start = field.key().raw();
-    const char* p = start;
-    while (*p != '"' && *p != '\\') ++p;
-    if (*p == '"') {
-      out = std::string_view(start, static_cast<size_t>(p - start));
-      return true;
-    }
-    return !field.unescaped_key().get(out);
   }
 
   // A number, or ok=false when the value is not one (validated either way). False: invalid.
@@ -809,13 +801,6 @@ struct SummaryEngine::State {
     return true;
   }
 
-  static std::string_view trimmed(std::string_view raw) {
-    while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\t' || raw.back() == '\n' ||
-                            raw.back() == '\r'))
-      raw.remove_suffix(1);
-    return raw;
-  }
-
   // The thread of the last event, by the raw text of its pid and tid.
   bool cache_valid = false;
   std::string cur_pid_raw, cur_tid_raw, cached_pid_raw, cached_tid_raw, cached_tid_text;
@@ -1155,6 +1140,10 @@ struct SummaryEngine::State {
 
   // A parsed block's events: the sums, or validate's checks.
   long consume() {
+    if (counting) {
+      for (const Event& e : events) slices += e.ph == 'X';
+      return static_cast<long>(events.size());
+    }
     for (const Event& e : events) {
       if (checks != nullptr) {
         if (!check_event(e)) return kProblem;
@@ -1340,6 +1329,8 @@ void SummaryEngine::for_each_step_time(void (*visit)(void*, int64_t, uint32_t, i
     for (auto& [key, ns] : state_->step_times[phase])
       visit(ctx, state_->step_numbers[(key >> 32) - 1], static_cast<uint32_t>(key), phase, ns);
 }
+
+int64_t SummaryEngine::slices() const { return state_->slices; }
 
 CheckResult SummaryEngine::check_result(bool incomplete) const {
   if (state_->checks == nullptr) return CheckResult();

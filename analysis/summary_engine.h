@@ -11,7 +11,8 @@
 //
 // The same parser serves `validate` (Mode::kChecks: validate's per-event, nesting, flow and span
 // checks instead of the sums, a verdict on files that pass) and `top` (Mode::kLive: the sums and
-// a log of the time counted and the step ranges read, for its per-second window).
+// a log of the time counted and the step ranges read, for its per-second window), and `repair`
+// (Mode::kCount: the events read and the "X" events among them, nothing else).
 #pragma once
 
 #include <cstdint>
@@ -69,8 +70,9 @@ class SummaryEngine {
   static constexpr long kNotPostOrder = -2;  // a thread's events are not in end order
   static constexpr long kProblem = -3;       // kChecks: the Python checks must judge the file
 
-  // kSummary: the sums; kChecks: validate's checks instead; kLive: the sums and a LiveRecord log.
-  enum class Mode { kSummary, kChecks, kLive };
+  // kSummary: the sums; kChecks: validate's checks instead; kLive: the sums and a LiveRecord log;
+  // kCount: only how many events were read and how many are "X" (slices()).
+  enum class Mode { kSummary, kChecks, kLive, kCount };
 
   explicit SummaryEngine(bool jsonl, Mode mode = Mode::kSummary);
   ~SummaryEngine();
@@ -92,6 +94,9 @@ class SummaryEngine {
   const std::string& name(uint32_t id) const;
   // (step, fqn id, phase) -> ns of the steps' self time, in no particular order.
   void for_each_step_time(void (*visit)(void*, int64_t, uint32_t, int, int64_t), void* ctx) const;
+
+  // kCount: the events fed whose "ph" is "X" (the count a repaired tail writes).
+  int64_t slices() const;
 
   // kChecks, once every event is fed; incomplete: the trace may lack events (cut, dropped).
   CheckResult check_result(bool incomplete) const;

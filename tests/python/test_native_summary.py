@@ -293,3 +293,30 @@ def test_native_live_view_equals_the_python_loop(traces, tmp_path, monkeypatch):
         native, python = out
         assert native == python, path
         assert native[-1][1] >= 3 and native[-1][5] and native[-1][6]  # steps, time, recent time
+
+
+# ---------------------------------------------------------------------------------------------
+# repair: the engine's count mode counts what the Python loop counts
+
+
+def test_native_repair_equals_the_python_loop(traces, tmp_path, monkeypatch):
+    from fqntrace.analysis import repair
+
+    pretty = tmp_path / "pretty-cut.json"  # another layout: the general path's events
+    text = open(traces[-1]).read()
+    pretty.write_text(text[:len(text) * 3 // 5])
+    for path in traces + [str(pretty)]:
+        out = []
+        for engine in (summarize._native, None):
+            monkeypatch.setattr(summarize, "_native", engine)
+            target = tmp_path / ("native" if engine else "python")
+            target = str(target) + os.path.basename(path)
+            try:
+                line = repair.repair_file(path, target).replace(target, "OUT")
+            except traceio.TraceError as error:
+                line = "error: " + str(error)
+            out.append((line, open(target, "rb").read() if os.path.exists(target) else None))
+        monkeypatch.undo()
+        assert out[0] == out[1], path
+        if "cut" in os.path.basename(path):
+            assert out[0][0].startswith("repaired: kept ") and out[0][1], path

@@ -4,14 +4,16 @@ Every complete event is kept byte for byte, a partial last line is dropped, and 
 ``complete: false, repaired: true`` closes the file. A complete file is left untouched.
 
 The file is read as a stream (fqntrace.tracestream: where its last complete event ends, and
-whether what follows is a cut or damage), then its bytes up to that point are copied into a
-temporary file that replaces it: memory holds a read chunk, never the file. A file the stream
+whether what follows is a cut or damage; the core's event lines are counted by the native
+engine, analysis/summary_engine.cpp, without being decoded in Python), then its bytes up to that
+point are copied into a temporary file that replaces it: memory holds a read chunk, never the
+file. A file the stream
 cannot read is loaded whole when it is small, for the exact place of the damage (traceio).
 """
 import json
 import os
 
-from fqntrace.analysis import traceio, tracestream
+from fqntrace.analysis import summarize, traceio, tracestream
 from fqntrace.analysis.traceio import TraceError
 
 WHOLE_FILE_LIMIT = 32 << 20  # bytes on disk: what may be loaded whole for an exact message
@@ -22,10 +24,7 @@ def repair_file(path, output=None):
     try:
         with tracestream.TraceStream(path) as stream:
             _check_is_ours(path, stream.header)
-            n_events = n_slices = 0
-            for batch, _ in stream.batches():
-                n_events += len(batch)
-                n_slices += sum(1 for e in batch if isinstance(e, dict) and e.get("ph") == "X")
+            n_events, n_slices = _count(stream)
             fmt, cut, partial, keep_end = (stream.format, stream.cut, stream.dropped_partial,
                                            stream.keep_end)
     except TraceError:
@@ -39,6 +38,38 @@ def repair_file(path, output=None):
     traceio.write_atomic_chunks(target, _repaired_chunks(path, fmt, keep_end, n_slices, partial),
                                 like=path)
     return _repaired_line(n_events, partial, target, output)
+
+
+def _count(stream):
+    """(events, "X" events) of the whole stream. The core's event lines go to the native engine
+    undecoded (count mode: parsed and validated, nothing summed); other layouts, or no native
+    module, are decoded here."""
+    if summarize._native is None:
+        n_events = n_slices = 0
+        for batch, _ in stream.batches():
+            n_events += len(batch)
+            n_slices += sum(1 for e in batch if _is_slice(e))
+        return n_events, n_slices
+    engine = summarize._native.Engine(stream.format == traceio.JSONL, count=True)
+    counted = [0, 0, 0]  # the engine's events, the general path's events and slices among them
+
+    def block(chunk, start, end):
+        n = engine.feed_block(chunk, start, end)
+        if n < 0:
+            return None  # not whole events in this layout: the general path reads them
+        counted[0] += n
+        return n
+
+    def event(e):
+        counted[1] += 1
+        counted[2] += _is_slice(e)
+
+    stream.feed(block, event)
+    return counted[0] + counted[1], engine.slices() + counted[2]
+
+
+def _is_slice(event):
+    return isinstance(event, dict) and event.get("ph") == "X"
 
 
 def _small(path):
@@ -61,7 +92,7 @@ def _repaired_chunks(path, fmt, keep_end, n_slices, dropped_partial):
                                  "run repair again")
             data = data[:left]
             left -= len(data)
-            yield data.decode("utf-8", errors="surrogateescape")  # written back byte-exact
+            yield data  # bytes: written back exactly, never decoded
     finally:
         source.close()
     yield _closing(fmt, n_slices, dropped_partial)
