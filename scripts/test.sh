@@ -12,5 +12,6 @@ echo "== C++ tests under ASan+UBSan and TSan (scripts/sanitizers.sh)"
 bash scripts/sanitizers.sh
 echo "== Python tests (pytest)"
 unset FQNTRACE
-.venv/bin/python -m pytest -q -p no:cacheprovider tests/python
+# Both cores, a test file per worker (a file's module fixtures and in-process state stay together).
+.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/python
 echo "== all tests passed in $(( $(date +%s) - start )) s"
