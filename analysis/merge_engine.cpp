@@ -215,14 +215,9 @@ struct MergeEngine::State {
         od::raw_json_string s;
         return !v.get_raw_json_string().get(s);
       }
-      case od::json_type::boolean: {
-        bool b;
-        return !v.get_bool().get(b);
-      }
-      case od::json_type::null: {
-        bool is_null = false;
-        return !v.is_null().get(is_null) && is_null;
-      }
+      case od::json_type::boolean:
+      case od::json_type::null:
+        return valid_literal(v, type);
     }
     return false;
   }

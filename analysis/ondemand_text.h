@@ -1,5 +1,6 @@
 // Small helpers over simdjson On-Demand shared by the analysis engines (summary_engine.cpp,
-// merge_engine.cpp): a token's text without the whitespace after it, and an object key's text.
+// merge_engine.cpp): a token's text without the whitespace after it, an object key's text, and a
+// literal's check.
 #pragma once
 
 #include <simdjson.h>
@@ -29,6 +30,16 @@ inline bool key_text(simdjson::ondemand::field& field, std::string_view& out,
     return true;
   }
   return unescape && !field.unescaped_key().get(out);
+}
+
+// A `true`, `false` or `null` literal is what it claims to be (stage 1 only marked its start).
+inline bool valid_literal(simdjson::ondemand::value v, simdjson::ondemand::json_type type) {
+  if (type == simdjson::ondemand::json_type::boolean) {
+    bool b;
+    return !v.get_bool().get(b);
+  }
+  bool is_null = false;
+  return type == simdjson::ondemand::json_type::null && !v.is_null().get(is_null) && is_null;
 }
 
 }  // namespace fqntrace::analysis

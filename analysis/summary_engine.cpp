@@ -369,14 +369,9 @@ struct SummaryEngine::State {
         od::raw_json_string s;  // stage 1 checked its quotes and UTF-8; no copy needed
         return !v.get_raw_json_string().get(s);
       }
-      case od::json_type::boolean: {
-        bool b;
-        return !v.get_bool().get(b);
-      }
-      case od::json_type::null: {
-        bool is_null = false;
-        return !v.is_null().get(is_null) && is_null;
-      }
+      case od::json_type::boolean:
+      case od::json_type::null:
+        return valid_literal(v, type);
     }
     return false;
   }
