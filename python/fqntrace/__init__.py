@@ -17,7 +17,6 @@ Steps: every torch.optim optimizer step ends a step (``ProfilerStep#N``); a loop
 This module stays light (no torch import) so that `python -m fqntrace` and the start-up hook cost
 nothing; the native library is loaded on first use.
 """
-import importlib.abc as _abc
 import importlib.util as _util
 import os as _os
 import sys as _sys
@@ -57,7 +56,9 @@ _ANALYSIS = frozenset({"cli", "crossrank", "diff", "kineto_annotate", "memory", 
                        "traceio", "tracestream", "validate"})
 
 
-class _AnalysisAlias(_abc.MetaPathFinder, _abc.Loader):
+# A finder and loader by protocol, not by importlib.abc's base classes: importing importlib.abc
+# pulls in importlib.resources (~30 ms), and this module runs in every process of the venv.
+class _AnalysisAlias:
     def find_spec(self, fullname, path=None, target=None):
         package, _, name = fullname.rpartition(".")
         if package == __name__ and name in _ANALYSIS:
