@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/engine_cpu.h"
 #include "analysis/merge_engine.h"
 
 namespace {
@@ -185,15 +186,10 @@ PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_native_merge",
 }  // namespace
 
 PyMODINIT_FUNC PyInit__native_merge() {
-#if defined(__x86_64__) && defined(FQNTRACE_ENGINE_HASWELL)
-  // Compiled for simdjson's AVX2 kernel, as _native_summary: elsewhere merge takes the Python path.
-  __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("bmi2") ||
-      !__builtin_cpu_supports("pclmul")) {
+  if (!fqntrace::analysis::cpu_runs_engines()) {
     PyErr_SetString(PyExc_ImportError, "this CPU has no AVX2: the native merge is not used");
     return nullptr;
   }
-#endif
   kMergerType.tp_name = "fqntrace.analysis._native_merge.Merger";
   kMergerType.tp_basicsize = sizeof(MergerObject);
   kMergerType.tp_flags = Py_TPFLAGS_DEFAULT;

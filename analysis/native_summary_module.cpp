@@ -5,6 +5,7 @@
 
 #include <new>
 
+#include "analysis/engine_cpu.h"
 #include "analysis/summary_engine.h"
 
 namespace {
@@ -329,16 +330,10 @@ PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_native_summary",
 }  // namespace
 
 PyMODINIT_FUNC PyInit__native_summary() {
-#if defined(__x86_64__) && defined(FQNTRACE_ENGINE_HASWELL)
-  // The engine is compiled for simdjson's AVX2 kernel (summary_engine.cpp only): on an older CPU
-  // the module does not load and the verbs take the Python path.
-  __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("bmi2") ||
-      !__builtin_cpu_supports("pclmul")) {
+  if (!fqntrace::analysis::cpu_runs_engines()) {
     PyErr_SetString(PyExc_ImportError, "this CPU has no AVX2: the native summary is not used");
     return nullptr;
   }
-#endif
   kEngineType.tp_name = "fqntrace.analysis._native_summary.Engine";
   kEngineType.tp_basicsize = sizeof(EngineObject);
   kEngineType.tp_flags = Py_TPFLAGS_DEFAULT;
