@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 
-from modes import CALLGRIND_MLP_MODES, CALLGRIND_OPS_MODES, environment
+from modes import CALLGRIND_DDP_STEP_MODES, CALLGRIND_MLP_MODES, CALLGRIND_OPS_MODES, environment
 
 # The whole run: no tool, and the two tools that write a trace file.
 WHOLE_RUN_MODES = ("baseline", "fqntrace", "profiler")
@@ -44,6 +44,8 @@ def child(mode, what, count):
 
         def work():
             torch.add(a, b)
+    elif what == "ddpstep":
+        work = ddp_model_step()
     else:
         model, x = run_mode.make_mlp()
 
@@ -53,12 +55,40 @@ def child(mode, what, count):
     # torch.profiler is scoped: entered before the warm-up, left after the count (what it does at
     # exit, collecting its events, is not counted: its cost is measured while it records).
     with run_mode.measuring(mode):
-        for _ in range(max(200, count // 10)):
+        for _ in range(10 if what == "ddpstep" else max(200, count // 10)):
             work()
         callgrind_switch("on")
         for _ in range(count):
             work()
+        if what == "ddpstep" and mode.startswith("fqntrace"):
+            import fqntrace._native
+
+            fqntrace._native.load().flush()  # the drain's work for these steps, inside the window
         callgrind_switch("off")
+
+
+def ddp_model_step():
+    """P8's model and step (bench/distributed/ddp_ab.py) in one process without DDP: the work a
+    rank does between its all-reduces."""
+    import torch
+    from torch import nn
+
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "python", "dist_scripts"))
+    from train import VOCAB, TinyLM
+
+    torch.manual_seed(0)
+    model = TinyLM()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    gen = torch.Generator().manual_seed(1)
+
+    def step():
+        tokens = torch.randint(0, VOCAB, (4, 32), generator=gen)
+        logits = model(tokens[:, :-1])
+        loss = nn.functional.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return step
 
 
 def callgrind_switch(state):
@@ -129,6 +159,10 @@ def run(mode, what, count, outdir):
     main = os.path.join(outdir, next(f for f in files if f.endswith("-01")))
     if what == "whole":  # every thread, the process's whole window
         return what, mode, {"count": count, "ir": sum(totals(os.path.join(outdir, f)) for f in files)}
+    if what == "ddpstep":
+        return what, mode, {"steps": count,
+                            "all_threads_ir_per_step": sum(totals(os.path.join(outdir, f)) for f in files) / count,
+                            "main_thread_ir_per_step": totals(main) / count}
     unit = "op" if what == "ops" else "step"
     result = {f"main_thread_ir_per_{unit}": totals(main) / count,
               f"other_threads_ir_per_{unit}": sum(totals(os.path.join(outdir, f)) for f in files
@@ -144,7 +178,7 @@ def run(mode, what, count, outdir):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child")
-    parser.add_argument("--what", choices=["ops", "mlp", "whole"], default="ops")
+    parser.add_argument("--what", choices=["ops", "mlp", "whole", "ddpstep"], default="ops")
     parser.add_argument("--count", type=int, default=20000, help="child: ops or MLP steps")
     parser.add_argument("--ops", type=int, default=20000)
     parser.add_argument("--mlp-steps", type=int, default=200)
@@ -155,6 +189,9 @@ def main():
                              "--whole-ops")
     parser.add_argument("--whole-ops", type=int, default=20000)
     parser.add_argument("--only-whole", action="store_true", help="only the whole run")
+    parser.add_argument("--ddp-steps", type=int, default=0,
+                        help="also P8c: this many steps of P8's model per mode (0: not run)")
+    parser.add_argument("--only-ddp-step", action="store_true", help="only P8c")
     args = parser.parse_args()
     if args.child:
         child(args.child, args.what, args.count)
@@ -165,8 +202,12 @@ def main():
     outdir = tempfile.mkdtemp(prefix="fqntrace-callgrind-")
     jobs = [] if args.only_whole else ([(m, "ops", args.ops) for m in CALLGRIND_OPS_MODES]
                                        + [(m, "mlp", args.mlp_steps) for m in CALLGRIND_MLP_MODES])
-    if args.whole or args.only_whole:
+    if args.only_ddp_step:
+        jobs = []
+    elif args.whole or args.only_whole:
         jobs += [(m, "whole", n) for m in WHOLE_RUN_MODES for n in (args.whole_ops // 2, args.whole_ops)]
+    if args.ddp_steps > 0 or args.only_ddp_step:
+        jobs += [(m, "ddpstep", args.ddp_steps or 20) for m in CALLGRIND_DDP_STEP_MODES]
     try:
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             done = list(pool.map(lambda job: run(*job, outdir), jobs))
@@ -176,7 +217,9 @@ def main():
            "mlp": {}}
     whole = {}
     for what, mode, result in done:
-        if what == "whole":
+        if what == "ddpstep":
+            out.setdefault("ddp_step", {})[mode] = result
+        elif what == "whole":
             whole.setdefault(mode, []).append(result)
         else:
             out["modes" if what == "ops" else "mlp"][mode] = result

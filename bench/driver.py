@@ -34,7 +34,7 @@ SETTINGS = {
              "p2_rounds": 6, "p2_steps": 8, "p2_warmup": 2,
              "p2ab_processes": 2, "p2ab_blocks": 24, "p2ab_steps": 2,
              "p5_ops": 10_000_000, "p5_budget": 120.0, "p5_profiler_ops": 1_000_000,
-             "p5_baseline_ops": 5_000_000, "callgrind_ops": 5000, "callgrind_mlp_steps": 50,
+             "p5_baseline_ops": 5_000_000, "callgrind_ops": 5000, "callgrind_mlp_steps": 50, "callgrind_ddp_steps": 20,
              "p3_processes": 2, "p3_rounds": 30, "p3_steps": 4, "p3_modules": 200,
              "p4_repetitions": 7, "p4_min_time": 0.3, "p4_callgrind_events": 50_000,
              "p7_ops": 400_000, "p7_runs": 7, "p7_nice_ops": 3_000_000, "p7_nice": [0, 5, 10, 19],
@@ -43,7 +43,7 @@ SETTINGS = {
               "p2_rounds": 2, "p2_steps": 4, "p2_warmup": 2,
               "p2ab_processes": 1, "p2ab_blocks": 8, "p2ab_steps": 2,
               "p5_ops": 1_000_000, "p5_budget": 30.0, "p5_profiler_ops": 200_000,
-              "p5_baseline_ops": 500_000, "callgrind_ops": 5000, "callgrind_mlp_steps": 50,
+              "p5_baseline_ops": 500_000, "callgrind_ops": 5000, "callgrind_mlp_steps": 50, "callgrind_ddp_steps": 20,
               "p3_processes": 1, "p3_rounds": 10, "p3_steps": 4, "p3_modules": 200,
               "p4_repetitions": 3, "p4_min_time": 0.2, "p4_callgrind_events": 30_000,
               "p7_ops": 200_000, "p7_runs": 3, "p7_nice_ops": 1_000_000, "p7_nice": [0, 5],
@@ -734,8 +734,9 @@ def main():
             log(f"callgrind: instructions per op, {s['callgrind_ops']:,} ops per mode")
             out = subprocess.run([PY, os.path.join(HERE, "callgrind_ops.py"), "--ops",
                                   str(s["callgrind_ops"]), "--mlp-steps", str(s["callgrind_mlp_steps"]),
-                                  "--jobs", "2", "--whole"], capture_output=True,
-                                 text=True, cwd=ROOT, timeout=1200)
+                                  "--jobs", "2", "--whole", "--ddp-steps", str(s["callgrind_ddp_steps"])],
+                                 capture_output=True,
+                                 text=True, cwd=ROOT, timeout=2400)
             if out.returncode == 0:
                 results["callgrind"] = json.loads(out.stdout.strip().splitlines()[-1])
             else:

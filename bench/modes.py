@@ -14,6 +14,7 @@ class Mode(NamedTuple):
     description: str  # what the process runs with
     traced: bool = False  # FQNTRACE=<tmp>.json
     flops: bool = False   # FQNTRACE_FLOPS=1
+    rank_of_two: bool = False  # WORLD_SIZE=2 RANK=0: what a rank of a 2-rank job runs with
 
 
 MODES = (
@@ -28,6 +29,9 @@ MODES = (
     Mode("fqntrace_flops", "fqntrace, FQNTRACE_FLOPS=1",
          "the same with FQNTRACE_FLOPS=1 (the callback asks for op inputs to count FLOPs)",
          traced=True, flops=True),
+    Mode("fqntrace_rank", "fqntrace as a rank of a 2-rank job sees it (op inputs asked for)",
+         "the same with WORLD_SIZE=2 RANK=0 (no process group): the callback asks for every op's "
+         "inputs, as in a distributed job, for the collectives' bytes", traced=True, rank_of_two=True),
     Mode("fqntrace_nohooks", "fqntrace without its module scopes (diagnostic)",
          "fqntrace with torch's own nn.Module.__call__ given back before any module runs "
          "(diagnostic: the ops' share of the cost; the trace then has no module names)", traced=True),
@@ -41,11 +45,14 @@ BY_NAME = {mode.name: mode for mode in MODES}
 NAMES = tuple(mode.name for mode in MODES)
 LABELS_BY_MODE = {mode.name: mode.label for mode in MODES}
 
-# Which modes each benchmark runs. P1 runs them all (P6 is P1's loaded_off beside the baseline).
-P1_MODES = NAMES
+# Which modes each benchmark runs. P1 runs all but fqntrace_rank (P6 is P1's loaded_off beside
+# the baseline).
+P1_MODES = tuple(name for name in NAMES if name != "fqntrace_rank")
 P2_MODES = ("baseline", "fqntrace")
 CALLGRIND_OPS_MODES = ("baseline", "loaded_off", "empty", "fqntrace", "fqntrace_flops", "profiler")
 CALLGRIND_MLP_MODES = ("baseline", "empty", "fqntrace", "fqntrace_nohooks")
+# P8c: the DDP benchmark's model step in one process, by instructions (what P8's wall time hides).
+CALLGRIND_DDP_STEP_MODES = ("baseline", "empty", "fqntrace", "fqntrace_rank")
 
 
 class Tracker(NamedTuple):
@@ -69,4 +76,7 @@ def environment(mode, trace_path):
     """The FQNTRACE variables a measurement process of `mode` gets (none for untraced modes)."""
     if not BY_NAME[mode].traced:
         return {}
-    return {"FQNTRACE": trace_path, "FQNTRACE_FLOPS": "1" if BY_NAME[mode].flops else "0"}
+    env = {"FQNTRACE": trace_path, "FQNTRACE_FLOPS": "1" if BY_NAME[mode].flops else "0"}
+    if BY_NAME[mode].rank_of_two:
+        env.update(WORLD_SIZE="2", RANK="0")
+    return env
