@@ -41,4 +41,9 @@ const NameInfo& NameCache::fill(Slot& s, uint64_t h, const char* name, size_t n)
   return s.info;
 }
 
+void NameCache::forget_pointers(uint64_t epoch) {
+  for (PointerSlot& p : pointer_slots_) p.name = nullptr;
+  pointer_epoch_ = epoch;
+}
+
 }  // namespace fqntrace

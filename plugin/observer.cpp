@@ -18,6 +18,7 @@
 #include "plugin/memory_reporter.h"
 #include "plugin/name_cache.h"
 #include "plugin/param_owners.h"
+#include "plugin/schema_names.h"
 #include "plugin/seq_map.h"
 #include "plugin/session_state.h"
 #include "plugin/shapes_encoder.h"
@@ -231,7 +232,10 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     Frame* parent = ts->depth > 0 ? &ts->frames[ts->depth - 1] : nullptr;
     Frame& f = ts->frames[ts->depth];
     begin_frame(f, parent, &fn, fn.seqNr(), fn.handle());
-    const NameInfo& info = ts->names.lookup(fn.name());
+    const char* name = fn.name();
+    const NameInfo& info = schema_names::is_schema_name(fn)
+                               ? ts->names.lookup_stable(name, schema_names::epoch())
+                               : ts->names.lookup(name);
     f.range.name_id = info.id;
     bool record_seq = false;
     switch (fn.scope()) {
@@ -383,6 +387,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
 }  // namespace
 
 at::CallbackHandle install(bool need_inputs, bool need_ids) {
+  schema_names::init();
   return at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
                                    .needsInputs(need_inputs)
                                    .needsIds(need_ids)
