@@ -353,15 +353,18 @@ void close_frame(ThreadState* ts, uint32_t i, uint64_t end_ns) {
   if (f.alloc_bytes != 0 && i > 0) ts->frames[i - 1].alloc_bytes += f.alloc_bytes;
   if (i == 0 && ts->memory_slot.held) memory::leave(ts->memory_slot);
   if (f.kind == EventKind::kServe) return;
-  RawEvent e;
-  e.range = f.range;
-  e.range.end_ns = end_ns;
-  e.kind = f.collective ? EventKind::kCollective : f.kind;
-  e.phase = f.phase;
-  e.depth = static_cast<uint8_t>(i);
-  e.flags = f.flags | ((f.in_op && (i == 0 || !ts->frames[i - 1].in_op)) ? kTopOp : 0);
-  if (e.kind == EventKind::kOp) e.range.op.alloc_bytes = f.alloc_bytes;
-  if (ts->buffer->ring.push(e) == EventRing::Push::kHalfFull) session_state::wake_drain();
+  // Written straight into the ring's slot: no 64-byte event built here and copied in.
+  EventRing& ring = ts->buffer->ring;
+  if (RawEvent* e = ring.claim()) {
+    e->range = f.range;
+    e->range.end_ns = end_ns;
+    e->kind = f.collective ? EventKind::kCollective : f.kind;
+    e->phase = f.phase;
+    e->depth = static_cast<uint8_t>(i);
+    e->flags = f.flags | ((f.in_op && (i == 0 || !ts->frames[i - 1].in_op)) ? kTopOp : 0);
+    if (e->kind == EventKind::kOp) e->range.op.alloc_bytes = f.alloc_bytes;
+    if (ring.publish() == EventRing::Push::kHalfFull) session_state::wake_drain();
+  }
   if (__builtin_expect(i < ts->step_close_above, 0)) {
     // The range the step waited for ended: the step ends with it, around it.
     ts->step_close_above = 0;
