@@ -21,6 +21,9 @@ struct NameInfo {
   uint8_t engine_eval : 1;      // "autograd::engine::evaluate_function: ..."
   uint8_t collective_work : 1;  // the backend's work range ("gloo:..."), not the issuing c10d op
   uint8_t compiled_region : 1;  // "Torch-Compiled Region: ...": Dynamo runs compiled code inside
+  // flop_kind, collective or compiled_region: the op needs more than the common start (one
+  // test on the hot path instead of three).
+  uint8_t special : 1;
 };
 
 // Slow path (may lock): interns and classifies a name this thread has not met.

@@ -64,6 +64,14 @@ TEST(NameCacheTest, CachedInfoKeepsClassification) {
     EXPECT_EQ(InternTable::instance().str(c.collective_name_id), "allreduce");
     EXPECT_TRUE(cache->lookup("gloo:all_reduce").collective_work);
     EXPECT_EQ(cache->lookup("aten::relu").collective, 0);
+    // The one bit the op's start tests before any of the rare work: set for FLOP-counted ops,
+    // collectives and Dynamo's regions, clear for the rest.
+    EXPECT_TRUE(cache->lookup("aten::mm").special);
+    EXPECT_TRUE(c.special);
+    EXPECT_TRUE(cache->lookup("gloo:all_reduce").special);
+    EXPECT_TRUE(cache->lookup("Torch-Compiled Region: 0/0").special);
+    EXPECT_FALSE(cache->lookup("aten::relu").special);
+    EXPECT_FALSE(cache->lookup("autograd::engine::evaluate_function: MmBackward0").special);
   }
 }
 
