@@ -250,6 +250,29 @@ inline void begin_frame(Frame& f, const Frame* parent, const at::RecordFunction*
   f.in_flop = parent != nullptr && parent->in_flop;
 }
 
+// The last of every range's start: what ranges opened inside inherit, then the clock. kCpuOp: an
+// op, node or engine wrapper, i.e. a FUNCTION or BACKWARD_FUNCTION range (known by the caller,
+// so the common start computes none of the alternatives).
+template <bool kCpuOp>
+__attribute__((always_inline)) inline void finish_start(ThreadState* ts, Frame& f, const Frame* parent,
+                                                        bool record_seq) {
+  bool parent_in_op = parent != nullptr && parent->in_op;
+  f.in_op = kCpuOp || parent_in_op;
+  f.op_phase = kCpuOp ? f.phase : (parent_in_op ? parent->op_phase : f.phase);
+  f.op_fqn = kCpuOp ? f.range.fqn_id : (parent_in_op ? parent->op_fqn : f.range.fqn_id);
+  if (kCpuOp) {
+    if (!parent_in_op) {
+      // The frame below stays this range's parent until it ends: outermost cpu_op is known now.
+      f.flags |= kTopOp;
+    } else if (parent->op_phase != f.phase || parent->op_fqn != f.range.fqn_id) {
+      f.flags |= kPhaseTop;
+    }
+  }
+  ++ts->depth;
+  f.range.start_ns = now_ticks();  // last: our own bookkeeping stays outside the range's time
+  if (record_seq) SeqMap::record(ts->seq_table, f.range.seq, f.range.fqn_id, f.range.start_ns);
+}
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (!session_state::running()) return nullptr;
   try {
@@ -292,6 +315,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
             shapes::record(fn.inputs(), static_cast<uint8_t>(ts->depth), ts->buffer->ring);
           }
         }
+        finish_start<true>(ts, f, parent, record_seq);
         break;
       case at::RecordScope::BACKWARD_FUNCTION:
         f.kind = EventKind::kNode;
@@ -315,6 +339,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
           parent->range.seq = f.range.seq;
           parent->range.node.fwd_thread_id = f.range.node.fwd_thread_id;
         }
+        finish_start<true>(ts, f, parent, false);
         break;
       case at::RecordScope::USER_SCOPE:
         if (ts->pending_module_fqn != 0) {
@@ -340,26 +365,11 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
             shapes::record(fn.inputs(), static_cast<uint8_t>(ts->depth), ts->buffer->ring);
           }
         }
+        finish_start<false>(ts, f, parent, false);
         break;
       default:
         return nullptr;
     }
-    bool is_cpu_op = f.kind == EventKind::kOp || f.kind == EventKind::kNode ||
-                     f.kind == EventKind::kEngineEval;
-    bool parent_in_op = parent != nullptr && parent->in_op;
-    f.in_op = parent_in_op || is_cpu_op;
-    f.op_phase = is_cpu_op ? f.phase : (parent_in_op ? parent->op_phase : f.phase);
-    f.op_fqn = is_cpu_op ? f.range.fqn_id : (parent_in_op ? parent->op_fqn : f.range.fqn_id);
-    if (is_cpu_op && parent_in_op &&
-        (parent->op_phase != f.phase || parent->op_fqn != f.range.fqn_id)) {
-      f.flags |= kPhaseTop;
-    }
-    // The frame below stays this range's parent until it ends: whether it is the outermost
-    // cpu_op is known now.
-    if (is_cpu_op && !parent_in_op) f.flags |= kTopOp;
-    ++ts->depth;
-    f.range.start_ns = now_ticks();  // last: our own bookkeeping stays outside the range's time
-    if (record_seq) SeqMap::record(ts->seq_table, f.range.seq, f.range.fqn_id, f.range.start_ns);
   } catch (...) {
     session_state::fail_from_callback("an internal error in the start callback");
   }
