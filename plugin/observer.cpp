@@ -214,7 +214,8 @@ void attribute_collective(const at::RecordFunction& fn, const NameInfo& info, Fr
 }
 
 // What an op's start needs beyond the common case (FLOPs, a compiled graph's call, Dynamo's
-// region, a collective): out of line, so the common start tests one bit and saves no more registers.
+// region, a collective): out of line, so the common start tests one bit and saves no more
+// registers.
 __attribute__((noinline)) void special_op_start(const at::RecordFunction& fn, const NameInfo& info,
                                                 ThreadState* ts, Frame& f) {
   // Only the outermost FLOP-counted op of a nest counts (convolution, not the _convolution it
@@ -254,8 +255,8 @@ inline void begin_frame(Frame& f, const Frame* parent, const at::RecordFunction*
 // op, node or engine wrapper, i.e. a FUNCTION or BACKWARD_FUNCTION range (known by the caller,
 // so the common start computes none of the alternatives).
 template <bool kCpuOp>
-__attribute__((always_inline)) inline void finish_start(ThreadState* ts, Frame& f, const Frame* parent,
-                                                        bool record_seq) {
+__attribute__((always_inline)) inline void finish_start(ThreadState* ts, Frame& f,
+                                                        const Frame* parent, bool record_seq) {
   bool parent_in_op = parent != nullptr && parent->in_op;
   f.in_op = kCpuOp || parent_in_op;
   f.op_phase = kCpuOp ? f.phase : (parent_in_op ? parent->op_phase : f.phase);
@@ -412,7 +413,8 @@ __attribute__((noinline)) void close_special_frame(ThreadState* ts, uint32_t i, 
 // Frame i ends at `end_ns`: frames above it never reported their end and are abandoned; the
 // frame becomes one event (serve frames none).
 // Inlined: on_end calls it for every range, and a call of its own cost a prologue of six saves.
-__attribute__((always_inline)) inline void close_frame(ThreadState* ts, uint32_t i, uint64_t end_ns) {
+__attribute__((always_inline)) inline void close_frame(ThreadState* ts, uint32_t i,
+                                                       uint64_t end_ns) {
   ts->depth = i;
   const Frame& f = ts->frames[i];
   if (__builtin_expect(f.special_end, 0)) {
