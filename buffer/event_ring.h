@@ -20,17 +20,31 @@ class EventRing {
   // capacity — the caller should wake the drain thread (at most once per half ring).
   // kDropped: full, the event is counted as dropped.
   Push push(const RawEvent& e) {
+    RawEvent* slot = claim();
+    if (slot == nullptr) return Push::kDropped;
+    *slot = e;
+    return publish();
+  }
+
+  // push() in two halves, for a producer that builds its event in the slot itself (no 64-byte
+  // temporary copied in): claim() gives the slot the next event goes to, or nullptr when the
+  // ring is full (the event is then counted as dropped and publish() must not be called);
+  // publish() makes the claimed slot visible to the drain and answers as push() does.
+  RawEvent* claim() {
     uint64_t head = head_.load(std::memory_order_relaxed);
     if (head - tail_cache_ >= capacity_ / 2) {
       tail_cache_ = tail_.load(std::memory_order_acquire);
       if (head - tail_cache_ >= capacity_) {
         dropped_.store(dropped_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-        return Push::kDropped;
+        return nullptr;
       }
     }
-    slots_[head & mask_].event = e;
-    head_.store(head + 1, std::memory_order_release);
-    return head + 1 - tail_cache_ == capacity_ / 2 ? Push::kHalfFull : Push::kOk;
+    return &slots_[head & mask_].event;
+  }
+  Push publish() {
+    uint64_t head = head_.load(std::memory_order_relaxed) + 1;
+    head_.store(head, std::memory_order_release);
+    return head - tail_cache_ == capacity_ / 2 ? Push::kHalfFull : Push::kOk;
   }
 
   // Consumer side (drain thread only): calls f(const RawEvent&) for every published event.

@@ -23,6 +23,7 @@ NameInfo describe_name(const char* name) {
   info.collective_work = is_work;
   info.collective_name_id =
       info.collective != 0 ? InternTable::instance().intern(collectives::kind_name(info.collective)) : 0;
+  info.special = info.flop_kind != 0 || info.collective != 0 || info.compiled_region;
   return info;
 }
 
@@ -39,6 +40,11 @@ const NameInfo& NameCache::fill(Slot& s, uint64_t h, const char* name, size_t n)
   s.length = static_cast<uint32_t>(n);
   s.hash = h;
   return s.info;
+}
+
+void NameCache::forget_pointers(uint64_t epoch) {
+  for (PointerSlot& p : pointer_slots_) p.name = nullptr;
+  pointer_epoch_ = epoch;
 }
 
 }  // namespace fqntrace

@@ -2,7 +2,9 @@
 // lock. A thread meets a name for the first time on the slow path (describe_name: intern it,
 // classify it for FLOPs and collectives); every later lookup hashes the name, probes a small
 // open-addressing table and confirms a hit by comparing the bytes with the interned string, so
-// two names whose hashes collide each keep their own id. fn.name()'s pointer is never kept.
+// two names whose hashes collide each keep their own id. Names whose pointer is known to stay
+// put (a registered operator's schema: plugin/schema_names.h) skip all that: a small table keyed
+// by the pointer alone, emptied whenever an operator is deregistered (its epoch changes).
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -19,6 +21,9 @@ struct NameInfo {
   uint8_t engine_eval : 1;      // "autograd::engine::evaluate_function: ..."
   uint8_t collective_work : 1;  // the backend's work range ("gloo:..."), not the issuing c10d op
   uint8_t compiled_region : 1;  // "Torch-Compiled Region: ...": Dynamo runs compiled code inside
+  // flop_kind, collective or compiled_region: the op needs more than the common start (one
+  // test on the hot path instead of three).
+  uint8_t special : 1;
 };
 
 // Slow path (may lock): interns and classifies a name this thread has not met.
@@ -88,6 +93,19 @@ class NameCache {
     return lookup(name, n, hash_name(name, n));
   }
 
+  // For a name whose pointer is stable while `epoch` stays the same (schema_names::epoch()).
+  __attribute__((always_inline)) const NameInfo& lookup_stable(const char* name, uint64_t epoch) {
+    if (__builtin_expect(epoch != pointer_epoch_, 0)) forget_pointers(epoch);
+    uint64_t key = reinterpret_cast<uintptr_t>(name) * 0x9E3779B97F4A7C15ull;
+    PointerSlot& p = pointer_slots_[key >> (64 - kPointerSlotsLog2)];
+    if (__builtin_expect(p.name == name, 1)) return p.info;
+    const NameInfo& info = lookup(name);
+    if (info.id == 0) return info;  // not interned (table full): never keyed by its pointer
+    p.info = info;
+    p.name = name;
+    return p.info;
+  }
+
   // The same with the hash given: lets the tests make hashes collide.
   __attribute__((always_inline)) const NameInfo& lookup(const char* name, size_t n, uint64_t h) {
     uint32_t base = static_cast<uint32_t>(h >> 20);
@@ -108,8 +126,17 @@ class NameCache {
   };
   static_assert(sizeof(Slot) == 32, "two slots per cache line");
 
-  const NameInfo& fill(Slot& s, uint64_t h, const char* name, size_t n);
+  struct PointerSlot {
+    const char* name = nullptr;  // fn.name() of a schema-named op, compared by address only
+    NameInfo info{};
+  };
+  static constexpr uint32_t kPointerSlotsLog2 = 9;
 
+  const NameInfo& fill(Slot& s, uint64_t h, const char* name, size_t n);
+  void forget_pointers(uint64_t epoch);
+
+  uint64_t pointer_epoch_ = 0;  // schema_names' epochs start at 1: the first lookup empties
+  PointerSlot pointer_slots_[1u << kPointerSlotsLog2];
   Slot slots_[kSlots];
 };
 

@@ -18,6 +18,7 @@
 #include "plugin/memory_reporter.h"
 #include "plugin/name_cache.h"
 #include "plugin/param_owners.h"
+#include "plugin/schema_names.h"
 #include "plugin/seq_map.h"
 #include "plugin/session_state.h"
 #include "plugin/shapes_encoder.h"
@@ -45,6 +46,10 @@ struct Frame {
   uint32_t issue_mark;  // issuing collective: what collectives::end_issue needs (0: none)
   bool grad;     // this range or an enclosing one is an AccumulateGrad node
   uint64_t alloc_bytes;  // FQNTRACE_MEMORY: bytes allocated inside this range so far
+  // Its end needs more than writing the event (a collective to finish, allocated bytes, the
+  // memory slot to give back, a serve frame that writes nothing): set by whatever gives the frame
+  // such work, so the common end tests one byte.
+  bool special_end;
 };
 
 // A compiled graph running on this thread: ops opened at `depth` are the graph's own calls.
@@ -199,12 +204,35 @@ void attribute_collective(const at::RecordFunction& fn, const NameInfo& info, Fr
     f.issue_mark = collectives::begin_issue(c, session_state::generation());
   }
   f.collective = true;
+  f.special_end = true;
   CollectivePayload& p = f.range.collective;
   p.bytes = c.bytes;
   p.group_size = c.group_size;
   p.kind_name_id = c.kind_name_id;
   if (info.collective_work != 0) f.flags |= kCollectiveWork;
   if (f.kind == EventKind::kUserScope) f.flags |= kCollectiveUserScope;
+}
+
+// What an op's start needs beyond the common case (FLOPs, a compiled graph's call, Dynamo's
+// region, a collective): out of line, so the common start tests one bit and saves no more
+// registers.
+__attribute__((noinline)) void special_op_start(const at::RecordFunction& fn, const NameInfo& info,
+                                                ThreadState* ts, Frame& f) {
+  // Only the outermost FLOP-counted op of a nest counts (convolution, not the _convolution it
+  // calls), as FlopCounterMode sees it.
+  if (info.flop_kind != 0 && !f.in_flop && fn.needsInputs()) {
+    f.range.op.flops = count_flops(static_cast<FlopKind>(info.flop_kind), fn.inputs());
+    f.in_flop = true;
+  }
+  if (__builtin_expect(ts->graphs_open != 0, 0)) name_graph_op(ts, f);
+  if (__builtin_expect(info.compiled_region, 0)) {
+    // Dynamo runs a module's compiled code: the module is the one being called, which has no
+    // frame of its own when its hooks were compiled away (`module.compile()`).
+    observer::RegionRootResolver resolve = region_root_resolver.load(std::memory_order_acquire);
+    uint32_t root = resolve != nullptr ? resolve() : 0;
+    if (root != 0) f.range.fqn_id = root;
+  }
+  if (info.collective != 0) attribute_collective(fn, info, f);
 }
 
 // The fields every new frame starts with, whatever opened it: `rf` identifies it when it ends.
@@ -216,10 +244,34 @@ inline void begin_frame(Frame& f, const Frame* parent, const at::RecordFunction*
   f.range.op = OpPayload{};  // payloads are 16 B each: clears them all
   f.flags = 0;
   f.collective = false;
+  f.special_end = false;
   f.issue_mark = 0;
   f.alloc_bytes = 0;
   f.grad = parent != nullptr && parent->grad;
   f.in_flop = parent != nullptr && parent->in_flop;
+}
+
+// The last of every range's start: what ranges opened inside inherit, then the clock. kCpuOp: an
+// op, node or engine wrapper, i.e. a FUNCTION or BACKWARD_FUNCTION range (known by the caller,
+// so the common start computes none of the alternatives).
+template <bool kCpuOp>
+__attribute__((always_inline)) inline void finish_start(ThreadState* ts, Frame& f,
+                                                        const Frame* parent, bool record_seq) {
+  bool parent_in_op = parent != nullptr && parent->in_op;
+  f.in_op = kCpuOp || parent_in_op;
+  f.op_phase = kCpuOp ? f.phase : (parent_in_op ? parent->op_phase : f.phase);
+  f.op_fqn = kCpuOp ? f.range.fqn_id : (parent_in_op ? parent->op_fqn : f.range.fqn_id);
+  if (kCpuOp) {
+    if (!parent_in_op) {
+      // The frame below stays this range's parent until it ends: outermost cpu_op is known now.
+      f.flags |= kTopOp;
+    } else if (parent->op_phase != f.phase || parent->op_fqn != f.range.fqn_id) {
+      f.flags |= kPhaseTop;
+    }
+  }
+  ++ts->depth;
+  f.range.start_ns = now_ticks();  // last: our own bookkeeping stays outside the range's time
+  if (record_seq) SeqMap::record(ts->seq_table, f.range.seq, f.range.fqn_id, f.range.start_ns);
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
@@ -227,11 +279,17 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   try {
     ThreadState* ts = current_state();
     if (ts == nullptr || ts->depth >= kMaxDepth) return nullptr;
-    if (ts->depth == 0 && memory::enabled()) memory::enter(ts->memory_slot);
     Frame* parent = ts->depth > 0 ? &ts->frames[ts->depth - 1] : nullptr;
     Frame& f = ts->frames[ts->depth];
     begin_frame(f, parent, &fn, fn.seqNr(), fn.handle());
-    const NameInfo& info = ts->names.lookup(fn.name());
+    if (ts->depth == 0 && memory::enabled()) {
+      memory::enter(ts->memory_slot);
+      f.special_end = true;  // gives the slot back
+    }
+    const char* name = fn.name();
+    const NameInfo& info = schema_names::is_schema_name(fn)
+                               ? ts->names.lookup_stable(name, schema_names::epoch())
+                               : ts->names.lookup(name);
     f.range.name_id = info.id;
     bool record_seq = false;
     switch (fn.scope()) {
@@ -251,25 +309,14 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
           }
           // Backward ops too: with create_graph they create the nodes of a double backward.
           record_seq = f.range.seq >= 0 && ts->seq_table != nullptr;
-          // Only the outermost FLOP-counted op of a nest counts (convolution, not the
-          // _convolution it calls), as FlopCounterMode sees it.
-          if (info.flop_kind != 0 && !f.in_flop && fn.needsInputs()) {
-            f.range.op.flops = count_flops(static_cast<FlopKind>(info.flop_kind), fn.inputs());
-            f.in_flop = true;
+          if (__builtin_expect(info.special || ts->graphs_open != 0, 0)) {
+            special_op_start(fn, info, ts, f);
           }
-          if (__builtin_expect(ts->graphs_open != 0, 0)) name_graph_op(ts, f);
-          if (__builtin_expect(info.compiled_region, 0)) {
-            // Dynamo runs a module's compiled code: the module is the one being called, which
-            // has no frame of its own when its hooks were compiled away (`module.compile()`).
-            observer::RegionRootResolver resolve = region_root_resolver.load(std::memory_order_acquire);
-            uint32_t root = resolve != nullptr ? resolve() : 0;
-            if (root != 0) f.range.fqn_id = root;
-          }
-          if (info.collective != 0) attribute_collective(fn, info, f);
           if (session_state::shapes() && fn.needsInputs()) {
             shapes::record(fn.inputs(), static_cast<uint8_t>(ts->depth), ts->buffer->ring);
           }
         }
+        finish_start<true>(ts, f, parent, record_seq);
         break;
       case at::RecordScope::BACKWARD_FUNCTION:
         f.kind = EventKind::kNode;
@@ -293,6 +340,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
           parent->range.seq = f.range.seq;
           parent->range.node.fwd_thread_id = f.range.node.fwd_thread_id;
         }
+        finish_start<true>(ts, f, parent, false);
         break;
       case at::RecordScope::USER_SCOPE:
         if (ts->pending_module_fqn != 0) {
@@ -304,6 +352,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
           f.phase = scope_phase(ts, parent) == Phase::kForward ? Phase::kForward : Phase::kRecompute;
         } else if (ts->pending_serve_fqn != 0) {
           f.kind = EventKind::kServe;
+          f.special_end = true;  // writes no event
           f.range.fqn_id = ts->pending_serve_fqn;
           ts->pending_serve_fqn = 0;
           f.phase = scope_phase(ts, parent);
@@ -317,47 +366,62 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
             shapes::record(fn.inputs(), static_cast<uint8_t>(ts->depth), ts->buffer->ring);
           }
         }
+        finish_start<false>(ts, f, parent, false);
         break;
       default:
         return nullptr;
     }
-    bool is_cpu_op = f.kind == EventKind::kOp || f.kind == EventKind::kNode ||
-                     f.kind == EventKind::kEngineEval;
-    bool parent_in_op = parent != nullptr && parent->in_op;
-    f.in_op = parent_in_op || is_cpu_op;
-    f.op_phase = is_cpu_op ? f.phase : (parent_in_op ? parent->op_phase : f.phase);
-    f.op_fqn = is_cpu_op ? f.range.fqn_id : (parent_in_op ? parent->op_fqn : f.range.fqn_id);
-    if (is_cpu_op && parent_in_op &&
-        (parent->op_phase != f.phase || parent->op_fqn != f.range.fqn_id)) {
-      f.flags |= kPhaseTop;
-    }
-    ++ts->depth;
-    f.range.start_ns = now_ticks();  // last: our own bookkeeping stays outside the range's time
-    if (record_seq) SeqMap::record(ts->seq_table, f.range.seq, f.range.fqn_id, f.range.start_ns);
   } catch (...) {
     session_state::fail_from_callback("an internal error in the start callback");
   }
   return nullptr;
 }
 
-// Frame i ends at `end_ns`: frames above it never reported their end and are abandoned; the
-// frame becomes one event (serve frames none).
-void close_frame(ThreadState* ts, uint32_t i, uint64_t end_ns) {
-  ts->depth = i;
+// Frame f (at depth i) becomes one event in the thread's ring, written straight into its slot
+// (no 64-byte event built here and copied in). Only a special frame can be a collective or have
+// allocated bytes (an op's op.alloc_bytes is otherwise still begin_frame's 0).
+template <bool kSpecial>
+__attribute__((always_inline)) inline void write_event(ThreadState* ts, const Frame& f, uint32_t i,
+                                                       uint64_t end_ns) {
+  EventRing& ring = ts->buffer->ring;
+  if (RawEvent* e = ring.claim()) {
+    e->range = f.range;
+    e->range.end_ns = end_ns;
+    e->kind = kSpecial && f.collective ? EventKind::kCollective : f.kind;
+    e->phase = f.phase;
+    e->depth = static_cast<uint8_t>(i);
+    e->flags = f.flags;
+    if (kSpecial && e->kind == EventKind::kOp) e->range.op.alloc_bytes = f.alloc_bytes;
+    if (ring.publish() == EventRing::Push::kHalfFull) session_state::wake_drain();
+  }
+}
+
+// The end of a frame marked special_end: a collective, allocated bytes, the memory slot, a
+// serve frame.
+__attribute__((noinline)) void close_special_frame(ThreadState* ts, uint32_t i, uint64_t end_ns) {
   const Frame& f = ts->frames[i];
   if (f.issue_mark != 0) collectives::end_issue(f.issue_mark);
-  if (f.alloc_bytes != 0 && i > 0) ts->frames[i - 1].alloc_bytes += f.alloc_bytes;
+  if (f.alloc_bytes != 0 && i > 0) {
+    ts->frames[i - 1].alloc_bytes += f.alloc_bytes;
+    ts->frames[i - 1].special_end = true;
+  }
   if (i == 0 && ts->memory_slot.held) memory::leave(ts->memory_slot);
   if (f.kind == EventKind::kServe) return;
-  RawEvent e;
-  e.range = f.range;
-  e.range.end_ns = end_ns;
-  e.kind = f.collective ? EventKind::kCollective : f.kind;
-  e.phase = f.phase;
-  e.depth = static_cast<uint8_t>(i);
-  e.flags = f.flags | ((f.in_op && (i == 0 || !ts->frames[i - 1].in_op)) ? kTopOp : 0);
-  if (e.kind == EventKind::kOp) e.range.op.alloc_bytes = f.alloc_bytes;
-  if (ts->buffer->ring.push(e) == EventRing::Push::kHalfFull) session_state::wake_drain();
+  write_event<true>(ts, f, i, end_ns);
+}
+
+// Frame i ends at `end_ns`: frames above it never reported their end and are abandoned; the
+// frame becomes one event (serve frames none).
+// Inlined: on_end calls it for every range, and a call of its own cost a prologue of six saves.
+__attribute__((always_inline)) inline void close_frame(ThreadState* ts, uint32_t i,
+                                                       uint64_t end_ns) {
+  ts->depth = i;
+  const Frame& f = ts->frames[i];
+  if (__builtin_expect(f.special_end, 0)) {
+    close_special_frame(ts, i, end_ns);
+  } else {
+    write_event<false>(ts, f, i, end_ns);
+  }
   if (__builtin_expect(i < ts->step_close_above, 0)) {
     // The range the step waited for ended: the step ends with it, around it.
     ts->step_close_above = 0;
@@ -383,6 +447,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
 }  // namespace
 
 at::CallbackHandle install(bool need_inputs, bool need_ids) {
+  schema_names::init();
   return at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
                                    .needsInputs(need_inputs)
                                    .needsIds(need_ids)
@@ -434,10 +499,13 @@ bool open_scope(ScopeKind kind, uint32_t fqn_id, uint32_t type_id, uint32_t name
         }
       }
     }
-    if (ts->depth == 0 && memory::enabled()) memory::enter(ts->memory_slot);
     Frame& f = ts->frames[ts->depth];
     // No RecordFunction: no sequence number, nothing of torch.profiler's to join with.
     begin_frame(f, parent, kDirectScope, -1, 0);
+    if (ts->depth == 0 && memory::enabled()) {
+      memory::enter(ts->memory_slot);
+      f.special_end = true;  // gives the slot back
+    }
     f.range.name_id = name_id;
     f.range.fqn_id = fqn_id;
     Phase phase = scope_phase(ts, parent);
@@ -448,6 +516,7 @@ bool open_scope(ScopeKind kind, uint32_t fqn_id, uint32_t type_id, uint32_t name
       f.phase = phase == Phase::kForward ? Phase::kForward : Phase::kRecompute;
     } else {
       f.kind = EventKind::kServe;
+      f.special_end = true;  // writes no event
       f.phase = phase;
     }
     bool parent_in_op = parent != nullptr && parent->in_op;
@@ -503,7 +572,10 @@ void record_memory(uint64_t ptr, int64_t bytes, uint64_t total_allocated, uint64
       m.fqn_id = f.range.fqn_id;
       e.phase = f.phase;
       if (f.grad) e.flags = kMemGrad;
-      if (bytes > 0) f.alloc_bytes += static_cast<uint64_t>(bytes);
+      if (bytes > 0) {
+        f.alloc_bytes += static_cast<uint64_t>(bytes);
+        f.special_end = true;
+      }
     } else {
       // Our reporter carried to a thread between ranges (at::ThreadLocalState): as an op there.
       m.fqn_id = kGlobalFqnId;

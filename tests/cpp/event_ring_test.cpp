@@ -64,6 +64,31 @@ TEST(EventRingTest, DrainReturnsOnlyPublishedEventsOnce) {
   EXPECT_TRUE(drain_starts(ring).empty());
 }
 
+// The in-place form: an event built in its claimed slot reaches the drain only once published;
+// a full ring claims nothing and counts the loss as push() does.
+TEST(EventRingTest, ClaimedSlotIsDrainedOnlyOncePublished) {
+  EventRing ring(2);  // 4 slots
+  RawEvent* slot = ring.claim();
+  ASSERT_NE(slot, nullptr);
+  *slot = op_event(5);
+  EXPECT_TRUE(drain_starts(ring).empty());  // claimed, not yet published
+  EXPECT_EQ(ring.publish(), EventRing::Push::kOk);
+  slot = ring.claim();
+  ASSERT_NE(slot, nullptr);
+  slot->range.start_ns = 6;
+  EXPECT_EQ(ring.publish(), EventRing::Push::kHalfFull);  // the second of 4 fills half
+  EXPECT_EQ(drain_starts(ring), std::vector<uint64_t>({5, 6}));
+  for (uint64_t i = 0; i < 4; ++i) {
+    slot = ring.claim();
+    ASSERT_NE(slot, nullptr);
+    *slot = op_event(10 + i);
+    ring.publish();
+  }
+  EXPECT_EQ(ring.claim(), nullptr);  // full
+  EXPECT_EQ(ring.dropped(), 1u);
+  EXPECT_EQ(drain_starts(ring), std::vector<uint64_t>({10, 11, 12, 13}));
+}
+
 // A thread that exits with a full ring: its buffer is freed after the drain, and the events it
 // dropped are still in the total the trace's tail reports.
 TEST(BufferRegistryTest, RetiredBuffersDropsSurviveReaping) {

@@ -2,6 +2,7 @@
 // not by the hash alone, so names whose hashes collide can never borrow each other's id.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -63,7 +64,32 @@ TEST(NameCacheTest, CachedInfoKeepsClassification) {
     EXPECT_EQ(InternTable::instance().str(c.collective_name_id), "allreduce");
     EXPECT_TRUE(cache->lookup("gloo:all_reduce").collective_work);
     EXPECT_EQ(cache->lookup("aten::relu").collective, 0);
+    // The one bit the op's start tests before any of the rare work: set for FLOP-counted ops,
+    // collectives and Dynamo's regions, clear for the rest.
+    EXPECT_TRUE(cache->lookup("aten::mm").special);
+    EXPECT_TRUE(c.special);
+    EXPECT_TRUE(cache->lookup("gloo:all_reduce").special);
+    EXPECT_TRUE(cache->lookup("Torch-Compiled Region: 0/0").special);
+    EXPECT_FALSE(cache->lookup("aten::relu").special);
+    EXPECT_FALSE(cache->lookup("autograd::engine::evaluate_function: MmBackward0").special);
   }
+}
+
+// A pointer-keyed lookup trusts the address only within one epoch: once the epoch changes (an
+// operator was deregistered), the same address holding another name is looked up afresh.
+TEST(NameCacheTest, PointerKeyedLookupForgetsOnNewEpoch) {
+  auto cache = std::make_unique<NameCache>();
+  char text[32];
+  std::snprintf(text, sizeof(text), "aten::add");
+  EXPECT_EQ(name_of(cache->lookup_stable(text, 1)), "aten::add");
+  EXPECT_EQ(name_of(cache->lookup_stable(text, 1)), "aten::add");
+  std::snprintf(text, sizeof(text), "aten::mul_scalar_xyz");  // the address reused
+  EXPECT_EQ(name_of(cache->lookup_stable(text, 2)), "aten::mul_scalar_xyz");
+  EXPECT_EQ(name_of(cache->lookup_stable(text, 2)), "aten::mul_scalar_xyz");
+  // The byte-checked lookup and the pointer-keyed one agree on ids and classification.
+  EXPECT_EQ(cache->lookup_stable(text, 2).id, cache->lookup(text).id);
+  std::snprintf(text, sizeof(text), "aten::mm");
+  EXPECT_EQ(cache->lookup_stable(text, 3).flop_kind, cache->lookup("aten::mm").flop_kind);
 }
 
 TEST(NameCacheTest, HashIsNeverZero) {
