@@ -251,7 +251,16 @@ inline void begin_frame(Frame& f, const Frame* parent, const at::RecordFunction*
   f.in_flop = parent != nullptr && parent->in_flop;
 }
 
-// The last of every range's start: what ranges opened inside inherit, then the clock. kCpuOp: an
+// The thread's outermost range holds the memory reporter's slot (FQNTRACE_MEMORY); its end gives
+// the slot back, so the frame's end is special.
+inline void enter_memory_if_outermost(ThreadState* ts, Frame& f) {
+  if (ts->depth == 0 && memory::enabled()) {
+    memory::enter(ts->memory_slot);
+    f.special_end = true;
+  }
+}
+
+// The last of every range's start (module scopes opened without a RecordFunction too): what ranges opened inside inherit, then the clock. kCpuOp: an
 // op, node or engine wrapper, i.e. a FUNCTION or BACKWARD_FUNCTION range (known by the caller,
 // so the common start computes none of the alternatives).
 template <bool kCpuOp>
@@ -282,10 +291,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     Frame* parent = ts->depth > 0 ? &ts->frames[ts->depth - 1] : nullptr;
     Frame& f = ts->frames[ts->depth];
     begin_frame(f, parent, &fn, fn.seqNr(), fn.handle());
-    if (ts->depth == 0 && memory::enabled()) {
-      memory::enter(ts->memory_slot);
-      f.special_end = true;  // gives the slot back
-    }
+    enter_memory_if_outermost(ts, f);
     const char* name = fn.name();
     const NameInfo& info = schema_names::is_schema_name(fn)
                                ? ts->names.lookup_stable(name, schema_names::epoch())
@@ -502,10 +508,7 @@ bool open_scope(ScopeKind kind, uint32_t fqn_id, uint32_t type_id, uint32_t name
     Frame& f = ts->frames[ts->depth];
     // No RecordFunction: no sequence number, nothing of torch.profiler's to join with.
     begin_frame(f, parent, kDirectScope, -1, 0);
-    if (ts->depth == 0 && memory::enabled()) {
-      memory::enter(ts->memory_slot);
-      f.special_end = true;  // gives the slot back
-    }
+    enter_memory_if_outermost(ts, f);
     f.range.name_id = name_id;
     f.range.fqn_id = fqn_id;
     Phase phase = scope_phase(ts, parent);
@@ -519,12 +522,7 @@ bool open_scope(ScopeKind kind, uint32_t fqn_id, uint32_t type_id, uint32_t name
       f.special_end = true;  // writes no event
       f.phase = phase;
     }
-    bool parent_in_op = parent != nullptr && parent->in_op;
-    f.in_op = parent_in_op;
-    f.op_phase = parent_in_op ? parent->op_phase : f.phase;
-    f.op_fqn = parent_in_op ? parent->op_fqn : f.range.fqn_id;
-    ++ts->depth;
-    f.range.start_ns = now_ticks();  // last: our own bookkeeping stays outside the scope's time
+    finish_start<false>(ts, f, parent, false);
     return true;
   } catch (...) {
     session_state::fail_from_callback("an internal error while opening a module scope");
