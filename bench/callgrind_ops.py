@@ -71,10 +71,9 @@ def ddp_model_step():
     """P8's model and step (bench/distributed/ddp_ab.py) in one process without DDP: the work a
     rank does between its all-reduces."""
     import torch
-    from torch import nn
 
     sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "python", "dist_scripts"))
-    from train import VOCAB, TinyLM
+    from train import VOCAB, TinyLM, lm_step
 
     torch.manual_seed(0)
     model = TinyLM()
@@ -82,12 +81,7 @@ def ddp_model_step():
     gen = torch.Generator().manual_seed(1)
 
     def step():
-        tokens = torch.randint(0, VOCAB, (4, 32), generator=gen)
-        logits = model(tokens[:, :-1])
-        loss = nn.functional.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        lm_step(model, opt, torch.randint(0, VOCAB, (4, 32), generator=gen))
     return step
 
 

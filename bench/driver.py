@@ -582,13 +582,13 @@ def run_drain(s, tmpdir):
                             "--nice", *map(str, s["p7_nice"]), "--json", j], j)
     log("P4b: the demo's bytes per op event")
     out["demo"] = demo_bytes(tmpdir)
-    cpu = out["cpu"] or {}
-    cpu_gz = out["cpu_gz"] or {}
-    ratio = (cpu_gz["drain_ns_per_op"] / cpu["drain_ns_per_op"]
-             if cpu.get("drain_ns_per_op") and cpu_gz.get("drain_ns_per_op") else None)
+    cpu, cpu_gz = out["cpu"] or {}, out["cpu_gz"] or {}
     train, train_gz = out["train_cpu"] or {}, out["train_cpu_gz"] or {}
-    train_ratio = (train_gz["drain_ns_per_op"] / train["drain_ns_per_op"]
-                   if train.get("drain_ns_per_op") and train_gz.get("drain_ns_per_op") else None)
+
+    def gzip_ratio(plain, gz):
+        return (gz["drain_ns_per_op"] / plain["drain_ns_per_op"]
+                if plain.get("drain_ns_per_op") and gz.get("drain_ns_per_op") else None)
+    ratio, train_ratio = gzip_ratio(cpu, cpu_gz), gzip_ratio(train, train_gz)
     out["targets"] = {
         "gzip_ratio": {"value": ratio, "target": "<= 1.5x", "met": None if ratio is None else ratio <= 1.5,
                        "gzip_ns": cpu_gz.get("drain_ns_per_op"), "gzip_bytes_per_op": cpu_gz.get("bytes_per_op")},

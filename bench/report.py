@@ -17,7 +17,8 @@ import os
 import re
 import sys
 
-from modes import CALLGRIND_MLP_MODES, CALLGRIND_OPS_MODES, LABELS_BY_MODE as LABELS, TRACKER_LABELS
+from modes import (CALLGRIND_DDP_STEP_MODES, CALLGRIND_MLP_MODES, CALLGRIND_OPS_MODES, LABELS_BY_MODE as LABELS,
+                   TRACKER_LABELS)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -535,7 +536,7 @@ def p8c_section(results):
     base = steps["baseline"]["all_threads_ir_per_step"]
     lines = ["| mode | instructions per step, all threads | loop thread | added per step, all threads |",
              "|---|---:|---:|---:|"]
-    for mode in ("baseline", "empty", "fqntrace", "fqntrace_rank"):
+    for mode in CALLGRIND_DDP_STEP_MODES:
         r = steps.get(mode)
         if r is None:
             continue

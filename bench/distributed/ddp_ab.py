@@ -14,7 +14,6 @@ import time
 
 import torch
 import torch.distributed as dist
-from torch import nn
 
 import fqntrace
 import fqntrace._hooks
@@ -22,7 +21,7 @@ import fqntrace._hooks
 # The model of the distributed tests (tests/python/dist_scripts/train.py), as measure.py's runs.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "python", "dist_scripts"))
-from train import VOCAB, build  # noqa: E402
+from train import VOCAB, build, lm_step  # noqa: E402
 
 
 def main():
@@ -41,12 +40,7 @@ def main():
     gen = torch.Generator().manual_seed(1 + rank)
 
     def step():
-        tokens = torch.randint(0, VOCAB, (args.batch, args.seq), generator=gen)
-        logits = model(tokens[:, :-1])
-        loss = nn.functional.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        lm_step(model, opt, torch.randint(0, VOCAB, (args.batch, args.seq), generator=gen))
 
     def timed(n):
         out = []

@@ -81,6 +81,17 @@ class TinyLM(nn.Module):
         return self.head(self.norm(x))
 
 
+def lm_step(model, opt, tokens):
+    """One training step on `tokens` (batch, seq): next-token loss, backward, SGD. The tests'
+    step, and the DDP benchmarks' (bench/distributed/ddp_ab.py, bench/callgrind_ops.py)."""
+    logits = model(tokens[:, :-1])
+    loss = nn.functional.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss
+
+
 def build(mode, prefetch=False):
     torch.manual_seed(0)
     model = TinyLM()
@@ -146,11 +157,7 @@ def main():
         ranges = (contextlib.nullcontext() if args.no_step_ranges
                   else torch.autograd.profiler.record_function(f"step {step}"))
         with ranges:
-            logits = model(tokens[:, :-1])
-            loss = nn.functional.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            loss = lm_step(model, opt, tokens)
             if args.log_loss:
                 logged = loss.detach().clone()
                 dist.all_reduce(logged)
