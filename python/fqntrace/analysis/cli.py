@@ -203,9 +203,10 @@ def cmd_diff(args):
         lines = diff.render(result, limit=None if args.all else 40)
         sys.stdout.write("\n".join(lines) + "\n")
     if result["regressions"]:
-        significant = " and significant" if result["mode"] == "test" else ""
+        surely = (f" (the whole {100 * (1 - args.alpha):g}% interval above it)"
+                  if result["mode"] == "test" else "")
         _err(f"{len(result['regressions'])} module(s) slower by more than {args.threshold:g}%"
-             f"{significant}: " + ", ".join(result["regressions"][:5]))
+             f"{surely}: " + ", ".join(result["regressions"][:5]))
         return diff.EXIT_REGRESSION
     return 0
 
@@ -318,8 +319,9 @@ def build_parser():
     p.add_argument("new", metavar="NEW", help="the run to check")
     p.add_argument("--threshold", type=_percent, metavar="PCT",
                    help=f"exit {diff.EXIT_REGRESSION} when a module's self time per step grew by "
-                   "more than PCT percent and the change is significant (p < --alpha); only "
-                   "modules with at least --min-share of the op time count")
+                   "more than PCT percent with significance: the whole 1 - --alpha interval of "
+                   "the change above PCT; only modules with at least --min-share of the op time "
+                   "count")
     p.add_argument("--alpha", type=_alpha, default=diff.DEFAULT_ALPHA, metavar="A",
                    help="significance level of the test and 1 - the interval's confidence "
                    f"(default {diff.DEFAULT_ALPHA:g})")
