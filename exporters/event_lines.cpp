@@ -105,6 +105,14 @@ void EventLines::clear() {
   slots_.assign(kFirstSlots, Slot{});
   used_ = 0;
   text_.clear();
+  head_marks_.clear();
+  args_marks_.clear();
+}
+
+void EventLines::share_marks(Slot& s) {
+  if (gzip_ == nullptr) return;
+  s.head_mark = &head_marks_[text_.substr(s.head_at, s.head_len)];
+  s.args_mark = &args_marks_[text_.substr(s.args_at, s.args_len)];
 }
 
 void EventLines::grow() {
@@ -168,6 +176,7 @@ EventLines::Slot& EventLines::slot(const Key& key, const EventRecord& e) {
     append_string(text_, e.module_type);
   }
   s.args_len = static_cast<uint32_t>(text_.size() - s.args_at);
+  share_marks(s);
   return s;
 }
 
@@ -220,18 +229,19 @@ void EventLines::append(std::string& out, const EventRecord& e, const char* sepa
   if (gz != nullptr && separated) {
     // The separator, the head and the digits the time shares with this slot's previous one (the
     // text at head_mark): one repeat.
+    HeadMark& h = *s.head_mark;
     size_t ts_len = static_cast<size_t>(p - ts);
     size_t same = 0;
-    if (s.head_mark != 0) {
-      while (same < ts_len && same < s.last_ts_len && ts[same] == s.last_ts[same]) ++same;
+    if (h.mark != 0) {
+      while (same < ts_len && same < h.last_ts_len && ts[same] == h.last_ts[same]) ++same;
     }
-    gz->repeat(base, static_cast<size_t>(ts - begin) + same, &s.head_mark);
-    std::memcpy(s.last_ts, ts, ts_len);
-    s.last_ts_len = static_cast<uint8_t>(ts_len);
+    gz->repeat(base, static_cast<size_t>(ts - begin) + same, &h.mark);
+    std::memcpy(h.last_ts, ts, ts_len);
+    h.last_ts_len = static_cast<uint8_t>(ts_len);
   }
   p = known(p, ",\"dur\":", 7, &marks_.dur);
   p = put_us(p, e.dur_ns);
-  p = known(p, text_.data() + s.args_at, s.args_len, &s.args_mark);
+  p = known(p, text_.data() + s.args_at, s.args_len, s.args_mark);
   if (r.seq >= 0) {
     p = known(p, ",\"Sequence number\":", 19, &marks_.seq);
     p = put_int(p, r.seq);

@@ -16,6 +16,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "exporters/exporter.h"
@@ -40,17 +41,25 @@ class EventLines {
              phase == o.phase && category == o.category;
     }
   };
+  // Where the compressor last saw a head (with the separator before it) and the time written
+  // after it (its leading digits usually repeat too).
+  struct HeadMark {
+    uint64_t mark = 0;
+    char last_ts[24];
+    uint8_t last_ts_len = 0;
+  };
   // Where a combination's text lives in text_: `head` is everything up to `"ts":`, `args` the
   // arguments that never change (`,"args":{"fqn":…,"phase":…` and the module type).
   struct Slot {
     Key key;
     uint32_t head_at = 0, head_len = 0, args_at = 0, args_len = 0;
     bool used = false;
-    // Where the compressor last saw this slot's head (with the separator before it) and args.
-    uint64_t head_mark = 0, args_mark = 0;
-    // The time written after the head at head_mark: its leading digits usually repeat too.
-    char last_ts[24];
-    uint8_t last_ts_len = 0;
+    // Marks are kept per text, not per combination: every op of a module writes the same
+    // arguments, every module an op runs in the same head. A training step writes more than
+    // deflate's 32 KiB window, so a combination's own last line is mostly out of reach while
+    // the last line with the same head or arguments is a few events back.
+    HeadMark* head_mark = nullptr;
+    uint64_t* args_mark = nullptr;
   };
   // The same for the keys written between numbers (GzipStream::repeat).
   struct KeyMarks {
@@ -58,6 +67,7 @@ class EventLines {
     uint64_t flow_s = 0, flow_f = 0, flow_pid = 0, flow_tid = 0, flow_ts = 0;
   };
   Slot& slot(const Key& key, const EventRecord& e);
+  void share_marks(Slot& s);
   void grow();
   void clear();
 
@@ -73,6 +83,9 @@ class EventLines {
   size_t separator_len_ = 0;
   GzipStream* gzip_;
   KeyMarks marks_;
+  // The marks of every head and args text (nodes: their addresses stay while slots_ grows).
+  std::unordered_map<std::string, HeadMark> head_marks_;
+  std::unordered_map<std::string, uint64_t> args_marks_;
 };
 
 }  // namespace fqntrace::json

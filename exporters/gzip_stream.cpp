@@ -176,110 +176,76 @@ bool GzipStream::init(std::string* error) {
   return true;
 }
 
-void GzipStream::put_literals(const unsigned char* p, size_t n) {
-  // The bit buffer in locals: stores through the output's char pointer may alias any member, so
-  // working on the members would reload them after every store. Two codes (<= 30 bits) per check.
-  uint64_t buffer = bit_buffer_;
-  unsigned count = bit_count_;
-  char* cursor = cursor_;
+// The helpers below are inlined into compress(), which holds the bit writer in a local.
+#define FQNTRACE_INLINE inline __attribute__((always_inline))
+
+FQNTRACE_INLINE void GzipStream::put_literals(Bits& w, const unsigned char* p, size_t n) const {
   const Code* const codes = literal_;
   size_t i = 0;
-  for (; i + 2 <= n; i += 2) {
+  for (; i + 2 <= n; i += 2) {  // two codes (<= 30 bits) per check
     const Code a = codes[p[i]], b = codes[p[i + 1]];
-    buffer |= static_cast<uint64_t>(a.bits) << count;
-    count += a.length;
-    buffer |= static_cast<uint64_t>(b.bits) << count;
-    count += b.length;
-    if (count >= 32) {
-      uint32_t word = static_cast<uint32_t>(buffer);
-      std::memcpy(cursor, &word, 4);
-      cursor += 4;
-      buffer >>= 32;
-      count -= 32;
-    }
+    w.buffer |= static_cast<uint64_t>(a.bits) << w.count;
+    w.count += a.length;
+    w.buffer |= static_cast<uint64_t>(b.bits) << w.count;
+    w.count += b.length;
+    w.spill();
   }
-  bit_buffer_ = buffer;
-  bit_count_ = count;
-  cursor_ = cursor;
-  if (i < n) put(codes[p[i]].bits, codes[p[i]].length);
+  if (i < n) w.put(codes[p[i]].bits, codes[p[i]].length);
 }
 
-void GzipStream::put_match(size_t length, uint32_t distance) {
-  // In a steady loop an event's repeats all lie one event back: the same distance, whose code
-  // is kept from the last match.
-  if (distance == last_distance_) return put_match_code(length, last_dist_bits_, last_dist_count_);
-  uint32_t x = distance - 1;
-  uint32_t dist_bits;
-  unsigned dist_count;
-  if (x < 4) {
-    dist_bits = distance_[x].bits;
-    dist_count = distance_[x].length;
-  } else {
-    unsigned n = 31 - static_cast<unsigned>(__builtin_clz(x));  // x has n + 1 bits, n >= 2
-    const Code& c = distance_[2 * n + ((x >> (n - 1)) & 1u)];
-    dist_bits = c.bits | ((x & ((1u << (n - 1)) - 1)) << c.length);
-    dist_count = c.length + n - 1;
-  }
-  last_distance_ = distance;
-  last_dist_bits_ = dist_bits;
-  last_dist_count_ = dist_count;
-  put_match_code(length, dist_bits, dist_count);
-}
-
-void GzipStream::put_match_code(size_t length, uint32_t dist_bits, unsigned dist_count) {
-  uint64_t buffer = bit_buffer_;  // in locals, as in put_literals
-  unsigned count = bit_count_;
-  char* cursor = cursor_;
-  auto spill = [&] {
-    if (count >= 32) {
-      uint32_t word = static_cast<uint32_t>(buffer);
-      std::memcpy(cursor, &word, 4);
-      cursor += 4;
-      buffer >>= 32;
-      count -= 32;
+FQNTRACE_INLINE void GzipStream::put_match(Bits& w, LastDistance& last, size_t length,
+                                           uint32_t distance) const {
+  if (distance != last.distance) {
+    uint32_t x = distance - 1;
+    if (x < 4) {
+      last.bits = distance_[x].bits;
+      last.count = distance_[x].length;
+    } else {
+      unsigned n = 31 - static_cast<unsigned>(__builtin_clz(x));  // x has n + 1 bits, n >= 2
+      const Code& c = distance_[2 * n + ((x >> (n - 1)) & 1u)];
+      last.bits = c.bits | ((x & ((1u << (n - 1)) - 1)) << c.length);
+      last.count = c.length + n - 1;
     }
-  };
-  while (length > 0) {
-    // At most 258 per match; never leave a tail shorter than 3.
-    size_t n = length <= 258 ? length : (length - 258 >= 3 ? 258 : length - 3);
-    buffer |= static_cast<uint64_t>(length_bits_[n]) << count;  // <= 20 bits
-    count += length_count_[n];
-    spill();
-    buffer |= static_cast<uint64_t>(dist_bits) << count;  // <= 28 bits
-    count += dist_count;
-    spill();
+    last.distance = distance;
+  }
+  while (length > 258) {  // rare: at most 258 per match, never a tail shorter than 3
+    size_t n = length - 258 >= 3 ? 258 : length - 3;
+    w.put(length_bits_[n], length_count_[n]);  // <= 20 bits
+    w.put(last.bits, last.count);              // <= 28 bits
     length -= n;
   }
-  bit_buffer_ = buffer;
-  bit_count_ = count;
-  cursor_ = cursor;
+  w.put(length_bits_[length], length_count_[length]);
+  w.put(last.bits, last.count);
 }
 
-void GzipStream::put_text(const char* block, size_t from, size_t to) {
+FQNTRACE_INLINE void GzipStream::put_text(Bits& w, LastDistance& last, const char* block,
+                                          size_t from, size_t to) {
   const unsigned char* b = reinterpret_cast<const unsigned char*>(block);
   if (to - from < kSearchFrom) {
-    put_literals(b + from, to - from);
+    put_literals(w, b + from, to - from);
     return;
   }
   // Greedy: the last position of each 4-byte run (hashed); matches only inside this block,
   // whose bytes are at hand.
+  uint64_t* const recent = recent_.data();
+  const uint64_t consumed = consumed_;
   size_t literals_from = from;
   size_t i = from;
   while (i + 4 <= to) {
     uint32_t v;
     std::memcpy(&v, b + i, 4);
-    uint64_t& slot = recent_[(v * 2654435761u) >> (32 - kHashBits)];
+    uint64_t& slot = recent[(v * 2654435761u) >> (32 - kHashBits)];
     uint64_t seen = slot;
-    slot = consumed_ + i + 1;
-    if (seen > consumed_ && consumed_ + i + 1 - seen <= kWindow) {
-      size_t j = static_cast<size_t>(seen - 1 - consumed_);
-      uint32_t w;
-      std::memcpy(&w, b + j, 4);
-      if (w == v) {
+    slot = consumed + i + 1;
+    if (seen > consumed && consumed + i + 1 - seen <= kWindow) {
+      size_t j = static_cast<size_t>(seen - 1 - consumed);
+      uint32_t u;
+      std::memcpy(&u, b + j, 4);
+      if (u == v) {
         size_t limit = std::min<size_t>(258, to - i);
         size_t len = 4 + common_length(b + j + 4, b + i + 4, limit - 4);
-        put_literals(b + literals_from, i - literals_from);
-        put_match(len, static_cast<uint32_t>(i - j));
+        put_literals(w, b + literals_from, i - literals_from);
+        put_match(w, last, len, static_cast<uint32_t>(i - j));
         i += len;
         literals_from = i;
         continue;
@@ -287,25 +253,19 @@ void GzipStream::put_text(const char* block, size_t from, size_t to) {
     }
     ++i;
   }
-  put_literals(b + literals_from, to - literals_from);
+  put_literals(w, b + literals_from, to - literals_from);
 }
 
-void GzipStream::begin_block() {
-  for (const Code& c : header_) put(c.bits, c.length);
-  in_block_ = true;
+void GzipStream::put_block_end(Bits& w) const {
+  w.put(literal_[256].bits, literal_[256].length);
 }
 
-void GzipStream::end_block() {
-  put(literal_[256].bits, literal_[256].length);
-  in_block_ = false;
-}
-
-void GzipStream::align_to_byte() {
-  put(0, (8 - bit_count_ % 8) % 8);
-  while (bit_count_ > 0) {
-    *cursor_++ = static_cast<char>(bit_buffer_ & 0xFF);
-    bit_buffer_ >>= 8;
-    bit_count_ -= 8;
+void GzipStream::align_to_byte(Bits& w) {
+  w.put(0, (8 - w.count % 8) % 8);
+  while (w.count > 0) {
+    *w.cursor++ = static_cast<char>(w.buffer & 0xFF);
+    w.buffer >>= 8;
+    w.count -= 8;
   }
 }
 
@@ -319,46 +279,56 @@ bool GzipStream::compress(const char* data, size_t size, Flush flush, std::strin
     work_size_ = work_ ? bound : 0;
     if (!work_) return false;
   }
-  cursor_ = work_.get();
+  Bits w{bit_buffer_, bit_count_, work_.get()};
   if (!started_) {
     static const unsigned char kHeader[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};  // deflate, Unix
-    std::memcpy(cursor_, kHeader, sizeof kHeader);
-    cursor_ += sizeof kHeader;
+    std::memcpy(w.cursor, kHeader, sizeof kHeader);
+    w.cursor += sizeof kHeader;
     started_ = true;
   }
   if (size > 0) {
     crc_ = libdeflate_crc32(crc_, data, size);
-    if (!in_block_) begin_block();
-    size_t at = 0;
-    for (const Repeat& r : repeats_) {
-      if (r.at < at || r.at + r.len > size) continue;  // never: announced in order, inside the text
-      put_text(data, at, r.at);
-      put_match(r.len, r.distance);
-      at = r.at + r.len;
+    if (!in_block_) {
+      for (const Code& c : header_) w.put(c.bits, c.length);
+      in_block_ = true;
     }
-    put_text(data, at, size);
+    LastDistance last = last_distance_;
+    size_t at = 0;
+    const Repeat* r = repeats_.data();
+    const Repeat* const end = r + repeats_.size();
+    for (;; ++r) {  // the text before each repeat, the repeat; then the text after the last
+      if (r != end && (r->at < at || r->at + r->len > size)) continue;  // never: in order, inside
+      put_text(w, last, data, at, r != end ? r->at : size);
+      if (r == end) break;
+      put_match(w, last, r->len, r->distance);
+      at = r->at + r->len;
+    }
+    last_distance_ = last;
     consumed_ += size;
   }
   repeats_.clear();
   if (flush == Flush::kSync && in_block_) {
-    end_block();
-    put(0, 3);  // an empty stored block: BFINAL 0, BTYPE 0, then LEN 0 and NLEN 0xFFFF
-    align_to_byte();
+    put_block_end(w);
+    in_block_ = false;
+    w.put(0, 3);  // an empty stored block: BFINAL 0, BTYPE 0, then LEN 0 and NLEN 0xFFFF
+    align_to_byte(w);
     static const unsigned char kEmpty[4] = {0, 0, 0xFF, 0xFF};
-    std::memcpy(cursor_, kEmpty, 4);
-    cursor_ += 4;
+    std::memcpy(w.cursor, kEmpty, 4);
+    w.cursor += 4;
   } else if (flush == Flush::kFinish) {
-    if (in_block_) end_block();
-    put(1 | (1u << 1), 3);  // BFINAL 1, BTYPE 1 (fixed codes) ...
-    put(0, 7);  // ... holding only end-of-block (fixed code 256: seven zero bits)
-    align_to_byte();
+    if (in_block_) put_block_end(w);
+    in_block_ = false;
+    w.put(1 | (1u << 1), 3);  // BFINAL 1, BTYPE 1 (fixed codes) ...
+    w.put(0, 7);  // ... holding only end-of-block (fixed code 256: seven zero bits)
+    align_to_byte(w);
     uint32_t trailer[2] = {crc_, static_cast<uint32_t>(consumed_)};  // little-endian, as gzip's
-    std::memcpy(cursor_, trailer, sizeof trailer);
-    cursor_ += sizeof trailer;
+    std::memcpy(w.cursor, trailer, sizeof trailer);
+    w.cursor += sizeof trailer;
     finished_ = true;
   }
-  out->append(work_.get(), static_cast<size_t>(cursor_ - work_.get()));
-  cursor_ = nullptr;
+  bit_buffer_ = w.buffer;
+  bit_count_ = w.count;
+  out->append(work_.get(), static_cast<size_t>(w.cursor - work_.get()));
   return true;
 }
 

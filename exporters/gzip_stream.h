@@ -40,7 +40,15 @@ class GzipStream {
     uint64_t last = *mark;
     *mark = here;
     if (last != 0 && here - last <= kWindow && len >= kMinMatch) {
-      repeats_.push_back(Repeat{at, len, static_cast<uint32_t>(here - last)});
+      const uint32_t distance = static_cast<uint32_t>(here - last);
+      // Texts written next to each other before as now (a module's arguments and the key after
+      // them) make one back-reference.
+      if (!repeats_.empty() && repeats_.back().at + repeats_.back().len == at &&
+          repeats_.back().distance == distance) {
+        repeats_.back().len += len;
+        return;
+      }
+      repeats_.push_back(Repeat{at, len, distance});
     }
   }
 
@@ -63,36 +71,49 @@ class GzipStream {
     uint8_t length;
   };
 
-  void put(uint64_t bits, unsigned count) {
-    bit_buffer_ |= bits << bit_count_;
-    bit_count_ += count;
-    if (bit_count_ >= 32) {
-      uint32_t word = static_cast<uint32_t>(bit_buffer_);  // little-endian, as deflate packs bits
-      std::memcpy(cursor_, &word, 4);
-      cursor_ += 4;
-      bit_buffer_ >>= 32;
-      bit_count_ -= 32;
+  // The bit writer's state. compress() keeps it in a local that its inlined helpers share, so
+  // it stays in registers: stores through the output's char pointer may alias any member, and
+  // members would be reloaded after every store.
+  struct Bits {
+    uint64_t buffer;
+    unsigned count;
+    char* cursor;
+    void put(uint64_t bits, unsigned n) {
+      buffer |= bits << count;
+      count += n;
+      spill();
     }
-  }
-  void put_literals(const unsigned char* p, size_t n);
-  void put_match(size_t length, uint32_t distance);
-  void put_match_code(size_t length, uint32_t dist_bits, unsigned dist_count);
-  void put_text(const char* block_start, size_t from, size_t to);  // literals or found matches
-  void begin_block();
-  void end_block();
-  void align_to_byte();
+    void spill() {
+      if (count >= 32) {
+        uint32_t word = static_cast<uint32_t>(buffer);  // little-endian, as deflate packs bits
+        std::memcpy(cursor, &word, 4);
+        cursor += 4;
+        buffer >>= 32;
+        count -= 32;
+      }
+    }
+  };
+  // put_match's last distance and its code: in a steady loop an event's repeats all lie one
+  // event back.
+  struct LastDistance {
+    uint32_t distance, bits;
+    unsigned count;
+  };
+  void put_literals(Bits& w, const unsigned char* p, size_t n) const;
+  void put_match(Bits& w, LastDistance& last, size_t length, uint32_t distance) const;
+  void put_text(Bits& w, LastDistance& last, const char* block, size_t from, size_t to);
+  void put_block_end(Bits& w) const;
+  static void align_to_byte(Bits& w);
 
   uint64_t consumed_ = 0;  // text bytes compressed so far (the stream position of the next one)
   uint32_t crc_ = 0;
   bool ready_ = false, started_ = false, in_block_ = false, finished_ = false;
   std::vector<Repeat> repeats_;
-  uint32_t last_distance_ = 0, last_dist_bits_ = 0;  // put_match's last distance and its code
-  unsigned last_dist_count_ = 0;
-  uint64_t bit_buffer_ = 0;
+  LastDistance last_distance_{0, 0, 0};
+  uint64_t bit_buffer_ = 0;  // bits not yet written, between compress() calls (< 32 of them)
   unsigned bit_count_ = 0;
   std::unique_ptr<char[]> work_;  // compress()'s output before it is appended to the caller's
   size_t work_size_ = 0;
-  char* cursor_ = nullptr;  // into work_ while compress() runs
   std::vector<uint64_t> recent_;  // the matcher's hash table: stream position + 1 of 4-byte runs
   Code literal_[286];
   Code distance_[30];

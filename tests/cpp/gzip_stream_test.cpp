@@ -142,6 +142,35 @@ TEST(GzipStreamTest, NamesThatNeverRepeatAndHostileBytes) {
   EXPECT_TRUE(unzipped == plain);
 }
 
+// A training step longer than deflate's window: each (op, module) combination comes back only
+// a step later, out of reach, while its head (the op on that thread) and its arguments (the
+// module) were written a few events back by other combinations, after other times.
+TEST(GzipStreamTest, HeadsAndArgumentsSharedAcrossCombinations) {
+  PlainAndGzip files;
+  const char* ops[] = {"aten::linear", "aten::t", "aten::addmm", "aten::relu", "aten::empty"};
+  uint64_t n = 0, ts = 5000;
+  for (int step = 0; step < 6; ++step) {
+    for (int module = 0; module < 120; ++module) {
+      std::string fqn = "Model.layers." + std::to_string(module / 3) + ".mlp." + std::to_string(module % 3);
+      for (const char* op : ops) {
+        RawEvent e{};
+        e.kind = EventKind::kOp;
+        e.depth = static_cast<uint8_t>(n % 3);
+        ts += 1 + (n * 7919) % 300000;  // times that share more or fewer leading digits
+        e.range.start_ns = ts;
+        e.range.end_ns = ts + 1000 + n % 977;
+        e.range.seq = n % 4 == 0 ? -1 : static_cast<int64_t>(n);
+        e.range.name_id = InternTable::instance().intern(op);
+        e.range.fqn_id = InternTable::instance().intern(fqn);
+        files.add(record(e, 40 + (module + step) % 2, n++));
+      }
+    }
+  }
+  auto [plain, unzipped] = files.finish();
+  ASSERT_GT(plain.size() / 6, 64u << 10);  // a step is more than twice the window
+  EXPECT_TRUE(unzipped == plain);
+}
+
 // Only unannounced text, of every byte value, in odd-sized pieces with flushes between.
 TEST(GzipStreamTest, UnannouncedTextOfEveryByte) {
   std::string dir = fqntrace::testing::make_temp_dir();
