@@ -1,5 +1,6 @@
 #include "exporters/event_lines.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 
@@ -79,6 +80,18 @@ inline char* put_separator(char* p, const Separator& separator, bool* first) {
   }
   *first = false;
   return p;
+}
+
+// How many of the first 16 bytes of a and b agree (both readable for 16 bytes): a time's leading
+// digits against the last time written after the same head, two words at a time.
+inline size_t common_prefix16(const char* a, const char* b) {
+  uint64_t x, y;
+  std::memcpy(&x, a, 8);
+  std::memcpy(&y, b, 8);
+  if (x != y) return static_cast<size_t>(__builtin_ctzll(x ^ y) >> 3);  // little-endian
+  std::memcpy(&x, a + 8, 8);
+  std::memcpy(&y, b + 8, 8);
+  return x != y ? 8 + static_cast<size_t>(__builtin_ctzll(x ^ y) >> 3) : 16;
 }
 
 inline size_t hash(uint32_t a, uint32_t b, uint32_t c, uint32_t d, uint32_t e) {
@@ -231,12 +244,13 @@ void EventLines::append(std::string& out, const EventRecord& e, const char* sepa
     // text at head_mark): one repeat.
     HeadMark& h = *s.head_mark;
     size_t ts_len = static_cast<size_t>(p - ts);
-    size_t same = 0;
-    if (h.mark != 0) {
-      while (same < ts_len && same < h.last_ts_len && ts[same] == h.last_ts[same]) ++same;
-    }
+    size_t same = h.mark != 0 ? std::min<size_t>(common_prefix16(ts, h.last_ts),
+                                                 std::min<size_t>(ts_len, h.last_ts_len))
+                              : 0;
     gz->repeat(base, static_cast<size_t>(ts - begin) + same, &h.mark);
-    std::memcpy(h.last_ts, ts, ts_len);
+    // Fixed-size copies: scratch_ has room past the time (kNumbersRoom), and a time is at most
+    // 24 characters (20 digits, a point, three decimals).
+    std::memcpy(h.last_ts, ts, sizeof h.last_ts);
     h.last_ts_len = static_cast<uint8_t>(ts_len);
   }
   p = known(p, ",\"dur\":", 7, &marks_.dur);
@@ -269,9 +283,15 @@ void EventLines::append(std::string& out, const EventRecord& e, const char* sepa
     p = put(p, ",\"Record function id\":");
     p = put_uint(p, r.rf_id);
   }
-  p = known(p, ",\"depth\":", 9, &marks_.depth);
-  p = put_uint(p, raw.depth);
-  p = put(p, "}}");
+  if (raw.depth < 10) {
+    char depth_end[] = ",\"depth\":0}}";
+    depth_end[9] = static_cast<char>('0' + raw.depth);
+    p = known(p, depth_end, sizeof depth_end - 1, &marks_.depth_end[raw.depth]);
+  } else {
+    p = known(p, ",\"depth\":", 9, &marks_.depth);
+    p = put_uint(p, raw.depth);
+    p = put(p, "}}");
+  }
 
   if (e.flow_id != 0) {
     p = put_separator(p, sep, first);
