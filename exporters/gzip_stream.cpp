@@ -166,6 +166,18 @@ bool GzipStream::init(std::string* error) {
     header_.push_back({19 - 4, 4});  // HCLEN
     for (uint8_t s : kCodeLengthOrder) header_.push_back({cl_lengths[s], 3});
     for (uint8_t l : all) header_.push_back(cl_codes[l]);
+    literal_pairs_.assign(size_t{1} << 16, 0);
+    for (unsigned first = 0; first < 256; ++first) {
+      for (unsigned second = 0; second < 256; ++second) {
+        const Code& a = literal_[first];
+        const Code& b = literal_[second];
+        unsigned joined = a.length + b.length;
+        if (joined < kPairLengthShift) {
+          literal_pairs_[first | second << 8] =
+              (a.bits | b.bits << a.length) | static_cast<uint32_t>(joined) << kPairLengthShift;
+        }
+      }
+    }
     recent_.assign(size_t{1} << kHashBits, 0);
     repeats_.reserve(1 << 16);
   } catch (const std::exception&) {
@@ -181,13 +193,22 @@ bool GzipStream::init(std::string* error) {
 
 FQNTRACE_INLINE void GzipStream::put_literals(Bits& w, const unsigned char* p, size_t n) const {
   const Code* const codes = literal_;
+  const uint32_t* const pairs = literal_pairs_.data();
   size_t i = 0;
   for (; i + 2 <= n; i += 2) {  // two codes (<= 30 bits) per check
-    const Code a = codes[p[i]], b = codes[p[i + 1]];
-    w.buffer |= static_cast<uint64_t>(a.bits) << w.count;
-    w.count += a.length;
-    w.buffer |= static_cast<uint64_t>(b.bits) << w.count;
-    w.count += b.length;
+    uint16_t two;
+    std::memcpy(&two, p + i, 2);  // little-endian: p[i] in the low byte
+    const uint32_t joined = pairs[two];
+    if (joined != 0) {
+      w.buffer |= static_cast<uint64_t>(joined & ((1u << kPairLengthShift) - 1)) << w.count;
+      w.count += joined >> kPairLengthShift;
+    } else {
+      const Code a = codes[p[i]], b = codes[p[i + 1]];
+      w.buffer |= static_cast<uint64_t>(a.bits) << w.count;
+      w.count += a.length;
+      w.buffer |= static_cast<uint64_t>(b.bits) << w.count;
+      w.count += b.length;
+    }
     w.spill();
   }
   if (i < n) w.put(codes[p[i]].bits, codes[p[i]].length);

@@ -116,6 +116,11 @@ class GzipStream {
   size_t work_size_ = 0;
   std::vector<uint64_t> recent_;  // the matcher's hash table: stream position + 1 of 4-byte runs
   Code literal_[286];
+  // Two literals' codes joined, indexed by the two bytes as a little-endian 16-bit value, with
+  // the joined length from bit kPairLengthShift up (0: too long, send them one by one). The
+  // bytes of numbers have short codes, so nearly every pair a trace sends is here.
+  static constexpr unsigned kPairLengthShift = 26;
+  std::vector<uint32_t> literal_pairs_;
   Code distance_[30];
   uint32_t length_bits_[259];  // a match length's code and extra bits, ready to send
   uint8_t length_count_[259];
