@@ -16,13 +16,6 @@ extern char** environ;
 
 namespace fqntrace::testing {
 
-std::string make_temp_dir() {
-  char tmpl[] = "/tmp/fqntrace-test-XXXXXX";
-  char* dir = mkdtemp(tmpl);
-  EXPECT_NE(dir, nullptr);
-  return dir == nullptr ? std::string("/tmp") : std::string(dir);
-}
-
 void start_tracing(const std::string& path) {
   ConfigResult r = parse_config(path.c_str(), [](const char*) -> const char* { return nullptr; }, getpid());
   ASSERT_TRUE(r.config.has_value()) << r.problem;
