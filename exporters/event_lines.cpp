@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "exporters/common_length.h"
 #include "exporters/json_text.h"
 
 namespace fqntrace::json {
@@ -80,18 +81,6 @@ inline char* put_separator(char* p, const Separator& separator, bool* first) {
   }
   *first = false;
   return p;
-}
-
-// How many of the first 16 bytes of a and b agree (both readable for 16 bytes): a time's leading
-// digits against the last time written after the same head, two words at a time.
-inline size_t common_prefix16(const char* a, const char* b) {
-  uint64_t x, y;
-  std::memcpy(&x, a, 8);
-  std::memcpy(&y, b, 8);
-  if (x != y) return static_cast<size_t>(__builtin_ctzll(x ^ y) >> 3);  // little-endian
-  std::memcpy(&x, a + 8, 8);
-  std::memcpy(&y, b + 8, 8);
-  return x != y ? 8 + static_cast<size_t>(__builtin_ctzll(x ^ y) >> 3) : 16;
 }
 
 inline size_t hash(uint32_t a, uint32_t b, uint32_t c, uint32_t d, uint32_t e) {
@@ -244,9 +233,8 @@ void EventLines::append(std::string& out, const EventRecord& e, const char* sepa
     // text at head_mark): one repeat.
     HeadMark& h = *s.head_mark;
     size_t ts_len = static_cast<size_t>(p - ts);
-    size_t same = h.mark != 0 ? std::min<size_t>(common_prefix16(ts, h.last_ts),
-                                                 std::min<size_t>(ts_len, h.last_ts_len))
-                              : 0;
+    size_t same = 0;
+    if (h.mark != 0) same = common_length(ts, h.last_ts, std::min<size_t>(ts_len, h.last_ts_len));
     gz->repeat(base, static_cast<size_t>(ts - begin) + same, &h.mark);
     // Fixed-size copies: scratch_ has room past the time (kNumbersRoom), and a time is at most
     // 24 characters (20 digits, a point, three decimals).

@@ -10,6 +10,8 @@
 #include <queue>
 #include <utility>
 
+#include "exporters/common_length.h"
+
 namespace fqntrace {
 namespace {
 
@@ -17,21 +19,6 @@ constexpr unsigned kHashBits = 13;
 // Unannounced text shorter than this is sent as literals: numbers and separators between
 // repeats, where a search would find nothing worth its cost.
 constexpr size_t kSearchFrom = 24;
-
-// How many leading bytes a and b share, at most `limit`: eight at a time. Matches in trace text
-// run for tens of bytes (a line's head whose earlier copy left deflate's window); a byte loop
-// spent more than half the gzip drain's matcher time on them.
-inline size_t common_length(const unsigned char* a, const unsigned char* b, size_t limit) {
-  size_t n = 0;
-  for (; n + 8 <= limit; n += 8) {
-    uint64_t x, y;
-    std::memcpy(&x, a + n, 8);
-    std::memcpy(&y, b + n, 8);
-    if (x != y) return n + static_cast<size_t>(__builtin_ctzll(x ^ y) >> 3);  // little-endian
-  }
-  while (n < limit && a[n] == b[n]) ++n;
-  return n;
-}
 
 // The lengths of a Huffman code for `weights` (every symbol gets a code: all weights are > 0),
 // none longer than max_bits: weights are evened out until the tree is shallow enough.
@@ -277,8 +264,14 @@ FQNTRACE_INLINE void GzipStream::put_text(Bits& w, LastDistance& last, const cha
   put_literals(w, b + literals_from, to - literals_from);
 }
 
-void GzipStream::put_block_end(Bits& w) const {
+void GzipStream::begin_block(Bits& w) {
+  for (const Code& c : header_) w.put(c.bits, c.length);
+  in_block_ = true;
+}
+
+void GzipStream::end_block(Bits& w) {
   w.put(literal_[256].bits, literal_[256].length);
+  in_block_ = false;
 }
 
 void GzipStream::align_to_byte(Bits& w) {
@@ -309,10 +302,7 @@ bool GzipStream::compress(const char* data, size_t size, Flush flush, std::strin
   }
   if (size > 0) {
     crc_ = libdeflate_crc32(crc_, data, size);
-    if (!in_block_) {
-      for (const Code& c : header_) w.put(c.bits, c.length);
-      in_block_ = true;
-    }
+    if (!in_block_) begin_block(w);
     LastDistance last = last_distance_;
     size_t at = 0;
     const Repeat* r = repeats_.data();
@@ -329,16 +319,14 @@ bool GzipStream::compress(const char* data, size_t size, Flush flush, std::strin
   }
   repeats_.clear();
   if (flush == Flush::kSync && in_block_) {
-    put_block_end(w);
-    in_block_ = false;
+    end_block(w);
     w.put(0, 3);  // an empty stored block: BFINAL 0, BTYPE 0, then LEN 0 and NLEN 0xFFFF
     align_to_byte(w);
     static const unsigned char kEmpty[4] = {0, 0, 0xFF, 0xFF};
     std::memcpy(w.cursor, kEmpty, 4);
     w.cursor += 4;
   } else if (flush == Flush::kFinish) {
-    if (in_block_) put_block_end(w);
-    in_block_ = false;
+    if (in_block_) end_block(w);
     w.put(1 | (1u << 1), 3);  // BFINAL 1, BTYPE 1 (fixed codes) ...
     w.put(0, 7);  // ... holding only end-of-block (fixed code 256: seven zero bits)
     align_to_byte(w);

@@ -102,7 +102,8 @@ class GzipStream {
   void put_literals(Bits& w, const unsigned char* p, size_t n) const;
   void put_match(Bits& w, LastDistance& last, size_t length, uint32_t distance) const;
   void put_text(Bits& w, LastDistance& last, const char* block, size_t from, size_t to);
-  void put_block_end(Bits& w) const;
+  void begin_block(Bits& w);
+  void end_block(Bits& w);
   static void align_to_byte(Bits& w);
 
   uint64_t consumed_ = 0;  // text bytes compressed so far (the stream position of the next one)

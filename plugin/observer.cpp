@@ -260,9 +260,10 @@ inline void enter_memory_if_outermost(ThreadState* ts, Frame& f) {
   }
 }
 
-// The last of every range's start (module scopes opened without a RecordFunction too): what ranges opened inside inherit, then the clock. kCpuOp: an
-// op, node or engine wrapper, i.e. a FUNCTION or BACKWARD_FUNCTION range (known by the caller,
-// so the common start computes none of the alternatives).
+// The last of every range's start (module scopes opened without a RecordFunction too): what
+// ranges opened inside inherit, then the clock. kCpuOp: an op, node or engine wrapper, i.e. a
+// FUNCTION or BACKWARD_FUNCTION range (known by the caller, so the common start computes none of
+// the alternatives).
 template <bool kCpuOp>
 __attribute__((always_inline)) inline void finish_start(ThreadState* ts, Frame& f,
                                                         const Frame* parent, bool record_seq) {

@@ -203,7 +203,7 @@ def cmd_diff(args):
         lines = diff.render(result, limit=None if args.all else 40)
         sys.stdout.write("\n".join(lines) + "\n")
     if result["regressions"]:
-        surely = (f" (the whole {100 * (1 - args.alpha):g}% interval above it)"
+        surely = (f" (the whole {diff.confidence(args.alpha)} interval above it)"
                   if result["mode"] == "test" else "")
         _err(f"{len(result['regressions'])} module(s) slower by more than {args.threshold:g}%"
              f"{surely}: " + ", ".join(result["regressions"][:5]))

@@ -347,6 +347,11 @@ def _step_change(base, new, alpha):
             "p_value": float(f"{c.p_value:.4g}"), "significant": c.significant(alpha)}
 
 
+def confidence(alpha):
+    """The interval's confidence as the text shows it ("95%" at alpha 0.05)."""
+    return f"{100 * (1 - alpha):g}%"
+
+
 def _over_threshold(row, mode, threshold):
     """With the test: the whole interval lies above `threshold` (slower by more than it at the
     interval's confidence; a point estimate just over it is as often noise as not, and a run
@@ -449,7 +454,7 @@ def render(result, limit=None):
         header += [f"{PHASE_SHORT[p]} base".rjust(num_w), f"{PHASE_SHORT[p]} new".rjust(num_w)]
     header += ["self Δms".rjust(num_w), "self Δ%".rjust(pct_w)]
     if tested:
-        header += [f"{100 * (1 - result['alpha']):g}% interval".rjust(iv_w), "p".rjust(p_w)]
+        header += [f"{confidence(result['alpha'])} interval".rjust(iv_w), "p".rjust(p_w)]
     else:
         header += ["total Δms".rjust(num_w), "total Δ%".rjust(pct_w)]
     header.append(" module")
@@ -494,7 +499,7 @@ def render(result, limit=None):
         n = len(result["regressions"])
         lines.append(f"threshold {result['threshold_pct']:g}%: {n} module(s) slower by more "
                      f"than {result['threshold_pct']:g}%"
-                     + (f" (the whole {100 * (1 - result['alpha']):g}% interval above it)"
+                     + (f" (the whole {confidence(result['alpha'])} interval above it)"
                         if tested else "")
                      + f"; modules with at least {result['min_share_pct']:g}% of op time")
     return lines
