@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up shared by demo.sh and test.sh: Debian packages, the .venv with the pinned
-# CPU torch, the CMake build into build/, and the fqntrace package installed into the venv.
+# CPU torch, and fqntrace built (CMake build in build/) and installed into the venv by pip.
 # Each step is skipped when its result is already there.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -39,15 +39,17 @@ fi
 PIN="$ROOT/build/torch-pin.txt"; mkdir -p "$ROOT/build"; echo "torch==$TORCH_VERSION" > "$PIN"
 need_py=()
 # module:package pairs; transformers (tiny random-weight models) and HTA are used by the tests;
-# plotly is the `report` extra (python/pyproject.toml), websocket-client and pillow drive and read
+# plotly is the `report` extra (pyproject.toml), websocket-client and pillow drive and read
 # the report's browser tests (the `test` extra); rich is the `top` extra (the live view);
 # msgspec is the package's one dependency (the trace reader's decoder; the package itself is
 # installed with --no-deps below); distributed is the `dask` extra (summary --scheduler).
 # peft, accelerate and lightning: the ecosystem tier (tests/python/test_ecosystem.py).
 # pytest-xdist: scripts/test.sh runs the test files on both cores.
+# scikit-build-core, cmake, ninja: the build tools `pip install --no-build-isolation .` needs.
 for spec in pytest:pytest xdist:pytest-xdist numpy:numpy transformers:transformers hta:HolisticTraceAnalysis \
             plotly:plotly websocket:websocket-client PIL:pillow rich:rich msgspec:msgspec \
-            distributed:distributed peft:peft accelerate:accelerate lightning:lightning; do
+            distributed:distributed peft:peft accelerate:accelerate lightning:lightning \
+            scikit_build_core:scikit-build-core cmake:cmake ninja:ninja; do
   mod="${spec%%:*}"; pkg="${spec##*:}"
   "$PY" -c "import $mod" 2>/dev/null || need_py+=("$pkg")
 done
@@ -56,33 +58,24 @@ if [ ${#need_py[@]} -gt 0 ]; then
   "$PY" -m pip install -q -c "$PIN" "${need_py[@]}"
 fi
 
-# --- Build (CMake + Ninja into build/) --------------------------------------------------------
-bash "$ROOT/scripts/build.sh"
-
-# --- Install the package, with the freshly built libraries inside it --------------------------
-cp -f "$ROOT"/build/libfqntrace.so "$ROOT"/python/fqntrace/
-cp -f "$ROOT"/build/_C*.so "$ROOT"/python/fqntrace/
-# The analysis half's native summary (built when simdjson is installed; optional at run time).
-rm -f "$ROOT"/python/fqntrace/analysis/_native_summary*.so
-if ls "$ROOT"/build/_native_summary*.so >/dev/null 2>&1; then
-  cp -f "$ROOT"/build/_native_summary*.so "$ROOT"/python/fqntrace/analysis/
-fi
-# merge's native rewrite, the same way.
-rm -f "$ROOT"/python/fqntrace/analysis/_native_merge*.so
-if ls "$ROOT"/build/_native_merge*.so >/dev/null 2>&1; then
-  cp -f "$ROOT"/build/_native_merge*.so "$ROOT"/python/fqntrace/analysis/
-fi
-# Reinstall only when anything under python/ (sources or the copied libraries) changed.
+# --- Build and install: the pip command a user runs (README, docs/install.md) -----------------
+# It builds with CMake + Ninja against the venv's torch (scikit-build-core) and installs the
+# package with its native libraries. For development the build stays in build/ (incremental; ctest,
+# the benchmarks and the sanitizers' configure read it), the tests and -Werror are on, and the
+# installed libraries keep their symbols (callgrind and perf name our functions).
+# Rebuilt and reinstalled only when a source file changed or the package is missing.
+rm -f "$ROOT"/python/fqntrace/*.so "$ROOT"/python/fqntrace/analysis/*.so  # copies of older set-ups
 stamp_file="$ROOT/.venv/.fqntrace-installed"
-stamp=$(cd "$ROOT/python" && find . -type f \( -name '*.py' -o -name '*.so' -o -name '*.pth' -o -name '*.toml' -o -name '*.html' \) \
-        -not -path './build/*' | sort | xargs md5sum | md5sum | cut -d' ' -f1)
-if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp" ] || ! "$PY" -c "import fqntrace" 2>/dev/null; then
-  log "installing the fqntrace package into .venv"
-  rm -rf "$ROOT/python/build" "$ROOT"/python/*.egg-info
-  "$PY" -m pip install -q --no-build-isolation --no-deps --force-reinstall "$ROOT/python" 2>&1 \
-    | grep -v "^WARNING: Location" >&2 || true
-  rm -rf "$ROOT/python/build" "$ROOT"/python/*.egg-info
+stamp=$(git -C "$ROOT" ls-files -co --exclude-standard -- ':!docs' ':!tests/python' ':!bench' \
+        | sort | xargs md5sum 2>/dev/null | md5sum | cut -d' ' -f1)
+if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp" ] || [ ! -f "$ROOT/build/build.ninja" ] \
+   || ! "$PY" -c "import fqntrace._build_info" 2>/dev/null; then
+  log "building and installing fqntrace into .venv (pip install --no-build-isolation .)"
+  "$PY" -m pip install -q --no-build-isolation --no-deps --force-reinstall \
+    -C build-dir=build -C cmake.build-type=RelWithDebInfo -C install.strip=false \
+    -C cmake.define.FQNTRACE_TRACER=ON -C cmake.define.FQNTRACE_BUILD_TESTS=ON \
+    -C cmake.define.FQNTRACE_WERROR=ON "$ROOT" 2>&1 | grep -v "^WARNING: Location" >&2 || true
   echo "$stamp" > "$stamp_file"
 fi
 "$PY" -c "import fqntrace, os; assert os.path.exists(fqntrace.library_path())" \
-  || { echo "[setup] fqntrace did not install correctly" >&2; exit 1; }
+  || { echo "[setup] fqntrace did not install correctly (see the pip output above)" >&2; exit 1; }

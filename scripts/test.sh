@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: sets everything up from nothing (idempotent), builds, then runs the C++
-# tests (GoogleTest via ctest) and the Python tests (pytest). Exit 0 only if all pass.
+# tests (GoogleTest via ctest) and the Python tests (pytest), then the compatibility tier (the
+# package installed into a second venv with another torch, docs/install.md). Exit 0 only if all pass.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -14,4 +15,6 @@ echo "== Python tests (pytest)"
 unset FQNTRACE
 # Both cores, a test file per worker (a file's module fixtures and in-process state stay together).
 .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/python
+echo "== Compatibility tier: installed as a user installs it, under another torch (scripts/compat.sh)"
+bash scripts/compat.sh
 echo "== all tests passed in $(( $(date +%s) - start )) s"

@@ -17,8 +17,9 @@ def _activate():
     try:
         import fqntrace._activate  # noqa: F401
     except Exception as error:  # never break the user's program
-        sys.stderr.write(f"fqntrace: FQNTRACE is set but tracing could not start ({error}); "
-                         "tracing is off. Reinstall fqntrace into this environment.\n")
+        # NotLoadable says what fixes it (e.g. a build for another torch: the rebuild command).
+        reason = getattr(error, "reason", None) or f"{error}; reinstall fqntrace into this environment"
+        sys.stderr.write(f"fqntrace: FQNTRACE is set but tracing is off: {reason}\n")
 
 
 # FQNTRACE_AUTOSTART=0 leaves starting to the program (torch.ops.load_library or fqntrace.profile).

@@ -5,25 +5,35 @@ import sys
 _C = None
 
 
+class NotLoadable(ImportError):
+    """The tracer cannot be loaded here; `reason` is the sentence to show (with what fixes it)."""
+
+    def __init__(self, reason):
+        super().__init__(f"fqntrace: {reason}")
+        self.reason = reason
+
+
 def load():
-    """Returns the native binding module, loading the library on first call."""
+    """Returns the native binding module, loading the library on first call. Raises NotLoadable
+    (an ImportError) when the library is missing or built for another torch."""
     global _C
     if _C is not None:
         return _C
     import torch
 
-    from fqntrace import library_path
+    from fqntrace import _build, library_path
 
+    mismatch = _build.problem(torch)
+    if mismatch is not None:
+        raise NotLoadable(mismatch)
     path = library_path()
     try:
         torch.ops.load_library(path)
         from fqntrace import _C as binding
     except (OSError, ImportError) as error:
-        raise ImportError(
-            f"fqntrace: could not load its native library {path} ({error}). Likely causes: the "
-            f"package was built against another torch than the one imported here "
-            f"(torch {torch.__version__}, needs 2.13.0), or the build is missing (run "
-            f"scripts/setup.sh from the fqntrace repository)."
+        raise NotLoadable(
+            f"could not load its native library {path} ({error}) under torch "
+            f"{torch.__version__}; reinstall it into this environment: {_build.rebuild_command()}"
         ) from error
     _C = binding
     return _C

@@ -1,7 +1,8 @@
 """fqntrace.profile(): trace the body of a with-block (for code that prefers it to FQNTRACE)."""
 import contextlib
+import sys
 
-from fqntrace import _coexist, _distributed, _exit, _fsdp, _hooks, _kineto_hook, _native, _steps
+from fqntrace import _features, _native
 
 
 def _steps_text(steps):
@@ -27,16 +28,18 @@ def profile(path, steps=None, memory=None):
     FQNTRACE_STEPS syntax, docs/trace-format.md); a step ends at every optimizer step or
     fqntrace.step(). `memory=True` records the allocator's reports per module
     (FQNTRACE_MEMORY, docs/memory.md); None: as FQNTRACE_MEMORY says. Raises ValueError for a
-    bad path or steps and RuntimeError if a session is already running (e.g. FQNTRACE is set)."""
-    C = _native.load()
+    bad path or steps and RuntimeError if a session is already running (e.g. FQNTRACE is set).
+    When the tracer cannot be loaded here (built for another torch, or missing), the body runs
+    untraced, the block yields None, and one line on stderr says what rebuilds it."""
+    try:
+        C = _native.load()
+    except _native.NotLoadable as error:
+        sys.stderr.write(f"fqntrace: profile() runs its body untraced: {error.reason}\n")
+        yield None
+        return
     expanded = C.start(str(path), _steps_text(steps), memory)
-    _exit.finish_before_teardown()  # a body that never ends (os._exit, abort) still leaves a file
-    _hooks.install()
-    _distributed.watch_process_group()
-    _fsdp.install()
-    _steps.install()
-    _coexist.install()
-    _kineto_hook.install()
+    # First of the parts: a body that never ends (os._exit, abort) still leaves a file.
+    _features.install_all()
     try:
         yield expanded
     finally:

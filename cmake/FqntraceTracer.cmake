@@ -1,0 +1,87 @@
+# The tracer: libfqntrace.so and its Python binding fqntrace._C, built against the torch that
+# cmake/FqntraceTorch.cmake found (fqntrace::torch). Included by the root CMakeLists.txt only then.
+
+# gzip outputs: libdeflate's CRC-32 (Debian: libdeflate-dev); the deflate encoder is our own.
+find_library(LIBDEFLATE_LIBRARY NAMES deflate)
+find_path(LIBDEFLATE_INCLUDE_DIR libdeflate.h)
+if(NOT LIBDEFLATE_LIBRARY OR NOT LIBDEFLATE_INCLUDE_DIR)
+  message(FATAL_ERROR "fqntrace: libdeflate not found (gzip traces use its CRC-32): install it "
+                      "(Debian/Ubuntu: apt-get install libdeflate-dev; Fedora: dnf install "
+                      "libdeflate-devel; conda: conda install libdeflate), then reinstall fqntrace")
+endif()
+
+# The core library, one folder per stage (docs/architecture.md): buffer/ (event types, rings,
+# interning, ticks), plugin/ (observer, config, session), drain/ (rings → exporters), exporters/,
+# record_function/ (module scopes). A C++ user sees only include/ (PUBLIC); the source root is
+# PRIVATE: internal headers are not part of the API.
+add_library(fqntrace SHARED
+  buffer/buffer_registry.cpp
+  buffer/event.cpp
+  buffer/event_ring.cpp
+  buffer/intern.cpp
+  buffer/ticks.cpp
+  plugin/autostart.cpp
+  plugin/collectives.cpp
+  plugin/compiled_graph.cpp
+  plugin/config.cpp
+  plugin/flops.cpp
+  plugin/log.cpp
+  plugin/memory_reporter.cpp
+  plugin/name_cache.cpp
+  plugin/schema_names.cpp
+  plugin/observer.cpp
+  plugin/param_owners.cpp
+  plugin/seq_map.cpp
+  plugin/session.cpp
+  plugin/session_state.cpp
+  plugin/shapes_encoder.cpp
+  plugin/step_window.cpp
+  plugin/steps.cpp
+  drain/drainer.cpp
+  drain/module_spans.cpp
+  drain/shapes_assembler.cpp
+  drain/tick_converter.cpp
+  exporters/chrome_trace_exporter.cpp
+  exporters/event_lines.cpp
+  exporters/gzip_stream.cpp
+  exporters/json_lines_exporter.cpp
+  exporters/json_text.cpp
+  exporters/memory_json.cpp
+  exporters/memory_stats.cpp
+  exporters/module_span_json.cpp
+  exporters/output_file.cpp
+  exporters/step_times.cpp
+  exporters/summary_exporter.cpp
+  record_function/module_scope.cpp
+  record_function/module_tree.cpp
+  record_function/step.cpp
+)
+target_include_directories(fqntrace
+  PUBLIC $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+  PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${LIBDEFLATE_INCLUDE_DIR})
+target_link_libraries(fqntrace PUBLIC fqntrace::torch PRIVATE pthread dl ${LIBDEFLATE_LIBRARY})
+target_compile_options(fqntrace PRIVATE ${FQNTRACE_WARNINGS})
+target_compile_definitions(fqntrace PRIVATE FQNTRACE_VERSION="${PROJECT_VERSION}")
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+  # TLS descriptors: the callbacks' thread_local reads skip __tls_get_addr's general path
+  # (this library is dlopen'ed, so its TLS is otherwise reached the slow, general-dynamic way).
+  target_compile_options(fqntrace PRIVATE -mtls-dialect=gnu2)
+endif()
+# Find libtorch beside us in site-packages (the .so is installed into the fqntrace package).
+set_target_properties(fqntrace PROPERTIES
+  BUILD_RPATH "${FQNTRACE_TORCH_LIB_DIR}"
+  INSTALL_RPATH "$ORIGIN/../torch/lib")
+
+# The Python binding (fqntrace._C): a CPython extension that links the core. Internal headers:
+# it is part of the project, not a user of the API.
+Python3_add_library(fqntrace_C MODULE WITH_SOABI
+  binding/module.cpp
+  binding/compiled_code_methods.cpp
+  binding/module_scope_methods.cpp
+  binding/session_methods.cpp)
+set_target_properties(fqntrace_C PROPERTIES OUTPUT_NAME "_C"
+  BUILD_RPATH "$ORIGIN;${FQNTRACE_TORCH_LIB_DIR}"
+  INSTALL_RPATH "$ORIGIN;$ORIGIN/../torch/lib")
+target_include_directories(fqntrace_C PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(fqntrace_C PRIVATE fqntrace)
+target_compile_options(fqntrace_C PRIVATE ${FQNTRACE_WARNINGS})
