@@ -1,13 +1,13 @@
 # The tracer: libfqntrace.so and its Python binding fqntrace._C, built against the torch that
 # cmake/FqntraceTorch.cmake found (fqntrace::torch). Included by the root CMakeLists.txt only then.
 
-# gzip outputs: libdeflate's CRC-32 (Debian: libdeflate-dev); the deflate encoder is our own.
+# gzip outputs' CRC-32: libdeflate's when its headers are here (Debian: libdeflate-dev), else our
+# own table-driven loop (exporters/crc32.h); the deflate encoder is our own either way.
 find_library(LIBDEFLATE_LIBRARY NAMES deflate)
 find_path(LIBDEFLATE_INCLUDE_DIR libdeflate.h)
 if(NOT LIBDEFLATE_LIBRARY OR NOT LIBDEFLATE_INCLUDE_DIR)
-  message(FATAL_ERROR "fqntrace: libdeflate not found (gzip traces use its CRC-32): install it "
-                      "(Debian/Ubuntu: apt-get install libdeflate-dev; Fedora: dnf install "
-                      "libdeflate-devel; conda: conda install libdeflate), then reinstall fqntrace")
+  message(STATUS "fqntrace: libdeflate not found: gzip traces use fqntrace's own CRC-32 "
+                 "(install libdeflate-dev for the faster one)")
 endif()
 
 # The core library, one folder per stage (docs/architecture.md): buffer/ (event types, rings,
@@ -42,6 +42,7 @@ add_library(fqntrace SHARED
   drain/shapes_assembler.cpp
   drain/tick_converter.cpp
   exporters/chrome_trace_exporter.cpp
+  exporters/crc32.cpp
   exporters/event_lines.cpp
   exporters/gzip_stream.cpp
   exporters/json_lines_exporter.cpp
@@ -58,8 +59,13 @@ add_library(fqntrace SHARED
 )
 target_include_directories(fqntrace
   PUBLIC $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
-  PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${LIBDEFLATE_INCLUDE_DIR})
-target_link_libraries(fqntrace PUBLIC fqntrace::torch PRIVATE pthread dl ${LIBDEFLATE_LIBRARY})
+  PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(fqntrace PUBLIC fqntrace::torch PRIVATE pthread dl)
+if(LIBDEFLATE_LIBRARY AND LIBDEFLATE_INCLUDE_DIR)
+  target_include_directories(fqntrace PRIVATE ${LIBDEFLATE_INCLUDE_DIR})
+  target_link_libraries(fqntrace PRIVATE ${LIBDEFLATE_LIBRARY})
+  set_source_files_properties(exporters/crc32.cpp PROPERTIES COMPILE_DEFINITIONS FQNTRACE_HAVE_LIBDEFLATE)
+endif()
 target_compile_options(fqntrace PRIVATE ${FQNTRACE_WARNINGS})
 target_compile_definitions(fqntrace PRIVATE FQNTRACE_VERSION="${PROJECT_VERSION}")
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")

@@ -1,7 +1,5 @@
 #include "exporters/gzip_stream.h"
 
-#include <libdeflate.h>
-
 #include <algorithm>
 #include <cstring>
 #include <exception>
@@ -11,6 +9,7 @@
 #include <utility>
 
 #include "exporters/common_length.h"
+#include "exporters/crc32.h"
 
 namespace fqntrace {
 namespace {
@@ -301,7 +300,7 @@ bool GzipStream::compress(const char* data, size_t size, Flush flush, std::strin
     started_ = true;
   }
   if (size > 0) {
-    crc_ = libdeflate_crc32(crc_, data, size);
+    crc_ = crc32_update(crc_, data, size);
     if (!in_block_) begin_block(w);
     LastDistance last = last_distance_;
     size_t at = 0;

@@ -8,7 +8,7 @@
 // *mark". Those become back-references at no search cost; the rest (numbers, separators) are
 // literals; only long unannounced runs (header, memory and collective events) go through a small
 // greedy matcher. Codes: one Huffman table fitted once to what trace text looks like (digits
-// short), sent at the start of every block. The CRC-32 is libdeflate's (carry-less multiply).
+// short), sent at the start of every block. The CRC-32: exporters/crc32.h.
 //
 // Crash safety: each flush ends the block and adds an empty stored block (a sync flush point, as
 // zlib's Z_SYNC_FLUSH): everything handed in so far can be decompressed from the bytes written,

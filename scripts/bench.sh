@@ -45,9 +45,8 @@ HELPERS="$ROOT/build/bench/empty_observer"
 if [ ! -f "$HELPERS/build.ninja" ]; then
   log "configuring bench/empty_observer"
   mkdir -p "$HELPERS"
-  TORCH_PREFIX="$("$PY" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
   cmake -S "$ROOT/bench/empty_observer" -B "$HELPERS" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" >"$HELPERS/cmake-configure.log" 2>&1 \
+    -DPython3_EXECUTABLE="$PY" >"$HELPERS/cmake-configure.log" 2>&1 \
     || { cat "$HELPERS/cmake-configure.log" >&2; exit 1; }
 fi
 cmake --build "$HELPERS" >/dev/null

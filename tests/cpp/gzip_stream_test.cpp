@@ -11,6 +11,7 @@
 #include <string>
 
 #include "buffer/intern.h"
+#include "exporters/crc32.h"
 #include "exporters/event_lines.h"
 #include "exporters/output_file.h"
 #include "tests/cpp/test_util.h"
@@ -194,4 +195,21 @@ TEST(GzipStreamTest, UnannouncedTextOfEveryByte) {
   }
   ASSERT_TRUE(gz.close(&error)) << error;
   EXPECT_TRUE(gunzip(read_file(dir + "/b.bin.gz"), all.size()) == all);
+}
+
+// The CRC-32 a build without libdeflate uses (exporters/crc32.h) equals libdeflate's, continued
+// from any value, at every alignment and every length around its 8-byte steps.
+TEST(Crc32Test, PortableLoopEqualsLibdeflate) {
+  std::mt19937 random(7);
+  std::string bytes(4096 + 16, '\0');
+  for (char& c : bytes) c = static_cast<char>(random());
+  EXPECT_EQ(crc32_portable(0, "123456789", 9), 0xCBF43926u);  // the standard check value
+  for (size_t offset = 0; offset < 8; ++offset) {
+    for (size_t size : {0, 1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1000, 4096}) {
+      const uint32_t start = static_cast<uint32_t>(random());
+      const char* data = bytes.data() + offset;
+      EXPECT_EQ(crc32_portable(start, data, size), libdeflate_crc32(start, data, size))
+          << "offset " << offset << ", size " << size;
+    }
+  }
 }

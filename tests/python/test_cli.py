@@ -10,7 +10,6 @@ import pytest
 from fqntrace import cli, summarize, traceio
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PYTHON_DIR = os.path.join(REPO, "python")
 BASE = 1790857026000000000
 PID = 1234
 FWD_TID = 100
@@ -133,8 +132,7 @@ def run_main(capsys, *argv):
 
 
 def run_cli(*argv):
-    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
-    env.pop("FQNTRACE", None)
+    env = {k: v for k, v in os.environ.items() if k not in ("FQNTRACE", "PYTHONPATH")}
     return subprocess.run([sys.executable, "-m", "fqntrace", *map(str, argv)], env=env,
                           capture_output=True, text=True, timeout=60)
 
@@ -711,8 +709,7 @@ def test_cli_never_imports_torch(tiny):
     code = ("import sys; from fqntrace.cli import main; rc = main(['summary', sys.argv[1]]); "
             "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('torch.', 'fqntrace._C'))]; "
             "assert not bad, bad; sys.exit(rc)")
-    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
-    env.pop("FQNTRACE", None)
+    env = {k: v for k, v in os.environ.items() if k not in ("FQNTRACE", "PYTHONPATH")}
     proc = subprocess.run([sys.executable, "-c", code, tiny], env=env, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -445,7 +445,8 @@ _slow_noted = False
 def _note_slow(note):
     global _slow_noted
     _slow_noted = True
-    note("fqntrace: the native summary module is not built (scripts/setup.sh builds it); "
+    note("the native summary module is not built in this installation (it is where simdjson's "
+         "headers are there at install time: libsimdjson-dev, then reinstall fqntrace); "
          "summarizing in Python, about 10x slower")
 
 
