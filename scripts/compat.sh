@@ -14,7 +14,8 @@ PY="$VENV/bin/python"
 export PIP_CONSTRAINT="$ROOT/tests/compat/constraints.txt"
 TORCH_SPEC="$(grep -E '^torch==' "$PIP_CONSTRAINT")"
 log() { echo "[compat] $*" >&2; }
-quiet_pip() { "$PY" -m pip "$@" 2>&1 | grep -v "^WARNING: Location" >&2 || true; }
+# pip with its own exit status (set -e stops on it), without the machine's index warnings.
+quiet_pip() { "$PY" -m pip "$@" 2>&1 | { grep -v "^WARNING: Location" >&2 || true; }; }
 start=$(date +%s)
 
 if [ ! -x "$PY" ]; then
@@ -41,10 +42,9 @@ installed=$(date +%s)
 
 # The user's command (README), with the build kept in build-compat/ and the tests on for ctest.
 log "pip install --no-build-isolation . (against $("$PY" -c 'import torch; print(torch.__version__)'))"
-"$PY" -m pip install -q --no-build-isolation --no-deps --force-reinstall \
+quiet_pip install -q --no-build-isolation --no-deps --force-reinstall \
   -C build-dir=build-compat -C cmake.define.FQNTRACE_TRACER=ON \
-  -C cmake.define.FQNTRACE_BUILD_TESTS=ON -C cmake.define.FQNTRACE_WERROR=ON "$ROOT" 2>&1 \
-  | grep -v "^WARNING: Location" >&2 || true
+  -C cmake.define.FQNTRACE_BUILD_TESTS=ON -C cmake.define.FQNTRACE_WERROR=ON "$ROOT"
 "$PY" -m fqntrace doctor
 built=$(date +%s)
 

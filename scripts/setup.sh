@@ -71,10 +71,11 @@ stamp=$(git -C "$ROOT" ls-files -co --exclude-standard -- ':!docs' ':!tests/pyth
 if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp" ] || [ ! -f "$ROOT/build/build.ninja" ] \
    || ! "$PY" -c "import fqntrace._build_info" 2>/dev/null; then
   log "building and installing fqntrace into .venv (pip install --no-build-isolation .)"
+  # pip's own exit status stops the set-up (only the machine's index warnings are filtered out).
   "$PY" -m pip install -q --no-build-isolation --no-deps --force-reinstall \
     -C build-dir=build -C cmake.build-type=RelWithDebInfo -C install.strip=false \
     -C cmake.define.FQNTRACE_TRACER=ON -C cmake.define.FQNTRACE_BUILD_TESTS=ON \
-    -C cmake.define.FQNTRACE_WERROR=ON "$ROOT" 2>&1 | grep -v "^WARNING: Location" >&2 || true
+    -C cmake.define.FQNTRACE_WERROR=ON "$ROOT" 2>&1 | { grep -v "^WARNING: Location" >&2 || true; }
   echo "$stamp" > "$stamp_file"
 fi
 "$PY" -c "import fqntrace, os; assert os.path.exists(fqntrace.library_path())" \
