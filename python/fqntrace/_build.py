@@ -20,8 +20,8 @@ def info():
 
 
 def installed_from():
-    """Where pip installed this package from (its direct_url.json, PEP 610): a path, a `git+URL@rev`,
-    or None when pip did not record it."""
+    """Where pip installed this package from (its direct_url.json, PEP 610): a path, a
+    `git+URL@rev`, or None when pip did not record it."""
     try:
         from importlib import metadata
 
@@ -64,8 +64,9 @@ def problem(torch):
     if record is None:
         return None
     if not record.TRACER:
-        return ("this fqntrace was installed without its tracer (there was no torch or no C++ "
-                "compiler when it was built); with both here, rebuild it: " + rebuild_command())
+        return ("this fqntrace was installed without its tracer (its build found no torch, C++ "
+                "compiler or Python headers; pip's output said which); with them here, rebuild "
+                "it: " + rebuild_command())
     version = getattr(torch, "__version__", "?")
     git = getattr(getattr(torch, "version", None), "git_version", "") or ""
     abi = getattr(getattr(torch, "_C", None), "_GLIBCXX_USE_CXX11_ABI", record.TORCH_CXX11_ABI)

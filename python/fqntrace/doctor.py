@@ -15,7 +15,8 @@ from fqntrace import __version__, _build
 FEATURES = (
     ("torch.compile: compiles as untraced, compiled code keeps module names", (
         "torch._dynamo.decorators:substitute_in_graph", "torch._dynamo.decorators:is_function",
-        "torch._inductor.custom_graph_pass:CustomGraphPass", "torch._inductor.utils:aggregate_origins",
+        "torch._inductor.custom_graph_pass:CustomGraphPass",
+        "torch._inductor.utils:aggregate_origins",
         "torch._inductor.virtualized:V", "torch._inductor.runtime.cache_dir_utils:cache_dir",
         "torch._inductor.compile_fx:_compile_fx_inner",
         "torch._inductor.output_code:CompiledFxGraph.__call__")),
@@ -90,10 +91,13 @@ def main(argv=None):
         print("built: no build record (a copy of the sources, not a pip install)")
     elif record.TRACER:
         cuda = f", CUDA {record.TORCH_CUDA}" if record.TORCH_CUDA else ", CPU"
-        print(f"built: tracer for {_build.built_for(record)}{cuda} (git {record.TORCH_GIT_VERSION[:12] or '?'}) "
-              f"with {record.COMPILER}; native CLI engines: {'yes' if record.NATIVE_ENGINES else 'no'}")
+        git = record.TORCH_GIT_VERSION[:12] or "?"
+        engines = "yes" if record.NATIVE_ENGINES else "no"
+        print(f"built: tracer for {_build.built_for(record)}{cuda} (git {git}) with "
+              f"{record.COMPILER}; native CLI engines: {engines}")
     else:
-        print("built: analysis half only (no tracer: there was no torch or no C++ compiler); "
+        print("built: analysis half only (no tracer: the build found no torch, C++ compiler or "
+              "Python headers); "
               f"native CLI engines: {'yes' if record.NATIVE_ENGINES else 'no'}")
     print(_engines_line())
 

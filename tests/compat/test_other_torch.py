@@ -18,7 +18,7 @@ OTHER_VENV = os.environ.get("FQNTRACE_OTHER_BUILD", "")
 
 @pytest.fixture(scope="module")
 def other_build(tmp_path_factory):
-    assert OTHER_VENV, "set FQNTRACE_OTHER_BUILD to a venv whose fqntrace was built for another torch"
+    assert OTHER_VENV, "set FQNTRACE_OTHER_BUILD to a venv with a build for another torch"
     return copy_package(OTHER_VENV, tmp_path_factory.mktemp("other"))
 
 

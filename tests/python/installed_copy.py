@@ -29,7 +29,8 @@ def copy_package(venv, dest, torch_version=None):
 
 
 def run(args, pythonpath, env_extra=None, cwd=None):
-    """Runs `python args...` of this interpreter with `pythonpath` first (FQNTRACE only as given)."""
+    """Runs `python args...` of this interpreter with `pythonpath` first (FQNTRACE only as
+    given)."""
     env = {k: v for k, v in os.environ.items() if k not in ("FQNTRACE", "PYTHONPATH")}
     env["PYTHONPATH"] = pythonpath
     env.update(env_extra or {})
