@@ -91,6 +91,28 @@ def trace(tmp_path_factory):
     return str(path)
 
 
+PROFILED = """
+import sys, torch, torch.profiler as tp
+net = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+with tp.profile(activities=[tp.ProfilerActivity.CPU]) as prof:
+    net(torch.randn(8, 16)).sum().backward()
+prof.profiler.kineto_results.save(sys.argv[1])  # as torch writes it, for `annotate`
+"""
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory):
+    """A torch.profiler trace saved apart and fqntrace's trace of the same run."""
+    folder = tmp_path_factory.mktemp("profiled")
+    kineto, ours = folder / "kineto.json", folder / "fq.json"
+    proc = subprocess.run([sys.executable, "-c", PROFILED, str(kineto)], capture_output=True,
+                          text=True, timeout=300,
+                          env={**{k: v for k, v in os.environ.items() if k != "FQNTRACE"},
+                               "FQNTRACE": str(ours)})
+    assert proc.returncode == 0, proc.stderr
+    return str(kineto), str(ours)
+
+
 @pytest.fixture(scope="module")
 def venv_without_torch(tmp_path_factory):
     """A fresh venv without torch and fqntrace installed the way a user installs it there:
@@ -112,11 +134,11 @@ def venv_without_torch(tmp_path_factory):
     proc = subprocess.run([py, "-m", "pip", "install", "-q", f"{source}[report,top]"],
                           capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return py, True
+    return py
 
 
-def test_cli_runs_in_a_venv_without_torch(trace, venv_without_torch, tmp_path):
-    py, _ = venv_without_torch
+def test_cli_runs_in_a_venv_without_torch(trace, profiled, venv_without_torch, tmp_path):
+    py = venv_without_torch
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FQNTRACE")}
     probe = subprocess.run([py, "-c", "import torch"], capture_output=True, env=env)
     assert probe.returncode != 0  # really no torch there
@@ -149,6 +171,10 @@ def test_cli_runs_in_a_venv_without_torch(trace, venv_without_torch, tmp_path):
     cli(py, "report", trace, "-o", str(report))
     assert "Sequential" in report.read_text()
     assert "Sequential" in cli(py, "top", trace, "--once")
+    annotated = tmp_path / "annotated.json"
+    assert "annotated: cpu_ops" in cli(py, "annotate", *profiled, "-o", str(annotated))
+    assert any(e.get("args", {}).get("fqn") == "Sequential.0"
+               for e in json.loads(annotated.read_text())["traceEvents"])
     # The start-up hook is installed and harmless without torch; doctor says what is there.
     doctor = subprocess.run([py, "-m", "fqntrace", "doctor"], capture_output=True, text=True,
                             env={**env, "FQNTRACE": str(tmp_path / "never.json")}, timeout=300)
