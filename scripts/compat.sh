@@ -31,7 +31,8 @@ need=()
 for spec in scikit_build_core:scikit-build-core cmake:cmake ninja:ninja pytest:pytest \
             xdist:pytest-xdist msgspec:msgspec numpy:numpy transformers:transformers peft:peft \
             accelerate:accelerate lightning:lightning; do
-  "$PY" -c "import ${spec%%:*}" 2>/dev/null || need+=("${spec##*:}")
+  # -I: the probe must not see the repository's folders (cmake/ would pass for the cmake package).
+  "$PY" -I -c "import ${spec%%:*}" 2>/dev/null || need+=("${spec##*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"

@@ -51,7 +51,8 @@ for spec in pytest:pytest xdist:pytest-xdist numpy:numpy transformers:transforme
             distributed:distributed peft:peft accelerate:accelerate lightning:lightning \
             scikit_build_core:scikit-build-core cmake:cmake ninja:ninja; do
   mod="${spec%%:*}"; pkg="${spec##*:}"
-  "$PY" -c "import $mod" 2>/dev/null || need_py+=("$pkg")
+  # -I: the probe must not see the repository's folders (cmake/ would pass for the cmake package).
+  "$PY" -I -c "import $mod" 2>/dev/null || need_py+=("$pkg")
 done
 if [ ${#need_py[@]} -gt 0 ]; then
   log "installing Python packages: ${need_py[*]}"
