@@ -11,6 +11,7 @@ FSDP's module is imported only by programs that use it (it takes a second to imp
 methods are wrapped when it is first imported (fqntrace._on_import).
 """
 import functools
+import sys
 
 from fqntrace import _hooks, _native
 from fqntrace._on_import import when_imported
@@ -52,11 +53,16 @@ def _serving(method):
 def _wrap(module):
     try:
         group_class = getattr(module, "FSDPParamGroup", None)
-        if group_class is None:
-            return
+        missing = [name for name in SERVED_METHODS
+                   if not callable(getattr(group_class, "__dict__", {}).get(name))]
+        if missing:  # a torch whose FSDP2 differs: the rest of tracing is unaffected
+            state = "off" if len(missing) == len(SERVED_METHODS) else "partly off"
+            sys.stderr.write(f"fqntrace: FSDP2 collectives' module names: {state} (this torch's "
+                             f"FSDPParamGroup has no {', '.join(missing)}); those keep the fqn "
+                             "of the code that issues them\n")
         for name in SERVED_METHODS:
-            method = group_class.__dict__.get(name)
-            if callable(method) and not getattr(method, "_fqntrace_serving", False):
+            method = group_class.__dict__.get(name) if name not in missing else None
+            if method is not None and not getattr(method, "_fqntrace_serving", False):
                 setattr(group_class, name, _serving(method))
     except Exception:  # never break the program (or its import of FSDP) over attribution
         pass
