@@ -18,7 +18,8 @@ def _activate():
         import fqntrace._activate  # noqa: F401
     except Exception as error:  # never break the user's program
         # NotLoadable says what fixes it (e.g. a build for another torch: the rebuild command).
-        reason = getattr(error, "reason", None) or f"{error}; reinstall fqntrace into this environment"
+        reason = (getattr(error, "reason", None)
+                  or f"{error}; reinstall fqntrace into this environment")
         sys.stderr.write(f"fqntrace: FQNTRACE is set but tracing is off: {reason}\n")
 
 

@@ -61,7 +61,7 @@ def _wrap(module):
                              f"FSDPParamGroup has no {', '.join(missing)}); those keep the fqn "
                              "of the code that issues them\n")
         for name in SERVED_METHODS:
-            method = group_class.__dict__.get(name) if name not in missing else None
+            method = None if name in missing else group_class.__dict__[name]
             if method is not None and not getattr(method, "_fqntrace_serving", False):
                 setattr(group_class, name, _serving(method))
     except Exception:  # never break the program (or its import of FSDP) over attribution

@@ -8,7 +8,7 @@ import importlib
 import os
 import sys
 
-from fqntrace import __version__, _build
+from fqntrace import __version__, _build, _fsdp
 
 # The private torch APIs each optional feature relies on, looked up by name: a missing one turns
 # that feature off (its set-up says so in one line at run time) and nothing else.
@@ -20,11 +20,8 @@ FEATURES = (
         "torch._inductor.virtualized:V", "torch._inductor.runtime.cache_dir_utils:cache_dir",
         "torch._inductor.compile_fx:_compile_fx_inner",
         "torch._inductor.output_code:CompiledFxGraph.__call__")),
-    ("FSDP2: all-gathers and reduce-scatters named by the module they serve", (
-        "torch.distributed.fsdp._fully_shard._fsdp_param_group:FSDPParamGroup.pre_backward",
-        "torch.distributed.fsdp._fully_shard._fsdp_param_group:FSDPParamGroup.unshard",
-        "torch.distributed.fsdp._fully_shard._fsdp_param_group:FSDPParamGroup.wait_for_unshard",
-        "torch.distributed.fsdp._fully_shard._fsdp_param_group:FSDPParamGroup.post_backward")),
+    ("FSDP2: all-gathers and reduce-scatters named by the module they serve", tuple(
+        f"{_fsdp.TARGET}:FSDPParamGroup.{method}" for method in _fsdp.SERVED_METHODS)),
     ("torch.profiler traces annotated with fqn and phase", (
         "torch.autograd.profiler:_enable_profiler", "torch.autograd.profiler:_disable_profiler",
         "torch.autograd.profiler:profile.export_chrome_trace")),
