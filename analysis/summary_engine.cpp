@@ -312,6 +312,8 @@ struct SummaryEngine::State {
   // validate's checks (kChecks) instead of the sums; top's log (kLive)
   std::unique_ptr<Checks> checks;
   uint32_t global_fqn;
+  uint32_t module_entry;  // "fqntrace_module": an entry of the trace's module table
+  std::unordered_map<uint32_t, uint32_t> declared_type;  // fqn -> class, from the module table
   bool logging = false;  // kLive
   bool counting = false;  // kCount: slices only, no sums
   int64_t slices = 0;
@@ -323,6 +325,7 @@ struct SummaryEngine::State {
     question_mark = strings.id("?");
     addr_none = strings.id("n");
     global_fqn = strings.id("Global");
+    module_entry = strings.id("fqntrace_module");
     if (mode == Mode::kChecks) checks = std::make_unique<Checks>();
     logging = mode == Mode::kLive;
     counting = mode == Mode::kCount;
@@ -997,6 +1000,10 @@ struct SummaryEngine::State {
   // ---- one event (StreamSummary.add) -----------------------------------------------------
   bool apply(const Event& e) {
     if (e.cat == kCatModuleSpan) return true;  // the module track: a view, never counted
+    if (e.ph == 'M') {
+      if (is_module_entry(e)) declared_type[e.fqn] = e.module_type;
+      return true;
+    }
     if (e.ph == 'i' && e.name_is_memory && e.args) memory_event(e);
     else if (e.ph == 'X' && e.args && e.has_module_type) module_end(e);
     if (e.ph != 'X' || !e.args || e.fqn == kNone || !e.ts.ok || !e.dur.ok || e.dur.negative())
@@ -1190,6 +1197,10 @@ struct SummaryEngine::State {
       ok = e.id_kind != 0 && e.ts.ok && e.has_pid && e.has_tid && check_flow(e);
     } else if (ok && e.ph == 'M') {
       ok = e.name_is_str;
+      if (ok && e.name == module_entry) {
+        ok = is_module_entry(e);
+        if (ok) fqn_flags(e.fqn) |= Checks::kSpan;  // a module the trace knows, like a span
+      }
     }
     if (!ok) c.python = true;
     return ok;
@@ -1230,6 +1241,8 @@ struct SummaryEngine::State {
       if (top.start < start || top.end > end + kNestToleranceNs ||
           !(top.start < end || top.start == start))
         break;
+      if (top.has_depth && e.has_depth && top.depth != e.depth + 1)
+        return false;  // args.depth is not the nesting
       stack.pop_back();
     }
     if (!stack.empty()) {
@@ -1279,7 +1292,18 @@ struct SummaryEngine::State {
     return r;
   }
 
+  // An entry of the module table (docs/trace-format.md, *Module table*), well formed.
+  bool is_module_entry(const Event& e) const {
+    return e.name == module_entry && e.name_is_str && e.args && e.fqn != kNone &&
+           !strings.str(e.fqn).empty() && e.has_module_type && e.module_type != kNone;
+  }
+
   void finish() {
+    for (auto& m : modules) {  // a module that never ran as a scope: its class from the table
+      if (!m.module_type.empty()) continue;
+      auto it = declared_type.find(m.fqn);
+      if (it != declared_type.end()) m.module_type = strings.str(it->second);
+    }
     for (auto& thread : threads) {
       for (size_t j = 0; j < thread.size; ++j)
         for (auto& g : thread.stack[j].groups.items()) commit(g, thread.stack[j].end);

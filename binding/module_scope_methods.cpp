@@ -57,6 +57,18 @@ PyObject* py_set_param_owner(PyObject*, PyObject* const* args, Py_ssize_t nargs)
   Py_RETURN_NONE;
 }
 
+// declare_module(fqn_id, type_id, parent_id): an entry of the trace's module table.
+PyObject* py_declare_module(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  uint32_t ids[3] = {0, 0, 0};
+  if (nargs != 3 || !arg_u32(args[0], &ids[0]) || !arg_u32(args[1], &ids[1]) ||
+      !arg_u32(args[2], &ids[2])) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "declare_module(fqn_id, type_id, parent_id)");
+    return nullptr;
+  }
+  declare_module(ids[0], ids[1], ids[2]);
+  Py_RETURN_NONE;
+}
+
 PyObject* py_param_owner(PyObject*, PyObject* arg) {
   return PyLong_FromUnsignedLong(param_owner(arg, kind_of(arg)));
 }
@@ -74,19 +86,25 @@ PyObject* py_serve_exit(PyObject*, PyObject*) {
 }
 
 // --- Module names, kept by python/fqntrace/_hooks.py: the dict and set behind its weak tables
-// (keys are weak references to modules; values (fqn, fqn_id, type_id)) and its naming function.
-PyObject* g_names = nullptr;   // dict: weakref(module) -> (fqn, fqn_id, type_id)
+// (keys are weak references to modules; values (fqn, fqn_id, type_id, class, parent_id): the
+// class the entry was made for, so a module whose class changed is named again) and its naming
+// function.
+PyObject* g_names = nullptr;   // dict: weakref(module) -> (fqn, fqn_id, type_id, class, parent_id)
 PyObject* g_walked = nullptr;  // set of weakref(module): modules whose children are named
-PyObject* g_name_of = nullptr;  // name_of(module) -> (fqn, fqn_id, type_id)
+PyObject* g_name_of = nullptr;  // name_of(module) -> its entry
 bool g_hook_failed = false;
 
 // A direct-mapped cache in front of the tables, keyed by the module's address, so a module call
 // costs a probe instead of a weak reference, a dict lookup and a set lookup. An entry keeps a
 // weak reference to its module: once the module dies the reference is dead, so a new module at
 // the same address never matches. Entries carry the tables' version; a rename
-// (names_changed(), from _hooks.py) makes them all stale. Only touched with the GIL held.
+// (names_changed(), from _hooks.py) makes them all stale. An entry also keeps the module's class:
+// a module whose class changed since (a lazy module's cls_to_become, parametrize's
+// Parametrized… class, any __class__ assignment) misses, and its type is named again.
+// Only touched with the GIL held.
 struct CachedName {
   PyObject* module = nullptr;  // borrowed: compared, never dereferenced
+  PyTypeObject* cls = nullptr;  // borrowed, compared: the module's class when cached
   PyObject* ref = nullptr;     // owned weak reference to it
   uint64_t version = 0;
   uint32_t fqn = 0;
@@ -104,7 +122,7 @@ CachedName& cache_slot(PyObject* module) {
 
 const CachedName* cached(PyObject* module) {
   const CachedName& slot = cache_slot(module);
-  if (slot.module != module || slot.version != g_names_version ||
+  if (slot.module != module || slot.version != g_names_version || slot.cls != Py_TYPE(module) ||
       PyWeakref_GET_OBJECT(slot.ref) != module) {
     return nullptr;
   }
@@ -120,6 +138,7 @@ void cache_ids(PyObject* module, uint32_t fqn, uint32_t type, uint32_t name) {
   CachedName& slot = cache_slot(module);
   Py_XSETREF(slot.ref, ref);
   slot.module = module;
+  slot.cls = Py_TYPE(module);
   slot.version = g_names_version;
   slot.fqn = fqn;
   slot.type = type;
@@ -144,6 +163,12 @@ PyObject* py_set_module_names(PyObject*, PyObject* const* args, Py_ssize_t nargs
   Py_RETURN_NONE;
 }
 
+// Whether an entry of g_names was made for the class `module` has now.
+bool same_class(PyObject* info, PyObject* module) {
+  return PyTuple_Check(info) && PyTuple_GET_SIZE(info) >= 4 &&
+         PyTuple_GET_ITEM(info, 3) == reinterpret_cast<PyObject*>(Py_TYPE(module));
+}
+
 // fqn id and type id from an entry of g_names; false if it is not one.
 bool ids_of(PyObject* info, uint32_t* fqn, uint32_t* type) {
   if (info == nullptr || !PyTuple_Check(info) || PyTuple_GET_SIZE(info) < 3) return false;
@@ -160,7 +185,7 @@ ScopeOpened open_module_scope(PyObject* module) {
   PyObject* info = nullptr;
   if (key != nullptr) {
     info = PyDict_GetItemWithError(g_names, key);  // borrowed
-    if (info == nullptr || PySet_Contains(g_walked, key) != 1) {
+    if (info == nullptr || !same_class(info, module) || PySet_Contains(g_walked, key) != 1) {
       owned = PyObject_CallOneArg(g_name_of, module);
       info = owned;
     }
@@ -319,6 +344,8 @@ void add_module_scope_methods(std::vector<PyMethodDef>& methods) {
                      "set_module_names(dict, set, name_of): the tables module_pre_hook reads"});
   methods.push_back({"set_param_owner", as_cfunction(py_set_param_owner), METH_FASTCALL,
                      "set_param_owner(parameter, fqn_id): its gradient accumulation belongs to fqn_id"});
+  methods.push_back({"declare_module", as_cfunction(py_declare_module), METH_FASTCALL,
+                     "declare_module(fqn_id, type_id, parent_id): an entry of the module table"});
   methods.push_back({"param_owner", py_param_owner, METH_O,
                      "param_owner(parameter) -> the fqn id of its owner, 0 if none"});
   methods.push_back({"serve_enter", py_serve_enter, METH_O,

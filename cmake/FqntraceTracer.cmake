@@ -19,6 +19,7 @@ add_library(fqntrace SHARED
   buffer/event.cpp
   buffer/event_ring.cpp
   buffer/intern.cpp
+  buffer/module_table.cpp
   buffer/ticks.cpp
   plugin/autostart.cpp
   plugin/collectives.cpp

@@ -104,6 +104,18 @@ void Drainer::deliver_span(const ModuleSpan& span) {
   ++events_written_;
 }
 
+void Drainer::declare_new_modules() {
+  if (failed_) return;
+  new_modules_.clear();
+  modules_declared_ = ModuleTable::instance().read_from(modules_declared_, &new_modules_);
+  const InternTable& names = InternTable::instance();
+  for (const ModuleEntry& m : new_modules_) {
+    for (auto& ex : exporters_) {
+      ex->module_declared(names.str(m.fqn_id), names.str(m.type_id), names.str(m.parent_id));
+    }
+  }
+}
+
 bool Drainer::flush(std::string* error) {
   if (failed_) return true;  // already reported
   for (auto& ex : exporters_) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "buffer/buffer_registry.h"
+#include "buffer/module_table.h"
 #include "drain/module_spans.h"
 #include "drain/rf_attribution.h"
 #include "drain/tick_converter.h"
@@ -28,8 +29,13 @@ class Drainer {
 
   // Session start, before the first event is recorded: the tick map's first measurement.
   void start_clock() { ticks_.start(); }
-  // Before each round over the buffers: re-measures the tick map when due.
-  void begin_batch() { ticks_.recalibrate_if_due(); }
+  // Before each round over the buffers: re-measures the tick map when due, and hands the
+  // modules named since the last round (buffer/module_table.h) to the exporters, so a module's
+  // entry precedes the events of its first call.
+  void begin_batch() {
+    ticks_.recalibrate_if_due();
+    declare_new_modules();
+  }
   // Every event published in `buffer` so far; names the thread first if this session
   // (`generation`) has not. Returns the events handed to the exporters.
   uint64_t drain(ThreadBuffer& buffer, uint64_t generation);
@@ -50,6 +56,7 @@ class Drainer {
  private:
   void deliver(const RawEvent& raw, uint32_t tid, bool shaped, ModuleSpans::Thread& spans);
   void deliver_span(const ModuleSpan& span);
+  void declare_new_modules();
 
   std::vector<std::unique_ptr<Exporter>> exporters_;
   const uint64_t origin_ns_;
@@ -63,6 +70,8 @@ class Drainer {
   ModuleSpans spans_;
   std::vector<uint32_t> span_tracks_;  // module tracks already named
   RfAttribution rf_;
+  size_t modules_declared_ = 0;             // entries of the module table already exported
+  std::vector<ModuleEntry> new_modules_;    // scratch
 };
 
 }  // namespace fqntrace

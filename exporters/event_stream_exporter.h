@@ -43,6 +43,13 @@ class EventStreamExporter : public Exporter {
     file_.wrote();
   }
 
+  void module_declared(const std::string& fqn, const std::string& module_type,
+                       const std::string& parent) final {
+    json::append_module_entry(file_.pending(), info_.pid, fqn, module_type, parent, separator(),
+                              &first_);
+    file_.wrote();
+  }
+
   void process_group_known(const TraceInfo& group) final {
     info_.backend = group.backend;
     info_.rank = group.rank;

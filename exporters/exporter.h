@@ -61,6 +61,10 @@ class Exporter {
   // when it stays where it is. Writing goes on either way.
   virtual bool move_to(const std::string& path, std::string* error) = 0;
   virtual void event(const EventRecord& e) = 0;
+  // An entry of the module table (buffer/module_table.h): a module fqntrace named, its class and
+  // its parent's fqn ("" for a root). Formats that carry no table ignore it.
+  virtual void module_declared(const std::string& fqn, const std::string& module_type,
+                               const std::string& parent) {}
   // Pushes buffered bytes to the OS. false (with *error) when the write failed (e.g. disk full).
   virtual bool flush(std::string* error) = 0;
   // Completes the file (valid JSON) and closes it.

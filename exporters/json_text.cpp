@@ -211,6 +211,23 @@ void append_thread_name(std::string& out, long pid, uint32_t tid, const std::str
   out += "}}";
 }
 
+void append_module_entry(std::string& out, long pid, const std::string& fqn,
+                         const std::string& module_type, const std::string& parent,
+                         const char* separator, bool* first) {
+  begin_line(out, separator, first);
+  out += "{\"ph\":\"M\",\"name\":\"fqntrace_module\",\"pid\":";
+  append_int(out, pid);
+  out += ",\"tid\":0,\"args\":{\"fqn\":";
+  append_string(out, fqn);
+  out += ",\"module_type\":";
+  append_string(out, module_type);
+  if (!parent.empty()) {
+    out += ",\"parent\":";
+    append_string(out, parent);
+  }
+  out += "}}";
+}
+
 void append_process_name(std::string& out, long pid, const std::string& name, int rank,
                          const char* separator, bool* first, size_t* labels_offset) {
   begin_line(out, separator, first);

@@ -29,6 +29,11 @@ void append_event(std::string& out, const EventRecord& e, long pid, const char* 
                   bool* first);
 void append_thread_name(std::string& out, long pid, uint32_t tid, const std::string& name,
                         const char* separator, bool* first);
+// One entry of the module table: {"ph":"M","name":"fqntrace_module", ..., "args":{"fqn", "module_type"
+// and, below a root, "parent"}} (docs/trace-format.md, *Module table*).
+void append_module_entry(std::string& out, long pid, const std::string& fqn,
+                         const std::string& module_type, const std::string& parent,
+                         const char* separator, bool* first);
 // The process group is usually not known when the header is written: the backend comes with
 // init_process_group, and a process started without RANK (an mp.spawn child) learns its rank and
 // world size only then. So the fields that say it are written padded with spaces to a fixed

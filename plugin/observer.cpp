@@ -45,6 +45,9 @@ struct Frame {
   bool in_flop;  // this range or an enclosing one is a FLOP-counted op
   uint32_t issue_mark;  // issuing collective: what collectives::end_issue needs (0: none)
   bool grad;     // this range or an enclosing one is an AccumulateGrad node
+  // The depth its event is written with: how many written ranges enclose it on this thread.
+  // Serve frames write nothing, so they count for no level (their index in `frames` does).
+  uint8_t out_depth;
   uint64_t alloc_bytes;  // FQNTRACE_MEMORY: bytes allocated inside this range so far
   // Its end needs more than writing the event (a collective to finish, allocated bytes, the
   // memory slot to give back, a serve frame that writes nothing): set by whatever gives the frame
@@ -249,6 +252,14 @@ inline void begin_frame(Frame& f, const Frame* parent, const at::RecordFunction*
   f.alloc_bytes = 0;
   f.grad = parent != nullptr && parent->grad;
   f.in_flop = parent != nullptr && parent->in_flop;
+  f.out_depth = parent == nullptr ? 0 : parent->out_depth + (parent->kind != EventKind::kServe);
+}
+
+// The depth of an event written under the thread's innermost open frame (a memory sample).
+inline uint8_t depth_inside(const ThreadState* ts) {
+  if (ts->depth == 0) return 0;
+  const Frame& top = ts->frames[ts->depth - 1];
+  return top.out_depth + (top.kind != EventKind::kServe);
 }
 
 // The thread's outermost range holds the memory reporter's slot (FQNTRACE_MEMORY); its end gives
@@ -320,7 +331,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
             special_op_start(fn, info, ts, f);
           }
           if (session_state::shapes() && fn.needsInputs()) {
-            shapes::record(fn.inputs(), static_cast<uint8_t>(ts->depth), ts->buffer->ring);
+            shapes::record(fn.inputs(), f.out_depth, ts->buffer->ring);
           }
         }
         finish_start<true>(ts, f, parent, record_seq);
@@ -370,7 +381,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
           // gloo's work ranges ("gloo:all_reduce") are USER_SCOPE ranges on its own threads.
           if (info.collective != 0) attribute_collective(fn, info, f);
           if (session_state::shapes() && fn.needsInputs()) {
-            shapes::record(fn.inputs(), static_cast<uint8_t>(ts->depth), ts->buffer->ring);
+            shapes::record(fn.inputs(), f.out_depth, ts->buffer->ring);
           }
         }
         finish_start<false>(ts, f, parent, false);
@@ -396,7 +407,7 @@ __attribute__((always_inline)) inline void write_event(ThreadState* ts, const Fr
     e->range.end_ns = end_ns;
     e->kind = kSpecial && f.collective ? EventKind::kCollective : f.kind;
     e->phase = f.phase;
-    e->depth = static_cast<uint8_t>(i);
+    e->depth = f.out_depth;
     e->flags = f.flags;
     if (kSpecial && e->kind == EventKind::kOp) e->range.op.alloc_bytes = f.alloc_bytes;
     if (ring.publish() == EventRing::Push::kHalfFull) session_state::wake_drain();
@@ -417,11 +428,26 @@ __attribute__((noinline)) void close_special_frame(ThreadState* ts, uint32_t i, 
   write_event<true>(ts, f, i, end_ns);
 }
 
-// Frame i ends at `end_ns`: frames above it never reported their end and are abandoned; the
-// frame becomes one event (serve frames none).
+// Frames above i never reported their end (a range ended on another thread, or entered and
+// never exited) and end now, with frame i, innermost first: everything written inside them keeps
+// an enclosing range for each level of its depth.
+__attribute__((noinline)) void close_abandoned(ThreadState* ts, uint32_t i, uint64_t end_ns) {
+  for (uint32_t j = ts->depth - 1; j > i; --j) {
+    const Frame& f = ts->frames[j];
+    if (f.special_end) {
+      close_special_frame(ts, j, end_ns);
+    } else {
+      write_event<false>(ts, f, j, end_ns);
+    }
+  }
+}
+
+// Frame i ends at `end_ns`, with any frames above it (close_abandoned); the frame becomes one
+// event (serve frames none).
 // Inlined: on_end calls it for every range, and a call of its own cost a prologue of six saves.
 __attribute__((always_inline)) inline void close_frame(ThreadState* ts, uint32_t i,
                                                        uint64_t end_ns) {
+  if (__builtin_expect(ts->depth != i + 1, 0)) close_abandoned(ts, i, end_ns);
   ts->depth = i;
   const Frame& f = ts->frames[i];
   if (__builtin_expect(f.special_end, 0)) {
@@ -564,7 +590,7 @@ void record_memory(uint64_t ptr, int64_t bytes, uint64_t total_allocated, uint64
     m.device_type = device_type;
     m.device_index = device_index;
     e.kind = EventKind::kMemory;
-    e.depth = static_cast<uint8_t>(ts->depth);
+    e.depth = depth_inside(ts);
     e.flags = 0;
     if (ts->depth > 0) {
       Frame& f = ts->frames[ts->depth - 1];

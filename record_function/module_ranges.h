@@ -33,4 +33,9 @@ void set_param_owner(const void* key, uint32_t fqn_id, uintptr_t kind = 0);
 uint32_t param_owner(const void* key, uintptr_t kind = 0);  // 0: none recorded
 void set_param_kind_reader(uintptr_t (*reader)(const void* object));
 
+// An entry of the module table (buffer/module_table.h): module `fqn_id` of class `type_id`, below
+// `parent_id` (0 for a root). Every module named is declared, so one that never runs through a
+// scope but owns work (its parameters' gradients) is still known to readers.
+void declare_module(uint32_t fqn_id, uint32_t type_id, uint32_t parent_id);
+
 }  // namespace fqntrace

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "buffer/intern.h"
+#include "buffer/module_table.h"
 #include "plugin/observer.h"
 #include "plugin/param_owners.h"
 #include "plugin/session_state.h"
@@ -105,6 +106,9 @@ void set_param_owner(const void* key, uint32_t fqn_id, uintptr_t kind) {
   param_owners::set(key, fqn_id, kind);
 }
 uint32_t param_owner(const void* key, uintptr_t kind) { return param_owners::find(key, kind); }
+void declare_module(uint32_t fqn_id, uint32_t type_id, uint32_t parent_id) {
+  ModuleTable::instance().declare(fqn_id, type_id, parent_id);
+}
 void set_param_kind_reader(uintptr_t (*reader)(const void* object)) {
   param_owners::set_kind_reader(reader);
 }

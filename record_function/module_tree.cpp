@@ -49,6 +49,11 @@ void trace_module(const torch::nn::Module& root, const std::string& root_name) {
     const std::string fqn = item.key().empty() ? root_fqn : root_fqn + "." + item.key();
     n.fqns[item.value().get()] = fqn;
     uint32_t fqn_id = intern(fqn);
+    size_t dot = item.key().rfind('.');
+    std::string parent = item.key().empty()             ? std::string()
+                         : dot == std::string::npos     ? root_fqn
+                                                        : root_fqn + "." + item.key().substr(0, dot);
+    declare_module(fqn_id, intern(module_type_name(*item.value())), intern(parent));
     for (const auto& param : item.value()->named_parameters(/*recurse=*/false)) {
       const at::Tensor& p = param.value();
       if (!p.requires_grad() || !n.owned_params.insert(p.unsafeGetTensorImpl()).second) continue;

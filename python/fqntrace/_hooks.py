@@ -28,7 +28,10 @@ from fqntrace import _native
 
 _installed = False
 _registration_hooks = []  # torch's handles of our module- and parameter-registration hooks
-_names = weakref.WeakKeyDictionary()   # module -> (fqn, fqn_id, type_id)
+# module -> (fqn, fqn_id, type_id, class, parent_id): the class the entry was made for (a module
+# whose class changes — a lazy module's cls_to_become, parametrize — is named again on its next
+# call) and its parent's fqn id (0 for a root), for the trace's module table.
+_names = weakref.WeakKeyDictionary()
 _walked = weakref.WeakSet()            # modules whose children have been named
 
 
@@ -39,11 +42,12 @@ def _compiled_inner(module):
     return module._modules.get("_orig_mod")
 
 
-def _register(C, module, fqn):
+def _register(C, module, fqn, parent_id=0):
     shown = _compiled_inner(module) or module
-    info = (fqn, C.intern(fqn), C.intern(type(shown).__name__))
+    info = (fqn, C.intern(fqn), C.intern(type(shown).__name__), type(module), parent_id)
     if _names.get(module) != info:
         _names[module] = info
+        C.declare_module(info[1], info[2], parent_id)  # the trace's module table
         C.names_changed()  # the C side caches names by module (module_scope_methods.cpp)
     return info
 
@@ -52,6 +56,14 @@ def _child_fqn(parent, parent_fqn, child_name):
     if child_name == "_orig_mod" and _compiled_inner(parent) is not None:
         return parent_fqn
     return f"{parent_fqn}.{child_name}"
+
+
+def _parent_id(C, parent, parent_fqn, child_fqn):
+    """The fqn id the module table gives as a child's parent."""
+    if child_fqn != parent_fqn:
+        return C.intern(parent_fqn)
+    info = _names.get(parent)  # torch.compile's _orig_mod: in the wrapper's place in the tree
+    return info[4] if info is not None else 0
 
 
 def _walk(C, module, fqn):
@@ -70,7 +82,7 @@ def _walk(C, module, fqn):
             stack.pop()
             continue
         child_fqn = _child_fqn(parent, parent_fqn, child_name)
-        _register(C, child, child_fqn)
+        _register(C, child, child_fqn, _parent_id(C, parent, parent_fqn, child_fqn))
         if id(child) in seen:
             continue
         seen.add(id(child))
@@ -90,9 +102,12 @@ def _own_parameters(C, module, fqn, claimed):
 
 
 def name_of(module):
-    """(fqn, fqn_id, type_id) of `module`, naming it and its subtree on first sight."""
+    """`module`'s naming record (fqn, fqn_id, type_id, class, parent_id), naming it and its
+    subtree on first sight, and its type again when its class changed."""
     C = _native.load()
     info = _names.get(module)
+    if info is not None and info[3] is not type(module):
+        info = _register(C, module, info[0], info[4])
     if info is None:
         inner = _compiled_inner(module)
         inner_info = _names.get(inner) if inner is not None else None
@@ -113,7 +128,7 @@ def _on_module_registered(parent, name, child):
         if info is not None and child is not None and parent in _walked:
             C = _native.load()
             child_fqn = _child_fqn(parent, info[0], name)
-            _register(C, child, child_fqn)
+            _register(C, child, child_fqn, _parent_id(C, parent, info[0], child_fqn))
             _walk(C, child, child_fqn)
     except Exception:
         pass
@@ -219,7 +234,7 @@ def naming(module):
     seen. Reads the tables behind the weak containers directly: this runs on every module call."""
     key = _ref(module)
     info = _names_data.get(key)
-    if info is None or key not in _walked_data:
+    if info is None or info[3] is not type(module) or key not in _walked_data:
         info = name_of(module)
     return info
 

@@ -454,6 +454,88 @@ def test_fsdp2_loss_all_reduce_work_carries_its_issuer(fsdp):
 
 
 # ---------------------------------------------------------------------------------------------
+# every trace validates; depth and self time against the slices' times alone
+
+
+def time_nesting(trace):
+    """From the times alone (integer ns, per thread; equal extents: the later in the file is
+    the outer one, as the core writes a range when it ends): [(event, parent event or None)]."""
+    by_thread = {}
+    for k, e in enumerate(trace["traceEvents"]):
+        if e.get("ph") == "X" and e.get("cat") != "module_span":  # module tracks: a view
+            start = round(e["ts"] * 1000)
+            by_thread.setdefault((e["pid"], e["tid"]), []).append(
+                (start, -(start + round(e["dur"] * 1000)), -k, e))
+    out = []
+    for slices in by_thread.values():
+        slices.sort(key=lambda s: s[:3])
+        stack = []
+        for start, neg_end, _, e in slices:
+            # inside the top: ends by its end, and starts before it ends (or where it starts)
+            while stack and not (-neg_end <= -stack[-1][1]
+                                 and (start < -stack[-1][1] or start == stack[-1][0])):
+                stack.pop()
+            out.append((e, stack[-1][3] if stack else None))
+            stack.append((start, neg_end, None, e))
+    return out
+
+
+def self_times(trace):
+    """{(fqn, phase): ns}: each op that starts a new (fqn, phase) below the enclosing op (or has
+    none) owns its time, less the time of such ops directly inside it."""
+    nesting = time_nesting(trace)
+    parent = {id(e): p for e, p in nesting}
+    ops = [e for e, _ in nesting if e.get("cat") == "cpu_op"]
+
+    def key(e):
+        return e["args"]["fqn"], e["args"]["phase"]
+
+    def op_above(e):
+        p = parent[id(e)]
+        while p is not None and p.get("cat") != "cpu_op":
+            p = parent[id(p)]
+        return p
+
+    owners = {}
+    sums = {}
+    for e in ops:
+        above = op_above(e)
+        if above is None or key(above) != key(e):
+            owners[id(e)] = e
+            sums[key(e)] = sums.get(key(e), 0) + round(e["dur"] * 1000)
+            while above is not None and id(above) not in owners:
+                above = op_above(above)
+            if above is not None:
+                sums[key(above)] -= round(e["dur"] * 1000)
+    return sums
+
+
+@pytest.mark.parametrize("run", ["ddp", "fsdp", "fsdp_prefetch"])
+def test_traces_validate_and_depth_is_the_nesting(run, request):
+    fixture = request.getfixturevalue(run)
+    d = fixture.get("dir")
+    for rank, trace in enumerate(fixture["traces"]):
+        for e, p in time_nesting(trace):
+            if "depth" in e.get("args", {}):
+                expected = 0 if p is None else p["args"]["depth"] + 1
+                assert e["args"]["depth"] == expected, (rank, e, p)
+        if d is not None:
+            out = cli("validate", d / f"run.{rank}.json").stdout
+            assert out.startswith("ok:"), out
+
+
+def test_fsdp2_summary_self_times_equal_the_time_nesting(fsdp):
+    for rank in range(WORLD):
+        trace = fsdp["traces"][rank]
+        summary = json.loads(cli("summary", fsdp["dir"] / f"run.{rank}.json", "--json").stdout)
+        oracle = self_times(trace)
+        assert oracle
+        for (fqn, phase), ns in oracle.items():
+            got = summary["modules"][fqn][phase]["self_ms"]
+            assert got == pytest.approx(ns / 1e6, abs=2e-3), (rank, fqn, phase)
+
+
+# ---------------------------------------------------------------------------------------------
 # merge, HTA
 
 

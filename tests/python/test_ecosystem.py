@@ -1,7 +1,9 @@
 """The ecosystem tier: ordinary programs (tests/python/ecosystem/) run untraced and traced must
 behave identically — same stdout (results, tracebacks, profiler rows), same stderr, same exit
-code — and the trace must name the modules of each program's final pass exactly as a fresh
-torch ModTracker names them (docs/compatibility.md)."""
+code —, every trace they write must pass `validate`, and the trace must name the modules of each
+program's final pass exactly as a fresh torch ModTracker names them, with the class each module
+has when it runs (docs/compatibility.md)."""
+import glob
 import json
 import os
 import re
@@ -26,6 +28,9 @@ CASES = [
     ("peft_lora.py", True),
     ("accelerate_train.py", True),
     ("lightning_train.py", True),
+    ("export_module.py", True),
+    ("torchscript.py", True),
+    ("fsdp2_ranks.py", True),  # two ranks (mp.spawn): a trace per process
 ]
 
 
@@ -62,17 +67,38 @@ def _stable(text):
     return text
 
 
-def _final_pass_fqns(trace):
-    """Module names of the module spans inside the `ecosystem.final` range (forward)."""
+def _final_pass_types(trace):
+    """{fqn: module_type} of the module spans inside the `ecosystem.final` range (forward)."""
     events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
     final = [e for e in events if e.get("name") == "ecosystem.final"]
     assert len(final) == 1, "the final pass's range is missing from the trace"
     f = final[0]
     start, end = f["ts"], f["ts"] + f["dur"]
-    return {e["args"]["fqn"] for e in events
-            if e.get("name", "").startswith("nn.Module: ") and e["tid"] == f["tid"]
-            and start <= e["ts"] and e["ts"] + e["dur"] <= end
-            and e["args"].get("phase") == "forward"}
+    types = {}
+    for e in events:
+        if (e.get("name", "").startswith("nn.Module: ") and e["tid"] == f["tid"]
+                and start <= e["ts"] and e["ts"] + e["dur"] <= end
+                and e["args"].get("phase") == "forward"):
+            types.setdefault(e["args"]["fqn"], set()).add(e["args"]["module_type"])
+    return types
+
+
+def _traces(tmp_path, name):
+    """Every trace the traced run wrote: <name>.json, and a file per child process."""
+    found = [p for p in sorted(glob.glob(str(tmp_path / f"{name}*.json")))
+             if not p.endswith(".fqns.json")]
+    assert found, "the traced run wrote no trace"
+    return found
+
+
+def _rank0_with_final_pass(paths):
+    for path in paths:
+        with open(path) as f:
+            trace = json.load(f)
+        if trace["distributedInfo"]["rank"] == 0 and any(
+                e.get("name") == "ecosystem.final" for e in trace["traceEvents"]):
+            return trace
+    raise AssertionError(f"no rank-0 trace with the final pass among {paths}")
 
 
 @pytest.mark.parametrize("program,named", CASES, ids=[c[0][:-3] for c in CASES])
@@ -85,12 +111,18 @@ def test_program_behaves_as_untraced(tmp_path, program, named):
     assert _stable(out_traced) == _stable(out_plain)
     assert _stable(err_traced) == _stable(err_plain)
     name = program[:-3]
-    trace_path = tmp_path / f"{name}.json"
-    with open(trace_path) as f:
-        trace = json.load(f)
+    paths = _traces(tmp_path, name)
+    for path in paths:  # a trace we write always validates
+        check = subprocess.run([sys.executable, "-m", "fqntrace", "validate", path],
+                               capture_output=True, text=True)
+        assert check.returncode == 0, check.stdout + check.stderr
+    trace = _rank0_with_final_pass(paths) if named else None
+    if trace is None:
+        with open(paths[0]) as f:
+            trace = json.load(f)
     assert any(e.get("cat") == "cpu_op" for e in trace["traceEvents"])
     if named:
         with open(tmp_path / f"{name}.traced.fqns.json") as f:
-            fresh = set(json.load(f))
+            fresh = json.load(f)
         assert fresh, "the fresh ModTracker saw no module"
-        assert _final_pass_fqns(trace) == fresh
+        assert _final_pass_types(trace) == {fqn: {cls} for fqn, cls in fresh.items()}

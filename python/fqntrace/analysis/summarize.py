@@ -58,6 +58,7 @@ class _Totals:
     def __init__(self):
         self.modules = {}
         self.first_seen = {}
+        self.declared_types = {}  # fqn -> class, from the module table (modules that never ran)
         self.memory = memory.MemoryStats()
         self.device_seen = False  # device events with an fqn (annotated torch.profiler trace)
 
@@ -71,10 +72,15 @@ class _Totals:
         self.memory.add(e)
 
     def memory_order(self, e):
-        """Any event, in file order: what the memory numbers need from it."""
+        """Any event, in file order: what the memory numbers need from it, and the classes of
+        the module table's entries."""
         if not isinstance(e, dict) or traceio.is_module_view(e):
             return
-        if memory.is_memory_event(e):
+        if e.get("ph") == "M":
+            entry = traceio.module_entry(e)
+            if entry is not None:
+                self.declared_types[entry[0]] = entry[1]
+        elif memory.is_memory_event(e):
             self.memory_event(e)
         elif e.get("ph") == "X" and isinstance(e.get("args"), dict) and "module_type" in e["args"]:
             self.memory.module_end(e)
@@ -590,7 +596,8 @@ def _result(totals, header, tail, incomplete, path, merged_ranks, per_step=None,
     out_modules = {}
     for fqn in order:
         m = modules[fqn]
-        entry = {"module_type": m["module_type"], "calls": m["calls"]}
+        entry = {"module_type": m["module_type"] or totals.declared_types.get(fqn, ""),
+                 "calls": m["calls"]}
         for phase in PHASES:
             p = m["phases"][phase]
             subtree = below[fqn][phase]

@@ -656,6 +656,23 @@ def module_span_fqn(event):
     return fqn if isinstance(fqn, str) else None
 
 
+MODULE_ENTRY = "fqntrace_module"  # a metadata event of the trace's module table
+
+
+def module_entry(event):
+    """(fqn, module_type) of an entry of the module table (docs/trace-format.md, *Module table*:
+    a module fqntrace named, which may never have run as a scope of its own), else None."""
+    if event.get("ph") != "M" or event.get("name") != MODULE_ENTRY:
+        return None
+    args = event.get("args")
+    if not isinstance(args, dict):
+        return None
+    fqn, module_type = args.get("fqn"), args.get("module_type")
+    if not isinstance(fqn, str) or not fqn or not isinstance(module_type, str):
+        return None
+    return fqn, module_type
+
+
 COMPILED_CODE_NAMES = ("CompiledFunction", "CompiledFunctionBackward")
 COMPILED_REGION_PREFIX = "Torch-Compiled Region"
 

@@ -217,6 +217,9 @@ def _check_event(trace, i, e, line=None):
     elif ph == "M":
         if not isinstance(e.get("name"), str):
             raise _Problem(f"{here()}: metadata event without a name")
+        if e["name"] == traceio.MODULE_ENTRY and traceio.module_entry(e) is None:
+            raise _Problem(f"{here()}: a module table entry needs args.fqn (not empty) and "
+                           "args.module_type, both strings")
 
 
 def _check_events(trace):
@@ -229,7 +232,7 @@ def _check_events(trace):
         if e["ph"] == "X":
             index_of[len(slices)] = i
             slices.append(e)
-    overlap = traceio.nest(slices)[1]
+    parents, overlap = traceio.nest(slices)[:2]
     if overlap is not None:
         a, b = (slices[k] for k in overlap)
 
@@ -258,7 +261,15 @@ def _check_events(trace):
         raise _Problem(f"flow id {fid} (cat {cat}, first at {_where(trace, first)}) has {starts} "
                        f"\"s\" and {finishes} \"f\" events; each flow needs exactly one of each")
 
+    for k, e in enumerate(slices):
+        parent = parents[k]
+        # The module tracks' spans are a view whose depth is the fqn level (_StreamChecks._slice).
+        if parent >= 0 and not traceio.is_module_view(e) \
+                and not traceio.is_module_view(slices[parent]):
+            _check_depth(trace, (index_of[k], None, e), (index_of[parent], None, slices[parent]))
+
     spans = {f for f in (traceio.module_span_fqn(e) for e in slices) if f is not None}
+    spans |= {entry[0] for entry in map(traceio.module_entry, trace.events) if entry is not None}
     # Compiled code names submodules whose forward never ran as a module of its own (their
     # hooks were compiled away): names the kernels of compiled graphs carry are known, and in a
     # trace with compiled code so is any module below a module that ran (docs/compile.md).
@@ -296,6 +307,24 @@ def _span_text(e):
     start = traceio.to_ns(e["ts"])
     end = start + traceio.to_ns(e["dur"])
     return f"{traceio.format_us(start)}..{traceio.format_us(end)} us"
+
+
+def _depth_of(e):
+    args = e.get("args")
+    depth = args.get("depth") if type(args) is dict else None
+    return depth if type(depth) is int else None
+
+
+def _check_depth(trace, child, parent):
+    """child, parent: (index, line, event), parent the innermost slice enclosing child. args.depth
+    is the number of the thread's slices that enclose an event: the child's is its parent's + 1."""
+    depth, outer = _depth_of(child[2]), _depth_of(parent[2])
+    if depth is None or outer is None or depth == outer + 1:
+        return
+    raise _Problem(f"{_where(trace, child[0], child[1])}{_describe_event(child[2])} has depth "
+                   f"{depth} but is nested {outer + 1} deep: inside "
+                   f"{_where(trace, parent[0], parent[1])}{_describe_event(parent[2])} at depth "
+                   f"{outer}")
 
 
 def _overlap_problem(trace, a, b):
@@ -372,6 +401,10 @@ class _StreamChecks:
         ph = e["ph"]
         if ph == "X":
             self._slice(i, line, e)
+        elif ph == "M":
+            entry = traceio.module_entry(e)
+            if entry is not None:
+                self.spans.add(entry[0])  # a module the trace knows, as a span does
         elif ph == "s" or ph == "f":
             key = (json.dumps(e.get("cat")), json.dumps(e["id"]))
             flow = self.flows.get(key)
@@ -423,6 +456,8 @@ class _StreamChecks:
             c = stack[-1]
             if c[0] < start or c[1] > end + tol or not (c[0] < end or c[0] == start):
                 break
+            if c[2] is not None and depth is not None and c[2] != depth + 1:
+                _check_depth(self.trace, c[3], (i, line, e))
             stack.pop()
         if stack:
             c = stack[-1]

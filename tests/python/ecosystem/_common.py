@@ -14,10 +14,11 @@ from torch.distributed._tools.mod_tracker import ModTracker
 
 def final_pass(model, run):
     """Runs `run()` (forward, and backward if it does) once under a fresh ModTracker; writes the
-    names of every module whose forward ran to $ECOSYSTEM_FQNS."""
-    seen = set()
+    name of every module whose forward ran, with the class it had then, to $ECOSYSTEM_FQNS."""
+    seen = {}
     tracker = ModTracker()
-    tracker.register_user_hooks(pre_fw_hook=lambda m, _inputs: seen.add(tracker.get_known_fqn(m)))
+    tracker.register_user_hooks(
+        pre_fw_hook=lambda m, _inputs: seen.setdefault(tracker.get_known_fqn(m), type(m).__name__))
     with torch.autograd.profiler.record_function("ecosystem.final"):
         with tracker:
             out = run()
@@ -25,7 +26,7 @@ def final_pass(model, run):
     path = os.environ.get("ECOSYSTEM_FQNS")
     if path:
         with open(path, "w") as f:
-            json.dump(sorted(seen), f)
+            json.dump(dict(sorted(seen.items())), f)
     return out
 
 
