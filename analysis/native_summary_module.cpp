@@ -205,10 +205,24 @@ PyObject* build_result(const SummaryEngine& engine) {
       Py_DECREF(steps);
       goto fail;
     }
-    return Py_BuildValue("{sNsOsOsNsN}", "modules", modules, "device_seen",
+    PyObject* declared = PyDict_New();
+    for (const auto& [fqn, type] : engine.declared_types()) {
+      PyObject* key = declared != nullptr ? text(engine.fqn(fqn)) : nullptr;
+      PyObject* value = key != nullptr ? text(engine.fqn(type)) : nullptr;
+      if (value == nullptr || PyDict_SetItem(declared, key, value) < 0) Py_CLEAR(declared);
+      Py_XDECREF(key);
+      Py_XDECREF(value);
+      if (declared == nullptr) break;
+    }
+    if (declared == nullptr) {
+      Py_DECREF(nodes);
+      Py_DECREF(steps);
+      goto fail;
+    }
+    return Py_BuildValue("{sNsOsOsNsNsN}", "modules", modules, "device_seen",
                          engine.device_seen() ? Py_True : Py_False, "memory_seen",
                          engine.memory_seen() ? Py_True : Py_False, "memory_nodes", nodes,
-                         "step_times", steps);
+                         "step_times", steps, "declared_types", declared);
   }
 fail:
   Py_DECREF(modules);

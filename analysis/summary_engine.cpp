@@ -1299,11 +1299,6 @@ struct SummaryEngine::State {
   }
 
   void finish() {
-    for (auto& m : modules) {  // a module that never ran as a scope: its class from the table
-      if (!m.module_type.empty()) continue;
-      auto it = declared_type.find(m.fqn);
-      if (it != declared_type.end()) m.module_type = strings.str(it->second);
-    }
     for (auto& thread : threads) {
       for (size_t j = 0; j < thread.size; ++j)
         for (auto& g : thread.stack[j].groups.items()) commit(g, thread.stack[j].end);
@@ -1340,6 +1335,9 @@ const std::vector<MemoryNode>& SummaryEngine::memory_nodes() const { return stat
 bool SummaryEngine::memory_seen() const { return state_->memory_seen; }
 bool SummaryEngine::device_seen() const { return state_->device_seen; }
 const std::string& SummaryEngine::fqn(uint32_t id) const { return state_->strings.str(id); }
+std::vector<std::pair<uint32_t, uint32_t>> SummaryEngine::declared_types() const {
+  return {state_->declared_type.begin(), state_->declared_type.end()};
+}
 const std::string& SummaryEngine::name(uint32_t id) const { return state_->strings.str(id); }
 
 void SummaryEngine::for_each_step_time(void (*visit)(void*, int64_t, uint32_t, int, int64_t),

@@ -87,6 +87,9 @@ class SummaryEngine {
   void finish();
 
   const std::vector<ModuleSums>& modules() const;
+  // (fqn id, class id) of the module table's entries (docs/trace-format.md, *Module table*): the
+  // class of a module that has no span; the reader fills it in where a row has none.
+  std::vector<std::pair<uint32_t, uint32_t>> declared_types() const;
   const std::vector<MemoryNode>& memory_nodes() const;
   bool memory_seen() const;
   bool device_seen() const;

@@ -16,6 +16,12 @@ void add_compiled_code_methods(std::vector<PyMethodDef>& methods);
 // start, stop, flush, running, set_process_group: fqntrace.profile() and the package's session control.
 void add_session_methods(std::vector<PyMethodDef>& methods);
 
+// unprofiled, around: callables whose calls Python profilers never see (unprofiled_calls.cpp).
+void add_unprofiled_methods(std::vector<PyMethodDef>& methods);
+// fn(*args) with the thread's profile function (torch.profiler's with_stack tracer, cProfile)
+// suspended: what fqntrace runs in Python inside a traced program stays out of its profiles.
+PyObject* call_unprofiled(PyObject* fn, PyObject* const* args, size_t nargsf, PyObject* kwnames);
+
 // The fqn id the module hooks registered for `module`, or 0; runs no Python code.
 uint32_t known_fqn_id(PyObject* module);
 

@@ -86,7 +86,8 @@ Python3_add_library(fqntrace_C MODULE WITH_SOABI
   binding/module.cpp
   binding/compiled_code_methods.cpp
   binding/module_scope_methods.cpp
-  binding/session_methods.cpp)
+  binding/session_methods.cpp
+  binding/unprofiled_calls.cpp)
 set_target_properties(fqntrace_C PROPERTIES OUTPUT_NAME "_C"
   BUILD_RPATH "$ORIGIN;${FQNTRACE_TORCH_LIB_DIR}"
   INSTALL_RPATH "$ORIGIN;$ORIGIN/../torch/lib")

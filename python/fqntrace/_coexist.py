@@ -14,20 +14,11 @@ _STARTERS = (("torch.autograd.profiler", "_enable_profiler"),
 
 def _wrap(module, name, C):
     original = getattr(module, name, None)
-    if original is None or getattr(original, "_fqntrace_wrapped", False):
+    if original is None or _native.wrapped_by(original, "coexist"):
         return
-
-    def start(*args, **kwargs):
-        try:
-            C.memory_yield_slot()
-        except Exception:  # never stand in torch.profiler's way
-            pass
-        return original(*args, **kwargs)
-
-    start._fqntrace_wrapped = True
-    start.__wrapped__ = original
-    start.__name__ = name
-    setattr(module, name, start)
+    # A C callable: it gives the slot back and calls torch's function, leaving no frame of ours
+    # on the stack that torch.profiler's Python tracer (with_stack=True) records when it starts.
+    setattr(module, name, C.around(original, C.memory_yield_slot, None, "coexist"))
 
 
 def install():

@@ -183,10 +183,11 @@ def install():
     if _torch_call is None:
         _torch_call = torch.nn.Module.__call__
         _our_call = C.module_call(_torch_call)
-        _registration_hooks.append(
-            torch_module.register_module_module_registration_hook(_on_module_registered))
-        _registration_hooks.append(
-            torch_module.register_module_parameter_registration_hook(_on_parameter_registered))
+        # C callables running the hooks unseen by the program's Python profilers (with_stack)
+        _registration_hooks.append(torch_module.register_module_module_registration_hook(
+            C.unprofiled(_on_module_registered)))
+        _registration_hooks.append(torch_module.register_module_parameter_registration_hook(
+            C.unprofiled(_on_parameter_registered)))
     _compile.install(_torch_call, _our_call)
     torch.nn.Module.__call__ = _our_call
     _installed = True

@@ -12,6 +12,7 @@ traces*). Runs in the traced process:
 
 Nothing here may disturb the profiler: a failure is one line on stderr and the file stays as
 torch wrote it."""
+import functools
 import os
 import sys
 
@@ -24,30 +25,14 @@ def _log(message):
     sys.stderr.write(f"fqntrace: {message}\n")
 
 
-def _wrap_function(module, name, before=None, after=None):
+def _wrap_function(module, name, C, before=None, after=None):
+    """`before` / `after` (C callables: a builtin of _C or a functools.partial of one) run around
+    torch's function, in a C wrapper: no frame of fqntrace's for torch.profiler's Python tracer
+    to record, and their errors never reach torch."""
     original = getattr(module, name, None)
-    if original is None or getattr(original, "_fqntrace_ids", False):
+    if original is None or _native.wrapped_by(original, "kineto"):
         return
-
-    def wrapper(*args, **kwargs):
-        if before is not None:
-            try:
-                before()
-            except Exception:  # never stand in torch.profiler's way
-                pass
-        try:
-            return original(*args, **kwargs)
-        finally:
-            if after is not None:
-                try:
-                    after()
-                except Exception:
-                    pass
-
-    wrapper._fqntrace_ids = True
-    wrapper.__wrapped__ = original
-    wrapper.__name__ = getattr(original, "__name__", name)
-    setattr(module, name, wrapper)
+    setattr(module, name, C.around(original, before, after, "kineto"))
 
 
 def _annotate(path, C):
@@ -85,8 +70,10 @@ def install():
     if module is None:
         return
     C = _native.load()
-    _wrap_function(module, "_enable_profiler", before=lambda: C.record_function_ids(True))
-    _wrap_function(module, "_disable_profiler", after=lambda: C.record_function_ids(False))
+    _wrap_function(module, "_enable_profiler", C,
+                   before=functools.partial(C.record_function_ids, True))
+    _wrap_function(module, "_disable_profiler", C,
+                   after=functools.partial(C.record_function_ids, False))
     profile_class = getattr(module, "profile", None)
     if profile_class is not None:
         _wrap_export(profile_class, C)

@@ -39,6 +39,20 @@ def load():
     return _C
 
 
+def loaded():
+    """The native binding if it is loaded already, else None (loads nothing)."""
+    return _C
+
+
+def wrapped_by(fn, tag):
+    """Whether `fn` is (or wraps) fqntrace's `_C.around` wrapper tagged `tag`."""
+    while fn is not None and type(fn).__name__ == "Around":
+        if fn._fqntrace_tag == tag:
+            return True
+        fn = fn.__wrapped__
+    return False
+
+
 def tracing() -> bool:
     """True while a session writes a trace."""
     return load().running()

@@ -12,8 +12,15 @@ def when_imported(name, callback):
     module = sys.modules.get(name)
     if module is not None:
         callback(module)
-    else:
-        sys.meta_path.insert(0, _AfterImport(name, callback))
+        return
+    finder = _AfterImport(name, callback)
+    native = sys.modules.get("fqntrace._native")
+    C = native.loaded() if native is not None else None
+    if C is not None:
+        # Every import asks the finder until its module comes: unseen by the program's Python
+        # profilers (torch.profiler with_stack=True), as all of fqntrace's Python code is.
+        finder.find_spec = C.unprofiled(finder.find_spec)
+    sys.meta_path.insert(0, finder)
 
 
 class _AfterImport:

@@ -529,6 +529,7 @@ def _totals_from(sums):
                     "comm_bytes": r[4], "collectives": r[5], "device_ns": r[6], "top": r[7]}
             for phase, r in zip(PHASES, phases)}}
     totals.device_seen = sums["device_seen"]
+    totals.declared_types = sums["declared_types"]
     mem = totals.memory = _NativeMemory()
     mem.seen = sums["memory_seen"]
     for fqn, numbers, live_grad in sums["memory_nodes"]:
