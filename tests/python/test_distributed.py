@@ -533,6 +533,12 @@ def test_fsdp2_summary_self_times_equal_the_time_nesting(fsdp):
         for (fqn, phase), ns in oracle.items():
             got = summary["modules"][fqn][phase]["self_ms"]
             assert got == pytest.approx(ns / 1e6, abs=2e-3), (rank, fqn, phase)
+        for fqn, module in summary["modules"].items():  # a total is its subtree's self times
+            for phase in ("forward", "backward", "recompute"):
+                subtree = sum(ns for (f, p), ns in oracle.items()
+                              if p == phase and (f == fqn or f.startswith(fqn + ".")))
+                assert module[phase]["total_ms"] == pytest.approx(subtree / 1e6, abs=5e-3), (
+                    rank, fqn, phase)
 
 
 # ---------------------------------------------------------------------------------------------

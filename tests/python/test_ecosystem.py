@@ -24,6 +24,7 @@ CASES = [
     ("exception_traceback.py", False),
     ("nesting_depth.py", False),
     ("profiler_rows.py", False),
+    ("profiler_stack.py", False),  # with_stack=True: no python_function of fqntrace's
     ("fsdp2_to.py", True),
     ("peft_lora.py", True),
     ("accelerate_train.py", True),
