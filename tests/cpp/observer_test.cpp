@@ -4,8 +4,10 @@
 
 #include <atomic>
 #include <map>
+#include <memory>
 #include <set>
 
+#include "record_function/module_ranges.h"
 #include "tests/cpp/test_model.h"
 #include "tests/cpp/test_util.h"
 
@@ -210,4 +212,59 @@ TEST(ObserverTest, EventCountMatchesIndependentCounter) {
   EXPECT_EQ(nodes, g_backward_ranges.load());
   EXPECT_EQ(trace.at("fqntrace").at("dropped_events"), 0);
   EXPECT_FALSE(at::hasGlobalCallbacks());
+}
+
+// args.depth counts only written ranges: a serve scope (FSDP2's, never written) adds no level,
+// and a range that never reported its end is written ending with the scope that closed it, so
+// what it enclosed keeps an enclosing range at every level of its depth.
+TEST(ObserverTest, DepthIsTheNestingOfWrittenRanges) {
+  std::string path = make_temp_dir() + "/depth.json";
+  torch::Tensor a = torch::ones({4});
+  start_tracing(path);
+  std::unique_ptr<at::RecordFunction> leaked;
+  {
+    fqntrace::ModuleScope outer("Outer", "OuterType");
+    fqntrace::serve_enter(fqntrace::intern("Outer.served"));
+    torch::Tensor b = torch::sin(a);  // inside the serve scope: depth 1, in Outer's span (depth 0)
+    fqntrace::serve_exit();
+    leaked = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
+    leaked->before("leaked range");
+    torch::Tensor c = torch::cos(a);  // depth 2: inside "leaked range" (1), inside Outer (0)
+  }  // Outer closes with "leaked range" still open: it ends here too
+  leaked.reset();  // its end comes after its frame was closed: ignored
+  json trace = stop_and_load(path);
+  std::map<std::string, std::vector<json>> by_name;
+  for (const auto& e : slices(trace)) by_name[e.at("name").get<std::string>()].push_back(e);
+  ASSERT_EQ(by_name["nn.Module: Outer"].size(), 1u);
+  ASSERT_EQ(by_name["leaked range"].size(), 1u);
+  const json& outer = by_name["nn.Module: Outer"][0];
+  const json& range = by_name["leaked range"][0];
+  EXPECT_EQ(outer.at("args").at("depth"), 0);
+  EXPECT_EQ(range.at("args").at("depth"), 1);
+  EXPECT_DOUBLE_EQ(end_of(range), end_of(outer));
+  ASSERT_EQ(by_name["aten::sin"].size(), 1u);
+  EXPECT_EQ(by_name["aten::sin"][0].at("args").at("depth"), 1);
+  EXPECT_EQ(fqn_of(by_name["aten::sin"][0]), "Outer.served");
+  ASSERT_EQ(by_name["aten::cos"].size(), 1u);
+  EXPECT_EQ(by_name["aten::cos"][0].at("args").at("depth"), 2);
+  EXPECT_TRUE(contains(range, by_name["aten::cos"][0]));
+}
+
+// trace_module() lists the tree in the trace's module table: fqn, class and parent per module.
+TEST(ObserverTest, TraceModuleWritesTheModuleTable) {
+  Net net;
+  fqntrace::trace_module(*net, "TableNet");
+  std::string path = make_temp_dir() + "/table.json";
+  start_tracing(path);
+  json trace = stop_and_load(path);
+  std::map<std::string, json> entries;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "M" && e.at("name") == "fqntrace_module") entries[fqn_of(e)] = e.at("args");
+  }
+  ASSERT_TRUE(entries.count("TableNet"));
+  EXPECT_FALSE(entries["TableNet"].contains("parent"));
+  ASSERT_TRUE(entries.count("TableNet.blocks.0.fc1"));
+  EXPECT_EQ(entries["TableNet.blocks.0.fc1"].at("parent"), "TableNet.blocks.0");
+  EXPECT_EQ(entries["TableNet.blocks.0.fc1"].at("module_type"), "Linear");
+  EXPECT_EQ(entries["TableNet.stem"].at("parent"), "TableNet");
 }
