@@ -409,7 +409,31 @@ BAD_EVENTS = [
      'flow id 8 (cat "fwdbwd", first at traceEvents[23] (line 25)) has 1 "s" and 0 "f"'),
     ("fqn without span", lambda ev: mutate(ev, "aten::add", args={"fqn": "Model.ghost"}),
      'has fqn "Model.ghost" but the trace has no module span'),
+    ("depth not the nesting", lambda ev: mutate(mutate(ev, "aten::linear", args={"depth": 1}),
+                                                "aten::addmm", args={"depth": 3}),
+     'traceEvents[4] (line 6) "aten::addmm" has depth 3 but is nested 2 deep: inside '
+     'traceEvents[5] (line 7) '
+     '"aten::linear" at depth 1'),
+    ("module entry without class", lambda ev: ev + [module_entry("Model.ghost", None)],
+     "a module table entry needs args.fqn (not empty) and args.module_type"),
 ]
+
+
+def module_entry(fqn, module_type, parent=None):
+    args = {"fqn": fqn, "module_type": module_type, "parent": parent}
+    return {"ph": "M", "name": "fqntrace_module", "pid": 1, "tid": 0,
+            "args": {k: v for k, v in args.items() if v is not None}}
+
+
+def test_validate_accepts_a_module_table_entry_for_a_module_without_span(tmp_path, capsys):
+    # An exported or scripted submodule owns gradient accumulation but never runs as a scope.
+    events = mutate(tiny_events(), "aten::add", args={"fqn": "Model.ghost"})
+    path = write(tmp_path / "t.json", chrome_text(
+        events[:2] + [module_entry("Model.ghost", "Linear", "Model")] + events[2:]))
+    rc, out, err = run_main(capsys, "validate", path)
+    assert (rc, err) == (0, "") and out.startswith("ok:")
+    rc, out, _ = run_main(capsys, "summary", path, "--json")
+    assert json.loads(out)["modules"]["Model.ghost"]["module_type"] == "Linear"
 
 
 @pytest.mark.parametrize("mutation, expected", [(m, e) for _, m, e in BAD_EVENTS],

@@ -263,8 +263,9 @@ def _check_events(trace):
 
     for k, e in enumerate(slices):
         parent = parents[k]
-        # The module tracks' spans are a view whose depth is the fqn level (_StreamChecks._slice).
-        if parent >= 0 and not traceio.is_module_view(e) \
+        # The module tracks' spans are a view whose depth is the fqn level (_StreamChecks._slice);
+        # a trace that lost events (dropped, cut) may lack the range a depth counts.
+        if parent >= 0 and not trace.incomplete and not traceio.is_module_view(e) \
                 and not traceio.is_module_view(slices[parent]):
             _check_depth(trace, (index_of[k], None, e), (index_of[parent], None, slices[parent]))
 
@@ -395,6 +396,7 @@ class _StreamChecks:
         self.spans = set()
         self.first_op = {}  # fqn -> (i, line, event) of its first op read before any span of it
         self.compiled = []  # the compiled-code slices (docs/compile.md), few
+        self.depth_problem = None  # the first range whose args.depth is not its nesting
 
     def add(self, i, line, e):
         _check_event(self.trace, i, e, line)
@@ -456,8 +458,12 @@ class _StreamChecks:
             c = stack[-1]
             if c[0] < start or c[1] > end + tol or not (c[0] < end or c[0] == start):
                 break
-            if c[2] is not None and depth is not None and c[2] != depth + 1:
-                _check_depth(self.trace, c[3], (i, line, e))
+            if c[2] is not None and depth is not None and c[2] != depth + 1 \
+                    and self.depth_problem is None:
+                try:
+                    _check_depth(self.trace, c[3], (i, line, e))
+                except _Problem as problem:  # said at the end, unless the trace lost events
+                    self.depth_problem = problem
             stack.pop()
         if stack:
             c = stack[-1]
@@ -478,6 +484,8 @@ class _StreamChecks:
         if self.overlap is not None:
             raise _overlap_problem(trace, *self.overlap)
         incomplete = trace.incomplete
+        if self.depth_problem is not None and not incomplete:
+            raise self.depth_problem
         loose = [k for k, (s, f, _) in self.flows.items() if s + f == 1 and k not in self.reopened]
         bad = [k for k, (s, f, _) in self.flows.items() if s + f != 1 or k in self.reopened]
         if bad or (loose and not incomplete):
