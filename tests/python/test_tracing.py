@@ -212,7 +212,11 @@ def test_shapes_are_opt_in(run, tmp_path):
     assert addmm[0]["args"]["flops"] == 2 * 5 * 4 * 3
     ops = [e for e in on_events if e["cat"] == "cpu_op" and "Fwd thread id" not in e["args"]]
     assert all("Input Dims" in e["args"] for e in ops)
-    assert sorted(e["name"] for e in on_events) == sorted(e["name"] for e in off_events)
+    # The same ranges; the backward module spans (cat module_span) are a view the drain builds
+    # from timing (a stretch splits at a 1 ms pause: a preempted run has one more), not ranges.
+    def ranges(events):
+        return sorted(e["name"] for e in events if e["cat"] != "module_span")
+    assert ranges(on_events) == ranges(off_events)
 
 
 # A forked child (DataLoader workers, multiprocessing) never writes the parent's file, even when
