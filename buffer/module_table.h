@@ -30,7 +30,7 @@ class ModuleTable {
  private:
   mutable std::mutex mu_;
   std::vector<ModuleEntry> entries_;
-  std::unordered_set<uint64_t> seen_;  // hashes of (fqn, class, parent); duplicates are dropped
+  std::unordered_set<uint64_t> seen_;  // (fqn, class, parent) packed in one key: duplicates dropped
 };
 
 }  // namespace fqntrace

@@ -199,14 +199,27 @@ void append_event(std::string& out, const EventRecord& e, long pid, const char* 
   }
 }
 
-void append_thread_name(std::string& out, long pid, uint32_t tid, const std::string& name,
-                        const char* separator, bool* first) {
+namespace {
+
+// A metadata line up to its args' first key: {"ph":"M","name":"<name>","pid":P,"tid":T,"args":{
+void begin_metadata(std::string& out, const char* name, long pid, uint32_t tid,
+                    const char* separator, bool* first) {
   begin_line(out, separator, first);
-  out += "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":";
+  out += "{\"ph\":\"M\",\"name\":\"";
+  out += name;
+  out += "\",\"pid\":";
   append_int(out, pid);
   out += ",\"tid\":";
   append_uint(out, tid);
-  out += ",\"args\":{\"name\":";
+  out += ",\"args\":{";
+}
+
+}  // namespace
+
+void append_thread_name(std::string& out, long pid, uint32_t tid, const std::string& name,
+                        const char* separator, bool* first) {
+  begin_metadata(out, "thread_name", pid, tid, separator, first);
+  out += "\"name\":";
   append_string(out, name);
   out += "}}";
 }
@@ -214,10 +227,8 @@ void append_thread_name(std::string& out, long pid, uint32_t tid, const std::str
 void append_module_entry(std::string& out, long pid, const std::string& fqn,
                          const std::string& module_type, const std::string& parent,
                          const char* separator, bool* first) {
-  begin_line(out, separator, first);
-  out += "{\"ph\":\"M\",\"name\":\"fqntrace_module\",\"pid\":";
-  append_int(out, pid);
-  out += ",\"tid\":0,\"args\":{\"fqn\":";
+  begin_metadata(out, "fqntrace_module", pid, 0, separator, first);
+  out += "\"fqn\":";
   append_string(out, fqn);
   out += ",\"module_type\":";
   append_string(out, module_type);

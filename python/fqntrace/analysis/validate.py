@@ -441,9 +441,7 @@ class _StreamChecks:
             # nesting: a recompute copied into a backward stretch keeps its forward levels).
             # Their fields are checked with every event's; the ops' nesting is on the threads.
             return
-        depth = args.get("depth") if type(args) is dict else None
-        if type(depth) is not int:
-            depth = None
+        depth = _depth_of(e)
         key = (str(e.get("pid")), str(e.get("tid")))
         thread = self.threads.get(key)
         if thread is None:
