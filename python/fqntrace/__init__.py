@@ -8,8 +8,12 @@ Quick start::
 or in code::
 
     import fqntrace
-    with fqntrace.profile("trace.json"):
+    with fqntrace.profile("trace.json") as run:
         loss = model(x).sum(); loss.backward()
+    run.summary()                                # a DataFrame: per module and phase
+
+Results of any trace: ``fqntrace.load("trace.json").summary()`` (also ``.steps()``,
+``.diff(other)``, ``.report()``). In Jupyter: ``%load_ext fqntrace``, then ``%%fqntrace`` on a cell.
 
 Steps: every torch.optim optimizer step ends a step (``ProfilerStep#N``); a loop without one calls
 ``fqntrace.step()``. ``FQNTRACE_STEPS=10:20`` records steps 10 to 19 only.
@@ -22,7 +26,8 @@ import os as _os
 import sys as _sys
 
 __version__ = "0.1.0"
-__all__ = ["library_path", "profile", "ModTracker", "ModuleTracker", "flush", "tracing", "step"]
+__all__ = ["library_path", "profile", "load", "Trace", "TraceError", "ModTracker", "ModuleTracker",
+           "flush", "tracing", "step"]
 
 _PACKAGE_DIR = _os.path.dirname(_os.path.abspath(__file__))
 
@@ -37,6 +42,12 @@ def __getattr__(name):
     if name == "profile":
         from fqntrace._profile import profile
         return profile
+    if name in ("load", "Trace"):  # the analysis half: no torch
+        from fqntrace.analysis import results
+        return getattr(results, name)
+    if name == "TraceError":
+        from fqntrace.analysis.traceio import TraceError
+        return TraceError
     if name in ("ModTracker", "ModuleTracker"):
         from fqntrace import mod_tracker
         return getattr(mod_tracker, name)
@@ -47,6 +58,13 @@ def __getattr__(name):
         from fqntrace import _native
         return getattr(_native, name)
     raise AttributeError(f"module 'fqntrace' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython):
+    """`%load_ext fqntrace` in IPython / Jupyter: the %%fqntrace cell magic (fqntrace.notebook)."""
+    from fqntrace import notebook
+
+    notebook.load_ipython_extension(ipython)
 
 
 # The analysis half (readers and verbs: fqntrace.analysis) moved out of the package root; its

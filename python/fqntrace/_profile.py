@@ -1,8 +1,61 @@
 """fqntrace.profile(): trace the body of a with-block (for code that prefers it to FQNTRACE)."""
 import contextlib
+import itertools
+import os
 import sys
+import tempfile
 
 from fqntrace import _features, _native
+
+_numbers = itertools.count()
+
+
+def temporary_path(kind="run"):
+    """A new trace path in this process's own folder under the temporary directory (kept after
+    the run: it is the user's data; the OS's temporary-file cleaning removes it)."""
+    folder = os.path.join(tempfile.gettempdir(), f"fqntrace-{os.getpid()}")
+    os.makedirs(folder, exist_ok=True)
+    return os.path.join(folder, f"{kind}-{next(_numbers)}.json")
+
+
+class TracePath(str):
+    """The path profile() wrote (a str, as before) that also gives the trace's results once the
+    with-block has ended: `run.summary()`, `run.steps()`, `run.diff(other)`, `run.report()`,
+    `run.load()` (fqntrace.load's Trace)."""
+
+    def __new__(cls, path):
+        self = super().__new__(cls, path)
+        self._ended = False
+        self._trace = None
+        return self
+
+    def load(self):
+        if not self._ended:
+            raise RuntimeError(f"fqntrace: {str(self)} is complete when the with-block has "
+                               "ended; ask for its results after the block")
+        if self._trace is None:
+            from fqntrace.analysis import results
+
+            self._trace = results.load(str(self))
+        return self._trace
+
+    def summary(self, *args, **kwargs):
+        return self.load().summary(*args, **kwargs)
+
+    def steps(self, *args, **kwargs):
+        return self.load().steps(*args, **kwargs)
+
+    def diff(self, *args, **kwargs):
+        return self.load().diff(*args, **kwargs)
+
+    def report(self, *args, **kwargs):
+        return self.load().report(*args, **kwargs)
+
+    def table(self, *args, **kwargs):
+        return self.load().table(*args, **kwargs)
+
+    def _repr_html_(self):
+        return self.load()._repr_html_() if self._ended else None
 
 
 def _steps_text(steps):
@@ -21,9 +74,11 @@ def _steps_text(steps):
 
 
 @contextlib.contextmanager
-def profile(path, steps=None, memory=None):
+def profile(path=None, steps=None, memory=None):
     """Traces everything the body runs to `path` (.json: Chrome trace, .jsonl: JSON Lines, .gz
-    after either: gzip; {pid} and {rank} are expanded). Yields the expanded path.
+    after either: gzip; {pid} and {rank} are expanded; None: a new file under the temporary
+    directory). Yields the expanded path, a str whose .summary(), .steps(), .diff(), .report()
+    and .load() give the results after the block (fqntrace.load).
     `steps`: only these training steps are recorded ("10:20", range(10, 20), "10:20:100"; the
     FQNTRACE_STEPS syntax, docs/trace-format.md); a step ends at every optimizer step or
     fqntrace.step(). `memory=True` records the allocator's reports per module
@@ -37,7 +92,9 @@ def profile(path, steps=None, memory=None):
         sys.stderr.write(f"fqntrace: profile() runs its body untraced: {error.reason}\n")
         yield None
         return
-    expanded = C.start(str(path), _steps_text(steps), memory)
+    if path is None:
+        path = temporary_path()
+    expanded = TracePath(C.start(str(path), _steps_text(steps), memory))
     # First of the parts: a body that never ends (os._exit, abort) still leaves a file.
     _features.install_all()
     try:
@@ -45,3 +102,4 @@ def profile(path, steps=None, memory=None):
     finally:
         if not C.stop():
             raise RuntimeError(f"fqntrace: the trace {expanded} could not be written completely")
+        expanded._ended = True

@@ -54,14 +54,15 @@ def _sibling_summary(path):
     return summary if named in ("", os.path.basename(path)) else None
 
 
-def load_run(path, note=lambda message: None, exclude_steps=step_times.DEFAULT_EXCLUDED):
+def load_run(path, note=lambda message: None, exclude_steps=step_times.DEFAULT_EXCLUDED,
+             use_sibling=True):
     """(summary, steps) of one input: a .summary.json (no steps) or a trace. A trace's module
-    numbers come from its <stem>.summary.json when the session wrote one; its events are read
-    (as a stream, fqntrace.tracestream) only when there is no such summary or the trace has
-    step ranges."""
+    numbers come from its <stem>.summary.json when the session wrote one (use_sibling); its
+    events are read (as a stream, fqntrace.tracestream) only when there is no such summary or the
+    trace has step ranges. use_sibling=False: always the numbers `summary --json` prints."""
     if summarize.is_summary_path(path):
         return summarize.load_summary(path), []
-    sibling = _sibling_summary(path)
+    sibling = _sibling_summary(path) if use_sibling else None
     if sibling is not None and not tracestream.lines_with(path, summarize.STEP_MARK):
         return sibling, []
     try:
@@ -97,6 +98,12 @@ def build_data(paths, mode="auto", note=lambda message: None,
                exclude_steps=step_times.DEFAULT_EXCLUDED, alpha=diff.DEFAULT_ALPHA):
     """The page's data: {"mode", "runs": [...], "diff": ...}."""
     loaded = [(p,) + load_run(p, note, exclude_steps) for p in paths]
+    return data_of(loaded, mode=mode, note=note, alpha=alpha)
+
+
+def data_of(loaded, mode="auto", note=lambda message: None, alpha=diff.DEFAULT_ALPHA):
+    """The page's data from [(path, summary, steps)] as load_run gives them."""
+    paths = [p for p, _, _ in loaded]
     if mode == "auto":
         ranks = [s.get("rank") for _, s, _ in loaded]
         mode = "diff" if len(loaded) == 2 and ranks[0] == ranks[1] else (
@@ -146,16 +153,22 @@ def render_html(data, title):
                 .replace("/*{{REPORT_DATA}}*/null", blob))
 
 
+def page_title(paths):
+    return "fqntrace report: " + ", ".join(os.path.basename(p) for p in paths)
+
+
 def write_report(paths, output, mode="auto", note=lambda message: None,
-                 exclude_steps=step_times.DEFAULT_EXCLUDED, alpha=diff.DEFAULT_ALPHA):
-    """Writes the report; returns (output path, a short line of what was written)."""
+                 exclude_steps=step_times.DEFAULT_EXCLUDED, alpha=diff.DEFAULT_ALPHA,
+                 data=None):
+    """Writes the report; returns (output path, a short line of what was written). `data`:
+    the page's data when the caller has it already (build_data / data_of)."""
     _plotly_js()  # fail with the install hint before reading any trace
     if not output.lower().endswith((".html", ".htm")):
         raise TraceError(f"{output}: the report is an HTML file; give -o a name ending in .html")
     started = time.perf_counter()
-    data = build_data(paths, mode=mode, note=note, exclude_steps=exclude_steps, alpha=alpha)
-    title = "fqntrace report: " + ", ".join(os.path.basename(p) for p in paths)
-    text = render_html(data, title)
+    if data is None:
+        data = build_data(paths, mode=mode, note=note, exclude_steps=exclude_steps, alpha=alpha)
+    text = render_html(data, page_title(paths))
     traceio.write_atomic(output, text)
     seconds = time.perf_counter() - started
     n_modules = max(len(r["modules"]) for r in data["runs"])
