@@ -149,6 +149,22 @@ def _as_paths(paths):
     return crossrank.expand_paths(paths)
 
 
+def _step_set(steps):
+    """exclude_steps as a set of step numbers: "0-2", "none", a number or numbers."""
+    try:
+        if isinstance(steps, str):
+            return step_times.parse_step_list(steps)
+        if isinstance(steps, int):
+            steps = [steps]
+        numbers = frozenset(steps)
+        if not all(isinstance(n, int) and n >= 0 for n in numbers):
+            raise ValueError("step numbers are whole numbers >= 0")
+        return numbers
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"fqntrace: exclude_steps={steps!r}: {error}; e.g. \"0\", \"0-2\", "
+                         "\"none\" or {0, 1}") from None
+
+
 def _say(message):
     sys.stderr.write(f"fqntrace: note: {message}\n")
 
@@ -158,9 +174,8 @@ class Trace:
     `summary --json` prints for the same files."""
 
     def __init__(self, paths, exclude_steps=step_times.DEFAULT_EXCLUDED, note=_say):
+        self.exclude_steps = _step_set(exclude_steps)
         self.paths = _as_paths(paths)
-        self.exclude_steps = (step_times.parse_step_list(exclude_steps)
-                              if isinstance(exclude_steps, str) else frozenset(exclude_steps))
         self.notes = []
         # How the object shows itself in a notebook (_repr_html_): the chart, the table's depth.
         self.display_chart = True
