@@ -1,0 +1,178 @@
+"""%%fqntrace in a real notebook: a notebook built with nbformat is executed by nbclient on an
+ipykernel, as Jupyter runs it; then exported to HTML by nbconvert and opened in Chromium.
+
+The magic's output holds the model's fqns and the report's icicle (drawn, in the browser), it
+runs many times in one kernel (each run its own trace), a cell that raises still shows its
+trace, a bad option runs the cell untraced after one line, `fqntrace.load(...).summary()` in
+the kernel is a DataFrame whose totals equal `python -m fqntrace summary --json`, and the same
+notebook executes a second time.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+
+from browser import Page, chromium_binary  # noqa: E402
+
+SET_UP = """\
+%load_ext fqntrace
+import torch
+from fqntrace import demo
+torch.manual_seed(0)
+model = demo.TinyTransformer(vocab=64, dim=16, heads=2, layers=2, seq=8)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+tokens = torch.randint(0, 64, (2, 8))
+def train(steps):
+    for _ in range(steps):
+        loss = model(tokens).logsumexp(-1).mean()
+        opt.zero_grad(); loss.backward(); opt.step()"""
+
+CELLS = [
+    SET_UP,
+    "%%fqntrace -o first.json\ntrain(4)",
+    "%%fqntrace --no-chart --depth 1\ntrain(3)",
+    "print(_.paths[0])",  # the magic's value is the run's Trace
+    # a cell that raises: the user's own traceback, and the trace of what ran before it
+    "%%fqntrace --no-chart -o raised.json\ntrain(1)\nraise ValueError('the cell fails on its own')",
+    "%%fqntrace --frobnicate\nanswer = 41 + 1\nprint('ran', answer)",
+    "import fqntrace, json\nresult = fqntrace.load('first.json')\nframe = result.summary()\n"
+    "print(json.dumps({'type': type(frame).__name__, 'rows': frame.to_dict('records')}))",
+    "result",
+]
+FIRST, SECOND, SECOND_PATH, RAISES, BAD_OPTION, LOADED, SHOWN = range(1, 8)
+
+
+def build_notebook():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in CELLS]
+    nb.cells[RAISES].metadata["tags"] = ["raises-exception"]
+    return nb
+
+
+def execute(folder):
+    nb = build_notebook()
+    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                                     resources={"metadata": {"path": str(folder)}})
+    client.execute()
+    return nb
+
+
+def outputs(nb, index, kind):
+    """The text of one cell's outputs: kind "html", "plain", "stdout", "stderr" or "error"."""
+    found = []
+    for o in nb.cells[index].get("outputs", []):
+        if kind in ("html", "plain") and o["output_type"] in ("execute_result", "display_data"):
+            found.append(o["data"].get("text/" + kind, ""))
+        elif o["output_type"] == "stream" and o["name"] == kind:
+            found.append(o["text"])
+        elif kind == "error" and o["output_type"] == "error":
+            found.append(o["ename"] + ": " + o["evalue"])
+    return "".join(found)
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("notebook")
+    env_before = os.environ.pop("FQNTRACE", None)
+    try:
+        return folder, execute(folder)
+    finally:
+        if env_before is not None:
+            os.environ["FQNTRACE"] = env_before
+
+
+def cli(*args):
+    env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
+    return subprocess.run([sys.executable, "-m", "fqntrace", *map(str, args)], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_TheMagicShowsTheModuleTreeAndTable(executed):
+    folder, nb = executed
+    shown = outputs(nb, FIRST, "html")
+    assert 'class="fqntrace-report"' in shown and "<iframe" in shown  # the report's page
+    for fqn in ("TinyTransformer.layers.0.attn.qkv", "TinyTransformer.layers.1.mlp.fc2",
+                "TinyTransformer.head"):
+        assert fqn in shown
+    assert "fwd ms/st" in shown  # the CLI's table under the chart
+    assert "first.json (rank 0)" in outputs(nb, FIRST, "plain")
+    assert cli("validate", folder / "first.json").returncode == 0
+
+
+def test_TheMagicRunsAgainInTheSameKernelWithItsOwnTrace(executed):
+    folder, nb = executed
+    second = outputs(nb, SECOND, "html")
+    assert "<iframe" not in second  # --no-chart
+    plain = outputs(nb, SECOND, "plain")
+    assert "  layers" in plain and "      attn" not in plain  # --depth 1: no deeper rows
+    path = outputs(nb, SECOND_PATH, "stdout").strip()
+    assert os.path.basename(path).startswith("cell-") and plain.startswith(os.path.basename(path))
+    assert cli("validate", path).returncode == 0
+    summary = json.loads(cli("summary", "--json", path).stdout)
+    assert summary["steps"]["recorded"] == 3  # this run's steps, not the first run's 4
+
+
+def test_ACellThatRaisesKeepsItsTracebackAndItsTrace(executed):
+    folder, nb = executed
+    assert "ValueError: the cell fails on its own" in outputs(nb, RAISES, "error")
+    assert "TinyTransformer" in outputs(nb, RAISES, "plain")
+    assert cli("validate", folder / "raised.json").returncode == 0
+
+
+def test_ABadOptionRunsTheCellUntracedAfterOneLine(executed):
+    _, nb = executed
+    assert "ran 42" in outputs(nb, BAD_OPTION, "stdout")
+    said = outputs(nb, BAD_OPTION, "stderr").strip().splitlines()
+    assert len(said) == 1 and said[0].startswith("fqntrace: %%fqntrace:") and \
+        "untraced" in said[0]
+
+
+def test_LoadInTheKernelGivesTheClisNumbers(executed):
+    folder, nb = executed
+    got = json.loads(outputs(nb, LOADED, "stdout"))
+    assert got["type"] == "DataFrame"
+    summary = json.loads(cli("summary", "--json", folder / "first.json").stdout)
+    assert len(got["rows"]) >= len(summary["modules"])
+    for row in got["rows"]:
+        phase = summary["modules"][row["fqn"]][row["phase"]]
+        assert row["total_ms"] == phase["total_ms"] and row["self_ms"] == phase["self_ms"]
+        assert row["step_median_ms"] == phase["step_median_ms"]
+    assert "TinyTransformer.layers.0.attn" in outputs(nb, SHOWN, "html")
+
+
+def test_TheSameNotebookExecutesASecondTime(executed):
+    folder, _ = executed
+    again = execute(folder)
+    assert "TinyTransformer.layers.0.attn.qkv" in outputs(again, FIRST, "html")
+    assert "ran 42" in outputs(again, BAD_OPTION, "stdout")
+
+
+@pytest.mark.skipif(chromium_binary() is None,
+                    reason="chromium is not installed (scripts/setup.sh installs it)")
+def test_TheExportedNotebookDrawsTheIcicleInChromium(executed):
+    from nbconvert import HTMLExporter
+
+    folder, nb = executed
+    body, _ = HTMLExporter().from_notebook_node(nb)
+    page_path = folder / "executed.html"
+    page_path.write_text(body, encoding="utf-8")
+    inside = ("(() => { const f = document.querySelector('iframe.fqntrace-report');"
+              " const d = f && f.contentDocument; if (!d) return 0;")
+    with Page(width=1300, height=1400) as page:
+        page.open(str(page_path))
+        slices = page.wait_for(inside + " return d.querySelectorAll('#icicle g.slice').length; })()",
+                               timeout=60)
+        assert slices > 10
+        labels = page.evaluate(inside + " return Array.from(d.querySelectorAll('#icicle g.slice'))"
+                               ".map((e) => e.textContent).join(' '); })()")
+        assert "attn" in labels and "mlp" in labels
+        page.screenshot(str(folder / "executed.png"))
+        # The page's own errors: nbconvert's template asks a CDN for MathJax, which is offline.
+        ours = [e for e in page.errors if "Failed to load resource" not in e]
+        assert not ours, ours
