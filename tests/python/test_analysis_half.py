@@ -19,7 +19,7 @@ import bigtrace  # noqa: E402
 # What `python -m fqntrace` may load: the offline readers and verbs (fqntrace.analysis).
 ANALYSIS = {"cli", "crossrank", "diff", "kineto_annotate", "memory", "merge", "repair", "report",
             "stats", "step_times", "steps", "summarize", "table", "top", "traceio", "tracestream",
-            "validate"}
+            "validate", "results", "inline_view"}
 # Its native summary (analysis/summary_engine.cpp) and merge (analysis/merge_engine.cpp):
 # CPython extensions linking no libtorch.
 NATIVE = {"_native_summary", "_native_merge"}
@@ -188,6 +188,12 @@ def test_cli_runs_in_a_venv_without_torch(trace, profiled, venv_without_torch, t
     proc = subprocess.run([py, "-c", code, trace], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == json.loads(cli(sys.executable, "summary", trace, "--json"))
+    # fqntrace.load without torch (and without pandas there): the rows as dicts.
+    code = ("import json, sys, fqntrace\n"
+            "print(json.dumps(fqntrace.load(sys.argv[1]).summary(frame=False)))")
+    proc = subprocess.run([py, "-c", code, trace], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert {r["fqn"] for r in json.loads(proc.stdout)} >= {"Sequential", "Sequential.0"}
 
 
 def test_summary_on_a_dask_cluster_equals_the_local_pool(trace, tmp_path):
