@@ -45,14 +45,16 @@ need_py=()
 # installed with --no-deps below); distributed is the `dask` extra (summary --scheduler).
 # peft, accelerate and lightning: the ecosystem tier (tests/python/test_ecosystem.py).
 # pytest-xdist: scripts/test.sh runs the test files on both cores.
-# pandas is the `notebook` extra's DataFrames; nbformat, nbclient, ipykernel and nbconvert run
-# tests/python/test_notebook.py (a notebook executed on a real kernel, exported to HTML).
+# pandas is the `notebook` extra's DataFrames; nbformat, nbclient, ipykernel, nbconvert and
+# jupyterlab run tests/python/test_notebook.py (a notebook executed on a real kernel, exported
+# to HTML, opened in a JupyterLab server).
 # scikit-build-core, cmake, ninja: the build tools `pip install --no-build-isolation .` needs.
 for spec in pytest:pytest xdist:pytest-xdist numpy:numpy transformers:transformers hta:HolisticTraceAnalysis \
             plotly:plotly websocket:websocket-client PIL:pillow rich:rich msgspec:msgspec \
             distributed:distributed peft:peft accelerate:accelerate lightning:lightning \
             scikit_build_core:scikit-build-core cmake:cmake ninja:ninja pandas:pandas \
-            nbformat:nbformat nbclient:nbclient ipykernel:ipykernel nbconvert:nbconvert; do
+            nbformat:nbformat nbclient:nbclient ipykernel:ipykernel nbconvert:nbconvert \
+            jupyterlab:jupyterlab; do
   mod="${spec%%:*}"; pkg="${spec##*:}"
   # -I: the probe must not see the repository's folders (cmake/ would pass for the cmake package).
   "$PY" -I -c "import $mod" 2>/dev/null || need_py+=("$pkg")

@@ -56,7 +56,7 @@ def run_cell_traced(shell, line, cell):
     try:
         written = session.__enter__()
     except (ValueError, RuntimeError) as error:
-        _say(f"{str(error).removeprefix('fqntrace: ')}; the cell runs untraced")
+        _say(f"{str(error).removeprefix('fqntrace: ').rstrip('.')}; the cell runs untraced")
         shell.run_cell(cell)
         return None
     try:

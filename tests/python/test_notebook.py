@@ -11,6 +11,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+import urllib.request
 
 import pytest
 
@@ -176,3 +178,62 @@ def test_TheExportedNotebookDrawsTheIcicleInChromium(executed):
         # The page's own errors: nbconvert's template asks a CDN for MathJax, which is offline.
         ours = [e for e in page.errors if "Failed to load resource" not in e]
         assert not ours, ours
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(chromium_binary() is None,
+                    reason="chromium is not installed (scripts/setup.sh installs it)")
+def test_JupyterLabRendersTheSavedOutput(executed, tmp_path):
+    """The executed notebook, saved and signed as a user's own session signs it, opened in a
+    real JupyterLab server: the output's iframe draws the icicle inside JupyterLab's page."""
+    pytest.importorskip("jupyterlab")
+    from nbformat.sign import NotebookNotary
+
+    _, nb = executed
+    home = tmp_path / "lab"
+    (home / "data").mkdir(parents=True)
+    # The server trusts what this data folder's secret signed (its signatures database too).
+    notary = NotebookNotary(data_dir=str(home / "data"))
+    notary.sign(nb)
+    nbformat.write(nb, str(home / "traced.ipynb"))
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
+    env.update(JUPYTER_DATA_DIR=str(home / "data"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+               JUPYTER_CONFIG_DIR=str(home / "config"))
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
+         "--IdentityProvider.token=fqntrace", f"--ServerApp.root_dir={home}", "--allow-root",
+         "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = 120
+        start = time.monotonic()
+        while True:  # the server is up when its API answers
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token=fqntrace", timeout=5).read()
+                break
+            except OSError:
+                assert server.poll() is None, server.stderr.read()
+                assert time.monotonic() - start < deadline, "JupyterLab did not start"
+                time.sleep(0.5)
+        with Page(width=1300, height=1100, timeout=120) as page:
+            page.send("Page.navigate", url=f"{base}/lab/tree/traced.ipynb?token=fqntrace")
+            slices = page.wait_for(
+                "(() => { const f = document.querySelector('iframe.fqntrace-report');"
+                " const d = f && f.contentDocument;"
+                " return d ? d.querySelectorAll('#icicle g.slice').length : 0; })()", timeout=120)
+            assert slices > 10
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
