@@ -210,6 +210,19 @@ def test_ProfileWithoutAPathWritesATemporaryTraceAndGivesItsResults():
                           capture_output=True, timeout=300).returncode == 0
 
 
+def test_JsonLinesGzipReadsAsTheCliReadsIt(folder):
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with fqntrace.profile(folder / "lines.jsonl.gz") as run:
+        for _ in range(3):
+            optimizer.zero_grad()
+            model(torch.randn(4, 8)).sum().backward()
+            optimizer.step()
+    cli = cli_json("summary", run)
+    assert run.load().json == cli and cli["steps"]["recorded"] == 3
+    assert_rows_equal_json(run.summary(), cli)
+
+
 def test_WithoutPandasTheRowsComeAsDicts(demo_run):
     proc = run_python(f"""
 import sys
