@@ -38,7 +38,7 @@ def train(steps):
 CELLS = [
     SET_UP,
     "%%fqntrace -o first.json\ntrain(4)",
-    "%%fqntrace --no-chart --depth 1\ntrain(3)",
+    "%%fqntrace --no-chart --depth 1 --memory --steps 1:3\ntrain(4)",
     "print(_.paths[0])",  # the magic's value is the run's Trace
     # a cell that raises: the user's own traceback, and the trace of what ran before it
     "%%fqntrace --no-chart -o raised.json\ntrain(1)\nraise ValueError('the cell fails on its own')",
@@ -117,7 +117,9 @@ def test_TheMagicRunsAgainInTheSameKernelWithItsOwnTrace(executed):
     assert os.path.basename(path).startswith("cell-") and plain.startswith(os.path.basename(path))
     assert cli("validate", path).returncode == 0
     summary = json.loads(cli("summary", "--json", path).stdout)
-    assert summary["steps"]["recorded"] == 3  # this run's steps, not the first run's 4
+    # --steps 1:3: this run's steps 1 and 2 (the run counts its own steps from 0)
+    assert [s["step"] for s in summary["steps"]["per_step"]] == [1, 2]
+    assert summary["modules"]["TinyTransformer"]["forward"]["alloc_bytes"] > 0  # --memory
 
 
 def test_ACellThatRaisesKeepsItsTracebackAndItsTrace(executed):
