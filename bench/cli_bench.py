@@ -24,11 +24,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
 import bigtrace  # noqa: E402
+import report  # noqa: E402  (the table's Markdown and docs/benchmarks.md's section)
+from modes import CLI_RSS_LIMIT_MIB as RSS_LIMIT_MIB  # noqa: E402
 
-# Issue 24's bounds: events per CPU second per verb (the rest: DEFAULT_TARGET), peak RSS.
+# Issue 24's bounds: events per CPU second per verb (the rest: DEFAULT_TARGET); peak RSS: modes.
 TARGETS = {"summary": 1_000_000, "merge": 500_000}
 DEFAULT_TARGET = 300_000
-RSS_LIMIT_MIB = 256
 DOC_SIZES = (300, 1024)  # the sizes with a generated section in docs/benchmarks.md
 
 
@@ -164,7 +165,7 @@ def main():
     results = {"mb": mb, "label": args.label, "source": os.path.basename(args.source),
                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                "git_commit": git_commit(), "loadavg": os.getloadavg(), **sizes, "rows": rows}
-    text = table(results)
+    text = report.cli_table(results)
     with open(os.path.join(args.out, "cli_bench.md"), "w") as f:
         f.write(text + "\n")
     print(text)
@@ -180,34 +181,8 @@ def line(row):
             f"{' (' + row['status'] + ')' if row['status'] else ''}")
 
 
-def table(results):
-    """The run as Markdown: one row per verb and format, each against its target."""
-    lines = [f"Package: {results['label']} (commit {results['git_commit']}), {results['date']}, "
-             f"load average at the end {', '.join(f'{x:.1f}' for x in results['loadavg'])} "
-             "(2 shared cores). Traces: "
-             f"{results['chrome_mib']:.0f} MiB Chrome / {results['jsonl_mib']:.0f} MiB JSON Lines "
-             f"(`tests/python/bigtrace.py {results['source']} OUT {results['mb']}`, a second rank "
-             "with `--rank 1` for `merge` and `diff`, which count both inputs' events; `repair` "
-             "counts the events it keeps of the trace cut at 72 %).", "",
-             "| verb | format | events | CPU s (of which sys) | events / CPU-s | peak RSS MiB | wall s "
-             f"| target (events / CPU-s, ≤ {RSS_LIMIT_MIB} MiB) | met |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
-    for r in results["rows"]:
-        target = f"{r['target'] / 1e3:,.0f} k" if r.get("target") else "—"
-        met = "—" if r.get("met") is None else "yes" if r["met"] else "**no**"
-        status = f" ({r['status']})" if r["status"] else ""
-        sys_s = f" ({r['sys_s']:.1f})" if "sys_s" in r else ""
-        lines.append(f"| `{r['verb']}` | {r['format']} | {r['events']:,} | {r['cpu_s']:.1f}{sys_s} | "
-                     f"{r['events_per_cpu_s'] / 1e3:,.0f} k | {r['peak_rss_mib']:.0f} | "
-                     f"{r['wall_s']:.0f}{status} | {target} | {met} |")
-    return "\n".join(lines)
-
-
 def write_doc(results):
     """bench/results-cli-MB.json, and its section of docs/benchmarks.md (bench/report.py)."""
-    sys.path.insert(0, HERE)
-    import report
-
     with open(os.path.join(HERE, f"results-cli-{results['mb']}.json"), "w") as f:
         json.dump(results, f, indent=1)
         f.write("\n")

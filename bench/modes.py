@@ -80,3 +80,6 @@ def environment(mode, trace_path):
     if BY_NAME[mode].rank_of_two:
         env.update(WORLD_SIZE="2", RANK="0")
     return env
+
+# bench/cli_bench.py's bound on a verb's peak RSS (issue 24), also in its table's header.
+CLI_RSS_LIMIT_MIB = 256

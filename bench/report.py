@@ -17,8 +17,8 @@ import os
 import re
 import sys
 
-from modes import (CALLGRIND_DDP_STEP_MODES, CALLGRIND_MLP_MODES, CALLGRIND_OPS_MODES, LABELS_BY_MODE as LABELS,
-                   TRACKER_LABELS)
+from modes import (CALLGRIND_DDP_STEP_MODES, CALLGRIND_MLP_MODES, CALLGRIND_OPS_MODES,
+                   CLI_RSS_LIMIT_MIB, LABELS_BY_MODE as LABELS, TRACKER_LABELS)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -802,12 +802,32 @@ def cli_section(mb):
         path = os.path.join(HERE, f"results-cli-{mb}.json")
         if not os.path.exists(path):
             return f"*Not measured yet: `scripts/bench.sh --cli {mb}` fills this table.*"
-        sys.path.insert(0, HERE)
-        import cli_bench
-
         with open(path) as fh:
-            return cli_bench.table(json.load(fh))
+            return cli_table(json.load(fh))
     return section
+
+
+def cli_table(results):
+    """bench/cli_bench.py's run as Markdown: one row per verb and format, each against its target."""
+    lines = [f"Package: {results['label']} (commit {results['git_commit']}), {results['date']}, "
+             f"load average at the end {', '.join(f'{x:.1f}' for x in results['loadavg'])} "
+             "(2 shared cores). Traces: "
+             f"{results['chrome_mib']:.0f} MiB Chrome / {results['jsonl_mib']:.0f} MiB JSON Lines "
+             f"(`tests/python/bigtrace.py {results['source']} OUT {results['mb']}`, a second rank "
+             "with `--rank 1` for `merge` and `diff`, which count both inputs' events; `repair` "
+             "counts the events it keeps of the trace cut at 72 %).", "",
+             "| verb | format | events | CPU s (of which sys) | events / CPU-s | peak RSS MiB | wall s "
+             f"| target (events / CPU-s, ≤ {CLI_RSS_LIMIT_MIB} MiB) | met |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for r in results["rows"]:
+        target = f"{r['target'] / 1e3:,.0f} k" if r.get("target") else "—"
+        met = "—" if r.get("met") is None else "yes" if r["met"] else "**no**"
+        status = f" ({r['status']})" if r["status"] else ""
+        sys_s = f" ({r['sys_s']:.1f})" if "sys_s" in r else ""
+        lines.append(f"| `{r['verb']}` | {r['format']} | {r['events']:,} | {r['cpu_s']:.1f}{sys_s} | "
+                     f"{r['events_per_cpu_s'] / 1e3:,.0f} k | {r['peak_rss_mib']:.0f} | "
+                     f"{r['wall_s']:.0f}{status} | {target} | {met} |")
+    return "\n".join(lines)
 
 
 SECTIONS = {

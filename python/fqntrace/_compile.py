@@ -30,17 +30,20 @@ _installed = False
 
 _torch_call = None  # torch's nn.Module.__call__, which Dynamo inlines where fqntrace's runs
 _our_call = None    # fqntrace's nn.Module.__call__ (_hooks.py)
+_give_call_back = None  # _hooks.uninstall: torch's __call__ back in nn.Module
 
 
-def install(torch_call, our_call):
+def install(torch_call, our_call, give_call_back):
     """Sets up compile support once per process; the compiler modules are patched only when
     the program imports them. `torch_call`: torch's nn.Module.__call__; `our_call`: the one
-    fqntrace puts in its place (_hooks.install)."""
-    global _installed, _torch_call, _our_call
+    fqntrace puts in its place (_hooks.install); `give_call_back()` puts torch's back, for when
+    Dynamo cannot be shown ours as torch's. (Passed in: _hooks imports this module, not the
+    other way round.)"""
+    global _installed, _torch_call, _our_call, _give_call_back
     if _installed:
         return
     _installed = True
-    _torch_call, _our_call = torch_call, our_call
+    _torch_call, _our_call, _give_call_back = torch_call, our_call, give_call_back
     from torch.nn.modules.module import Module
 
     _native.load().set_region_codes((Module._call_impl.__code__, Module._wrapped_call_impl.__code__))
@@ -72,9 +75,7 @@ def _hide_hooks_from_dynamo(_dynamo):
         _trace_our_call_as_torchs()
     except Exception as error:
         # Traced by Dynamo, the hooks would break graphs: better no module names than that.
-        from fqntrace import _hooks
-
-        _hooks.uninstall()
+        _give_call_back()
         sys.stderr.write(f"fqntrace: could not hide the module hooks from torch.compile ({error}); "
                          "module names are off, ops are still traced.\n")
 

@@ -188,7 +188,7 @@ def install():
             C.unprofiled(_on_module_registered)))
         _registration_hooks.append(torch_module.register_module_parameter_registration_hook(
             C.unprofiled(_on_parameter_registered)))
-    _compile.install(_torch_call, _our_call)
+    _compile.install(_torch_call, _our_call, uninstall)
     torch.nn.Module.__call__ = _our_call
     _installed = True
 
