@@ -886,7 +886,8 @@ struct SummaryEngine::State {
     return slot->second;
   }
 
-  // A frontier group's ops count; they ended by `when` (ns).
+  // A frontier group's ops count. `when` (ns): the start of the range that holds them (theirs
+  // when outermost), which lies in the step their starts lie in: top's live log gives them to it.
   void commit(Group& g, int64_t when) {
     if (g.contribs.size() == 0) return;
     uint32_t fqn = static_cast<uint32_t>(g.key);
@@ -1041,7 +1042,7 @@ struct SummaryEngine::State {
         for (auto& g : thread.stack[j].groups.items()) {
           if (g.key != owner) {
             excluded += g.dur;
-            commit(g, end);
+            commit(g, start);
           } else {
             excluded += g.excluded;
           }
@@ -1062,7 +1063,19 @@ struct SummaryEngine::State {
     }
     for (size_t j = k; j < thread.size; ++j) thread.stack[j].groups.clear();
     thread.size = k;
-    if (k > 0 && e.has_depth && thread.stack[k - 1].has_depth && thread.stack[k - 1].depth == e.depth) {
+    bool sibling = k > 0 && e.has_depth && thread.stack[k - 1].has_depth &&
+                   thread.stack[k - 1].depth == e.depth;
+    if (sibling && logging && e.depth == 0) {
+      // Live: an outermost sibling is final (settle() would count it now); counting it before
+      // this one comes keeps each outermost range's time at its own start, so top can give it
+      // to its step. Merged, a second's worth of steps would count as one.
+      Pending& below = thread.stack[k - 1];
+      for (auto& g : below.groups.items()) commit(g, below.start);
+      below.groups.clear();
+      std::swap(below.groups, fresh.groups);
+      below.start = start;
+      below.end = end;
+    } else if (sibling) {
       Pending& below = thread.stack[k - 1];  // a sibling: every range enclosing one encloses the other
       merge_groups(below.groups, fresh.groups);
       below.end = std::max(below.end, end);
@@ -1175,7 +1188,7 @@ struct SummaryEngine::State {
           ++kept;
           continue;
         }
-        for (auto& g : pending.groups.items()) commit(g, pending.end);
+        for (auto& g : pending.groups.items()) commit(g, pending.start);
         pending.groups.clear();
       }
       thread.size = kept;
@@ -1301,7 +1314,7 @@ struct SummaryEngine::State {
   void finish() {
     for (auto& thread : threads) {
       for (size_t j = 0; j < thread.size; ++j)
-        for (auto& g : thread.stack[j].groups.items()) commit(g, thread.stack[j].end);
+        for (auto& g : thread.stack[j].groups.items()) commit(g, thread.stack[j].start);
       thread.size = 0;
       for (auto& run : thread.runs) close_run(run);
       thread.runs.clear();

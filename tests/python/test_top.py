@@ -13,7 +13,7 @@ import zlib
 
 import pytest
 
-from fqntrace import top, tracestream
+from fqntrace import steps, summarize, top, tracestream
 
 TMUX = shutil.which("tmux")
 SOCKET = f"fqntrace-test-{os.getpid()}"  # our own tmux server, never the user's
@@ -233,6 +233,71 @@ def train(path, seconds=10):
     env.update({"FQNTRACE": str(path), "OMP_NUM_THREADS": "1"})
     return subprocess.Popen([sys.executable, "-c", TOP_LOOP, str(seconds)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture(scope="module")
+def demo_trace(tmp_path_factory):
+    """The demo transformer traced for 12 training steps."""
+    path = tmp_path_factory.mktemp("top") / "demo.json"
+    env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
+    env["FQNTRACE"] = str(path)
+    subprocess.run([sys.executable, "-m", "fqntrace.demo", "--steps", "12", "--dim", "32",
+                    "--seq", "16", "--batch", "2"], env=env, check=True, capture_output=True,
+                   timeout=300)
+    return str(path)
+
+
+@pytest.mark.parametrize("engine", ["native", "python"])
+def test_per_step_columns_are_the_steps_summary_counts(demo_trace, engine, monkeypatch):
+    """fwd/st and bwd/st come from each kept step's time: per module and step the same
+    numbers as the summary's per-step times (steps.per_step_from) on a real trace, read whole
+    (as `top --once` reads it) by the native engine and by the Python loop. They were empty:
+    neighbouring outermost ranges were merged until a read ended, so a whole read's time
+    counted in one step and every median was 0."""
+    if engine == "python":
+        monkeypatch.setattr(summarize, "_native", None)
+    elif summarize._native is None:
+        pytest.skip("the native summary engine is not built")
+    source = top.Source(demo_trace, window_s=600)
+    while source.poll() is not None:
+        pass
+    source.settle()
+    assert isinstance(source.live, top.NativeLiveSummary) == (engine == "native")
+    _, times = summarize.summarize_with_steps(demo_trace)
+    truth = {s["step"]: s["modules"] for s in steps.per_step_from(times)}
+    kept = list(source.live.step_self)[:-1]  # the last step read waits for late time
+    assert kept == list(range(1, 11))
+    rows = {}
+
+    def walk(nodes):
+        for r in nodes:
+            rows[r.fqn] = r
+            walk(r.children)
+
+    walk(top.build_rows([source]))
+    checked = 0
+    for fqn in ("TinyTransformer", "TinyTransformer.layers.0.attn.qkv", "TinyTransformer.head"):
+        for index, phase in enumerate(("forward", "backward")):
+            mine = rows[fqn].steps[phase]
+            assert len(mine) == len(kept)
+            for ns, number in zip(mine, kept):
+                assert ns / 1e6 == pytest.approx(truth[number][fqn][index], abs=1e-5), \
+                    (fqn, phase, number)
+                checked += ns > 0
+            assert rows[fqn].step_median(phase) > 0
+    assert checked == 3 * 2 * len(kept)
+    if engine == "native":  # what `top --once` prints (a user's check on a finished run)
+        pytest.importorskip("rich")
+        env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
+        proc = subprocess.run([sys.executable, "-m", "fqntrace", "top", "--once", demo_trace],
+                              env={**env, "COLUMNS": "150"}, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        header = next(line for line in proc.stdout.splitlines() if "fwd/st" in line)
+        assert header.split()[-2:] == ["fwd/st", "bwd/st"]
+        for line in proc.stdout.splitlines():
+            if re.search(r"\b(TinyTransformer|qkv|head)\s", line):
+                assert "-" not in line.split()[-2:], line
 
 
 def test_top_follows_a_running_job_and_q_quits(pane, tmp_path):

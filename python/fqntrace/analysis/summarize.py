@@ -262,6 +262,9 @@ class StreamSummary:
     """Feed it every event of one trace in file order (add()), then result()."""
 
     TOL = traceio.NEST_TOLERANCE_NS
+    # A live view (top) counts each outermost range by itself instead of merging neighbours,
+    # so that the time it logs per commit belongs to one step.
+    count_outermost_apart = False
 
     def __init__(self, per_step=None):
         self.totals = _Totals()
@@ -315,7 +318,7 @@ class StreamSummary:
                 for g_owner, g in c.groups.items():
                     if g_owner != owner:
                         excluded += g[0]
-                        self.commit(g_owner, g, end)
+                        self.commit(g_owner, g, start)
                     else:
                         excluded += g[1]
             step = None if self.per_step is None else self.per_step.step_of(e.get("pid"), start)
@@ -327,8 +330,15 @@ class StreamSummary:
                 _merge_groups(groups, c.groups)
         if stack and depth is not None and stack[-1].depth == depth:
             below = stack[-1]  # a sibling: every range enclosing one encloses the other
-            _merge_groups(below.groups, groups)
-            below.end = max(below.end, end)
+            if depth == 0 and self.count_outermost_apart:
+                # Final already (commit_pending(outermost_only) would count it now): counted
+                # before this one comes, its time stays at its own start (top: in its step).
+                for g_owner, g in below.groups.items():
+                    self.commit(g_owner, g, below.start)
+                stack[-1] = _Pending(start, end, depth, groups)
+            else:
+                _merge_groups(below.groups, groups)
+                below.end = max(below.end, end)
         else:
             stack.append(_Pending(start, end, depth, groups))
 
@@ -336,7 +346,8 @@ class StreamSummary:
         """Every valid slice, with its times in ns, as it is read (for subclasses)."""
 
     def commit(self, owner, group, when_ns):
-        """A frontier group's ops count: their self time is added (they ended by when_ns)."""
+        """A frontier group's ops count: their self time is added. when_ns: the start of the
+        range that holds them (theirs when outermost), in the step their starts lie in."""
         p = group[3]
         if p is not None:
             phase, fqn = owner
@@ -355,7 +366,7 @@ class StreamSummary:
                     keep.append(pending)
                     continue
                 for owner, g in pending.groups.items():
-                    self.commit(owner, g, pending.end)
+                    self.commit(owner, g, pending.start)
             stack[:] = keep
 
     def result(self, header, tail, incomplete, path):

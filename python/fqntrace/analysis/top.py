@@ -84,7 +84,8 @@ class LiveWindow:
             self.unassigned.append((when, owner, ns))
 
     def counted(self, when_ns, owner, ns):
-        """Self time ns of owner (phase, fqn) counted; its ops ended by when_ns."""
+        """Self time ns of owner (phase, fqn) counted; when_ns: the start of the range that
+        held its ops, in their step."""
         self.to_step(when_ns, owner, ns)
         second = when_ns // 1_000_000_000
         bucket = self.buckets.get(second)
@@ -131,6 +132,8 @@ class LiveWindow:
 
 class LiveSummary(summarize.StreamSummary, LiveWindow):
     """StreamSummary that also keeps the LiveWindow (the Python loop: no native engine)."""
+
+    count_outermost_apart = True
 
     def __init__(self, window_s, exclude_steps=step_times.DEFAULT_EXCLUDED):
         summarize.StreamSummary.__init__(self)
@@ -279,9 +282,9 @@ class Source:
         n += len(events)
         self.live.events += n
         if n:
-            # Counted after every read (at most MAX_READ), not once per screen: neighbouring
-            # outermost ranges merge while pending and count when the last of them ended, so
-            # the window and the per-step numbers would depend on how fast the file was read.
+            # Counted after every read (at most MAX_READ), not once per screen: the last
+            # outermost range read stays pending until then (each one before it counted when
+            # the next came: count_outermost_apart).
             self.live.settle()
         return n if n or restarted else None
 
