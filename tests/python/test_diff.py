@@ -197,6 +197,27 @@ def test_OnlyASignificantSlowdownFailsTheGateAndRanksFirst():
     assert diff.compare(base, new, threshold=10)["regressions"] == []
 
 
+def test_RowsRankByTheChangeTheySurelyMadeNotByTheEstimate():
+    # Net.tiny (0.03 ms) has wild steps in NEW: its median is up 100x, its interval reaches
+    # down to a small fraction of a ms. Net.big (2 ms) is 30 % slower in every step: a smaller
+    # estimate, a narrow interval far from zero. The one that surely moved more ranks first.
+    base = step_summary({"Net.big": [2 * v for v in STEADY], "Net.tiny": [0.03 * v for v in STEADY],
+                         "Net.rest": [5 * v for v in STEADY]})
+    wild = [0.03, 0.04, 9.0, 0.05, 6.0, 7.5, 0.03, 8.0, 5.0, 6.5, 4.0, 9.5]
+    new = step_summary({"Net.big": [2.6 * v for v in STEADY], "Net.tiny": wild,
+                        "Net.rest": [5 * v for v in STEADY]})
+    result = diff.compare(base, new, threshold=10, absolute=True)
+    rows = {r["fqn"]: r for r in result["rows"]}
+    big, tiny = rows["Net.big"], rows["Net.tiny"]
+    assert big["significant"] and tiny["significant"]
+    assert tiny["change_ms"] > 5 * big["change_ms"]  # the estimate alone would rank tiny first
+    assert 0 < tiny["evidence_ms"] < 0.1 < 0.4 < big["evidence_ms"]
+    assert big["evidence_ms"] == big["interval_ms"][0]
+    assert [r["fqn"] for r in result["rows"][:2]] == ["Net.big", "Net.tiny"]
+    assert result["regressions"][0] == "Net.big"
+    assert rows["Net.rest"]["evidence_ms"] == 0
+
+
 def test_IdenticalSamplesNeverFailTheGate():
     same = step_summary({"Net.a": STEADY, "Net.b": NOISY_BASE})
     result = diff.compare(same, json.loads(json.dumps(same)), threshold=0)

@@ -209,9 +209,10 @@ def compare(base, new, threshold=None, min_share=DEFAULT_MIN_SHARE_PCT, base_nam
         row["verdict"] = _verdict(row, mode)
         rows.append(row)
     if mode == "test":
-        # Modules over the threshold first, then significant changes, largest first; then the
-        # rest by the change of the median.
+        # Modules over the threshold first, then significant changes by evidence (the change
+        # they surely made, _evidence), then the rest by the change of the median.
         rows.sort(key=lambda r: (not r["regressed"], not r["significant"],
+                                 -abs(r["evidence_ms"] or 0.0),
                                  -abs(r["change_ms"] if r["significant"] else r["self_change_ms"]),
                                  r["status"] != "both", r["fqn"]))
     else:
@@ -293,7 +294,7 @@ def _test(mode, ra, rb, alpha, row, corrected=None):
     estimate in ms is the change at BASE's median."""
     out = {"change_ms": row["self_change_ms"], "change_pct": row["self_change_pct"],
            "interval_ms": None, "interval_pct": None, "p_value": None, "significant": None,
-           "measure": None}
+           "measure": None, "evidence_ms": None}
     if mode != "test" or not (ra and rb and ra["step_self_ms"] and rb["step_self_ms"]):
         return out
     a, b = ra["step_self_ms"], rb["step_self_ms"]
@@ -319,7 +320,19 @@ def _test(mode, ra, rb, alpha, row, corrected=None):
         "significant": c.significant(alpha),
         "measure": measure,
     })
+    out["evidence_ms"] = _evidence(out["interval_ms"])
     return out
+
+
+def _evidence(interval_ms):
+    """How much the module surely changed: the interval's end nearest zero, in ms (signed), 0
+    when the interval holds zero. Rows rank by it: a tiny module with a few wild steps has a
+    wide interval whose near end is small, however large its estimate; one whose every step
+    moved has a narrow interval far from zero. The gate reads the same interval."""
+    if not interval_ms or interval_ms[0] is None or interval_ms[1] is None:
+        return 0.0
+    low, high = interval_ms
+    return low if low > 0 else high if high < 0 else 0.0
 
 
 def step_op_ms(summary):
