@@ -15,6 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 PACKAGE = os.path.join(ROOT, "python", "fqntrace", "analysis")
 sys.path.insert(0, HERE)
 import bigtrace  # noqa: E402
+from test_import_graph import circles  # noqa: E402
 
 # What `python -m fqntrace` may load: the offline readers and verbs (fqntrace.analysis).
 ANALYSIS = {"cli", "crossrank", "diff", "kineto_annotate", "memory", "merge", "repair", "report",
@@ -60,20 +61,7 @@ def test_analysis_modules_import_no_capture_module_no_torch_and_no_circle():
     for module, deps in graph.items():
         assert deps <= ANALYSIS | NATIVE, \
             f"{module} imports {deps - ANALYSIS - NATIVE} (capture side or torch)"
-    done, path = set(), []
-
-    def visit(m):
-        assert m not in path, "import circle: " + " -> ".join(path[path.index(m):] + [m])
-        if m in done:
-            return
-        path.append(m)
-        for d in sorted(graph[m]):
-            visit(d)
-        path.pop()
-        done.add(m)
-
-    for m in sorted(graph):
-        visit(m)
+    assert circles(graph) == []
     # The native module links no libtorch (nor the core): it loads where torch is not installed.
     from fqntrace.analysis import summarize
     if summarize._native is not None:
