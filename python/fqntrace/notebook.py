@@ -21,8 +21,11 @@ def _say(message):
 
 
 def _options(line):
-    """The magic's options as a dict, or raises ValueError with the one line to show."""
+    """The magic's options (an argparse Namespace; exclude_steps already a set of steps), or
+    raises ValueError with the one line to show."""
     import argparse
+
+    from fqntrace.analysis import step_times
 
     class Parser(argparse.ArgumentParser):
         def error(self, message):
@@ -32,7 +35,13 @@ def _options(line):
     parser.add_argument("-o", "--output", default=None)
     parser.add_argument("--steps", default=None)
     parser.add_argument("--memory", action="store_true")
-    parser.add_argument("--exclude-steps", default="0")
+    def step_list(text):
+        try:
+            return step_times.parse_step_list(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    parser.add_argument("--exclude-steps", type=step_list, default=step_times.DEFAULT_EXCLUDED)
     parser.add_argument("--depth", type=int, default=None)
     parser.add_argument("--no-chart", action="store_true")
     parser.add_argument("--quiet", action="store_true")
@@ -55,7 +64,7 @@ def run_cell_traced(shell, line, cell):
     session = _profile.profile(path, steps=options.steps, memory=options.memory or None)
     try:
         written = session.__enter__()
-    except (ValueError, RuntimeError) as error:
+    except Exception as error:  # a bad path or steps, a session already running: not the cell's
         _say(f"{str(error).removeprefix('fqntrace: ').rstrip('.')}; the cell runs untraced")
         shell.run_cell(cell)
         return None
@@ -64,7 +73,7 @@ def run_cell_traced(shell, line, cell):
     finally:
         try:
             session.__exit__(None, None, None)
-        except RuntimeError as error:
+        except Exception as error:  # the trace could not be finished: said, the cell is done
             _say(str(error).removeprefix("fqntrace: "))
             written = None
     if written is None or options.quiet:
@@ -74,8 +83,12 @@ def run_cell_traced(shell, line, cell):
 
     try:
         trace = results.load(str(written), exclude_steps=options.exclude_steps)
-    except (TraceError, ValueError) as error:
+    except TraceError as error:
         _say(f"the cell ran traced, but its trace {written} cannot be read: {error}")
+        return None
+    except Exception as error:  # ours, never the cell's: one line, the cell's outcome stands
+        _say(f"could not read the cell's trace {written} ({type(error).__name__}: {error}); "
+             "please report it")
         return None
     trace.display_chart, trace.display_depth = not options.no_chart, options.depth
     return trace

@@ -239,3 +239,20 @@ def test_JupyterLabRendersTheSavedOutput(executed, tmp_path):
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+def test_BadOptionValuesRunTheCellOnceUntraced(capfd):
+    """In an IPython shell in this process: a bad --exclude-steps or --steps value is said
+    before the cell runs, in one line, and the cell runs exactly once, untraced."""
+    from IPython.testing.globalipapp import start_ipython
+
+    shell = start_ipython()
+    shell.run_line_magic("load_ext", "fqntrace")
+    shell.user_ns["runs"] = 0
+    for line in ("--exclude-steps two", "--steps ten"):
+        capfd.readouterr()
+        assert shell.run_cell_magic("fqntrace", line, "runs += 1") is None
+        said = capfd.readouterr().err.strip().splitlines()
+        assert len(said) == 1 and said[0].startswith("fqntrace: ") and \
+            said[0].endswith("the cell runs untraced"), said
+    assert shell.user_ns["runs"] == 2

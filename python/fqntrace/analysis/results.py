@@ -302,7 +302,12 @@ class Trace:
     def _repr_html_(self):
         from fqntrace.analysis import inline_view
 
-        return inline_view.render(self, chart=self.display_chart, depth=self.display_depth)
+        try:
+            return inline_view.render(self, chart=self.display_chart, depth=self.display_depth)
+        except Exception as error:  # a notebook shows the text view instead of our traceback
+            sys.stderr.write(f"fqntrace: no HTML view ({type(error).__name__}: {error}); "
+                             "please report it\n")
+            return None
 
 
 def _stem(path):
