@@ -36,14 +36,21 @@ def _plotly_js():
     return get_plotlyjs()
 
 
-def _sibling_summary(path):
-    """<stem>.summary.json written by the same session (FQNTRACE_FORMATS=summary), or None."""
+def trace_stem(path):
+    """The path without its trace extension (.json, .jsonl, either with .gz), or None when it
+    has none of them."""
     for ext in (".json.gz", ".jsonl.gz", ".jsonl", ".json"):
         if path.lower().endswith(ext):
-            candidate = path[:-len(ext)] + ".summary.json"
-            break
-    else:
+            return path[:-len(ext)]
+    return None
+
+
+def _sibling_summary(path):
+    """<stem>.summary.json written by the same session (FQNTRACE_FORMATS=summary), or None."""
+    stem = trace_stem(path)
+    if stem is None:
         return None
+    candidate = stem + ".summary.json"
     if not os.path.isfile(candidate):
         return None
     try:

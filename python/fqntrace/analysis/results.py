@@ -193,20 +193,17 @@ class Trace:
         self._per_file = [summary for _, summary, _ in self._loaded]
         if len(self.paths) == 1:
             self.json = self._per_file[0]
-            self._ranks = [self.json.get("rank")]
         else:
             self.json = crossrank.cross_rank(self.paths, self._per_file, note=hear)
-            rank_of = {path: int(r) for r, path in self.json["traces"].items()}
-            self._ranks = [rank_of[p] for p in self.paths]
 
     @property
     def several(self):
         return len(self.paths) > 1
 
     def _by_rank(self):
-        """(rank, summary) of each file, in rank order for several ranks."""
-        pairs = list(zip(self._ranks, self._per_file))
-        return sorted(pairs, key=lambda pair: pair[0]) if self.several else pairs
+        """(rank, summary) of each file in rank order: the ranks cross_rank gave the files."""
+        summary_of = dict(zip(self.paths, self._per_file))
+        return [(int(r), summary_of[path]) for r, path in self.json["traces"].items()]
 
     def summary(self, frame=True, depth=None):
         """One row per module and phase: fqn, module_type, depth, phase, calls, the phase's
@@ -282,7 +279,7 @@ class Trace:
         """Writes the HTML report (`python -m fqntrace report` of the same files); returns its
         path. Default: the first trace's name with .html."""
         if path is None:
-            path = _stem(self.paths[0]) + ".html"
+            path = (report.trace_stem(self.paths[0]) or self.paths[0]) + ".html"
         written, _ = report.write_report(self.paths, os.fspath(path), data=self.report_data())
         return written
 
@@ -308,13 +305,6 @@ class Trace:
             sys.stderr.write(f"fqntrace: no HTML view ({type(error).__name__}: {error}); "
                              "please report it\n")
             return None
-
-
-def _stem(path):
-    for ext in (".json.gz", ".jsonl.gz", ".jsonl", ".json"):
-        if path.lower().endswith(ext):
-            return path[:-len(ext)]
-    return path
 
 
 def load(paths, exclude_steps=step_times.DEFAULT_EXCLUDED):
