@@ -102,6 +102,29 @@ PyObject* text(const std::string& s) {
 }
 
 // Builds the result dict; nullptr with an exception set on failure.
+// [(step, fqn, phase, ns)] of the steps' self time, or of their self CPU time; nullptr: failed.
+PyObject* step_list(const SummaryEngine& engine, bool cpu) {
+  PyObject* list = PyList_New(0);
+  if (list == nullptr) return nullptr;
+  struct Ctx {
+    const SummaryEngine* engine;
+    PyObject* list;
+    bool failed;
+  } ctx{&engine, list, false};
+  engine.for_each_step_time(
+      [](void* raw, int64_t step, uint32_t fqn, int phase, int64_t ns) {
+        auto* c = static_cast<Ctx*>(raw);
+        if (c->failed) return;
+        PyObject* row = Py_BuildValue("(LNiL)", (long long)step, text(c->engine->fqn(fqn)),
+                                      phase, (long long)ns);
+        if (row == nullptr || PyList_Append(c->list, row) < 0) c->failed = true;
+        Py_XDECREF(row);
+      },
+      &ctx, cpu);
+  if (ctx.failed) Py_CLEAR(list);
+  return list;
+}
+
 PyObject* build_result(const SummaryEngine& engine) {
   PyObject* modules = PyList_New(0);
   if (modules == nullptr) return nullptr;
@@ -128,10 +151,10 @@ PyObject* build_result(const SummaryEngine& engine) {
         Py_DECREF(key);
         Py_DECREF(value);
       }
-      PyObject* record = Py_BuildValue("(LLLLLLLN)", (long long)p.self_ns, (long long)p.self_ops,
+      PyObject* record = Py_BuildValue("(LLLLLLLNL)", (long long)p.self_ns, (long long)p.self_ops,
                                        (long long)p.self_flops, (long long)p.comm_ns,
                                        (long long)p.comm_bytes, (long long)p.collectives,
-                                       (long long)p.device_ns, top);
+                                       (long long)p.device_ns, top, (long long)p.cpu_ns);
       if (record == nullptr) {
         Py_DECREF(phases);
         goto fail;
@@ -180,29 +203,11 @@ PyObject* build_result(const SummaryEngine& engine) {
       }
       Py_DECREF(row);
     }
-    PyObject* steps = PyList_New(0);
-    if (steps == nullptr) {
+    PyObject* steps = step_list(engine, false);
+    PyObject* step_cpu = steps != nullptr ? step_list(engine, true) : nullptr;
+    if (step_cpu == nullptr) {
       Py_DECREF(nodes);
-      goto fail;
-    }
-    struct Ctx {
-      const SummaryEngine* engine;
-      PyObject* list;
-      bool failed;
-    } ctx{&engine, steps, false};
-    engine.for_each_step_time(
-        [](void* raw, int64_t step, uint32_t fqn, int phase, int64_t ns) {
-          auto* c = static_cast<Ctx*>(raw);
-          if (c->failed) return;
-          PyObject* row = Py_BuildValue("(LNiL)", (long long)step, text(c->engine->fqn(fqn)),
-                                        phase, (long long)ns);
-          if (row == nullptr || PyList_Append(c->list, row) < 0) c->failed = true;
-          Py_XDECREF(row);
-        },
-        &ctx);
-    if (ctx.failed) {
-      Py_DECREF(nodes);
-      Py_DECREF(steps);
+      Py_XDECREF(steps);
       goto fail;
     }
     PyObject* declared = PyDict_New();
@@ -217,12 +222,14 @@ PyObject* build_result(const SummaryEngine& engine) {
     if (declared == nullptr) {
       Py_DECREF(nodes);
       Py_DECREF(steps);
+      Py_DECREF(step_cpu);
       goto fail;
     }
-    return Py_BuildValue("{sNsOsOsNsNsN}", "modules", modules, "device_seen",
+    return Py_BuildValue("{sNsOsOsNsNsNsNsO}", "modules", modules, "device_seen",
                          engine.device_seen() ? Py_True : Py_False, "memory_seen",
                          engine.memory_seen() ? Py_True : Py_False, "memory_nodes", nodes,
-                         "step_times", steps, "declared_types", declared);
+                         "step_times", steps, "declared_types", declared, "step_cpu", step_cpu,
+                         "cpu_seen", engine.cpu_seen() ? Py_True : Py_False);
   }
 fail:
   Py_DECREF(modules);

@@ -72,6 +72,7 @@ struct Event {
   int64_t depth = 0;
   bool has_module_type = false;
   uint32_t module_type = kNone;  // when a string
+  Number cpu;                    // args.self_cpu_us (plugin/thread_cpu.h)
   bool async_work = false;       // truthy
   bool has_collective = false, has_fwd_thread = false;
   bool bytes_int = false, flops_int = false, size_int = false;
@@ -300,6 +301,8 @@ struct SummaryEngine::State {
   std::vector<int64_t> step_numbers;  // slot - 1 -> step number
   std::unordered_map<int64_t, uint32_t> step_slot;
   std::unordered_map<uint64_t, int64_t> step_times[kPhases];  // (slot << 32 | fqn) -> ns
+  std::unordered_map<uint64_t, int64_t> step_cpu[kPhases];    // the same for self CPU time
+  bool cpu_seen = false;
 
   // Memory
   std::vector<MemoryNode> nodes;
@@ -583,6 +586,9 @@ struct SummaryEngine::State {
         }
       } else if (key == "depth") {
         if (!integer(x, false, e.has_depth, e.depth, unsupported)) return false;
+      } else if (key == "self_cpu_us") {
+        e.cpu = Number();
+        if (!number(x, e.cpu, unsupported)) return false;
       } else if (key == "module_type") {
         e.has_module_type = true;
         if (!string_id(x, e.module_type)) return false;
@@ -809,6 +815,7 @@ struct SummaryEngine::State {
     e.fqn = kNone;
     e.phase = kPhaseNone;
     e.has_depth = e.has_module_type = e.async_work = e.has_collective = e.has_fwd_thread = false;
+    e.cpu = Number();
     e.depth = 0;
     e.module_type = kNone;
     e.bytes_int = e.flops_int = e.size_int = false;
@@ -866,6 +873,16 @@ struct SummaryEngine::State {
     }
     if (!e.has_fwd_thread && !e.name_is_wrapper) p.self_ops += 1;
     return &p;
+  }
+
+  // A range's own CPU time (_Totals.add_event): already without that of the measured ranges
+  // inside it, so it counts as it comes.
+  void add_cpu(const Event& e, int64_t start) {
+    int64_t ns = e.cpu.ns();
+    modules[module_of[e.fqn]].phases[e.phase].cpu_ns += ns;
+    cpu_seen = true;
+    uint32_t slot = per_step ? step_of(e.pid_key, start) : 0;
+    if (slot != 0) step_cpu[e.phase][(uint64_t(slot) << 32) | e.fqn] += ns;
   }
 
   // ---- steps -----------------------------------------------------------------------------
@@ -1014,6 +1031,7 @@ struct SummaryEngine::State {
     if (logging) seen(e, start, end);
     bool is_op = e.cat == kCatCpuOp;
     PhaseSums* p = add_event(e, start, is_op);
+    if (e.cpu.ok && !e.cpu.negative() && e.phase < kPhases) add_cpu(e, start);
     Thread& thread = threads[e.thread];
     if (!thread.seen) {
       thread.seen = true;
@@ -1354,11 +1372,13 @@ std::vector<std::pair<uint32_t, uint32_t>> SummaryEngine::declared_types() const
 const std::string& SummaryEngine::name(uint32_t id) const { return state_->strings.str(id); }
 
 void SummaryEngine::for_each_step_time(void (*visit)(void*, int64_t, uint32_t, int, int64_t),
-                                       void* ctx) const {
+                                       void* ctx, bool cpu) const {
   for (int phase = 0; phase < kPhases; ++phase)
-    for (auto& [key, ns] : state_->step_times[phase])
+    for (auto& [key, ns] : (cpu ? state_->step_cpu : state_->step_times)[phase])
       visit(ctx, state_->step_numbers[(key >> 32) - 1], static_cast<uint32_t>(key), phase, ns);
 }
+
+bool SummaryEngine::cpu_seen() const { return state_->cpu_seen; }
 
 int64_t SummaryEngine::slices() const { return state_->slices; }
 

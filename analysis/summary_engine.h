@@ -29,6 +29,7 @@ inline constexpr int kPhases = 3;  // forward, backward, recompute (traceio.PHAS
 struct PhaseSums {
   int64_t self_ns = 0, self_ops = 0, self_flops = 0, comm_ns = 0, comm_bytes = 0;
   int64_t collectives = 0, device_ns = 0;
+  int64_t cpu_ns = 0;  // self CPU time (args.self_cpu_us)
   std::unordered_map<uint32_t, std::pair<int64_t, int64_t>> top;  // name id -> (ns, count)
 };
 
@@ -95,8 +96,11 @@ class SummaryEngine {
   bool device_seen() const;
   const std::string& fqn(uint32_t id) const;
   const std::string& name(uint32_t id) const;
-  // (step, fqn id, phase) -> ns of the steps' self time, in no particular order.
-  void for_each_step_time(void (*visit)(void*, int64_t, uint32_t, int, int64_t), void* ctx) const;
+  // (step, fqn id, phase) -> ns of the steps' self time (cpu: self CPU time), in no particular
+  // order.
+  void for_each_step_time(void (*visit)(void*, int64_t, uint32_t, int, int64_t), void* ctx,
+                          bool cpu = false) const;
+  bool cpu_seen() const;  // some range carried self_cpu_us
 
   // kCount: the events fed whose "ph" is "X" (the count a repaired tail writes).
   int64_t slices() const;

@@ -100,7 +100,10 @@ struct RawEvent {
   EventKind kind;
   Phase phase;    // ranges only
   uint8_t depth;  // nesting depth among traced ranges on this thread (0 = outermost)
-  uint8_t flags;  // ranges: kTopOp, kPhaseTop (collectives: kCollectiveWork, kCollectiveUserScope); kMemory: kMemGrad
+  uint8_t flags;  // ranges: kTopOp, kPhaseTop, kHasCpu (collectives: kCollectiveWork, kCollectiveUserScope); kMemory: kMemGrad
+  // kHasCpu ranges: the thread's CPU time spent in this range's own code, in kCpuUnitNs units
+  // (plugin/thread_cpu.h says which ranges). The four bytes the header left as padding.
+  uint32_t self_cpu;
 };
 static_assert(sizeof(Range) == 56, "a range fills the union: header 32 B + payload 16 B + rf_id 8 B");
 static_assert(sizeof(ShapesChunk) <= sizeof(Range), "a shapes chunk must not grow the event");
@@ -120,6 +123,10 @@ constexpr uint8_t kPhaseTop = 2;
 constexpr uint8_t kCollectiveWork = 4;
 // kCollective only: opened as a USER_SCOPE range (gloo's work) rather than as an op.
 constexpr uint8_t kCollectiveUserScope = 8;
+// A module's forward or recompute, or an outermost backward cpu_op: `self_cpu` holds the thread's
+// CPU time in it, less that of the ranges with kHasCpu inside it.
+constexpr uint8_t kHasCpu = 16;
+constexpr uint64_t kCpuUnitNs = 16;  // self_cpu's unit: 32 bits reach 68 s, in 16 ns steps
 // kMemory only: the report came under an AccumulateGrad node (a parameter's .grad).
 constexpr uint8_t kMemGrad = 1;
 

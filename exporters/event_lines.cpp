@@ -261,6 +261,10 @@ void EventLines::append(std::string& out, const EventRecord& e, const char* sepa
       p = put_uint(p, r.op.alloc_bytes);
     }
   }
+  if ((raw.flags & kHasCpu) != 0) {  // as json::append_event writes it
+    p = known(p, ",\"self_cpu_us\":", 15, &marks_.cpu);
+    p = put_us(p, uint64_t{raw.self_cpu} * kCpuUnitNs);
+  }
   if (e.input_dims != nullptr) {
     p = known(p, ",\"Input Dims\":", 14, &marks_.dims);
     p = put(p, *e.input_dims);

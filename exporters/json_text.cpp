@@ -161,6 +161,10 @@ void append_event(std::string& out, const EventRecord& e, long pid, const char* 
       break;
     default: break;
   }
+  if ((raw.flags & kHasCpu) != 0) {
+    out += ",\"self_cpu_us\":";
+    append_us(out, uint64_t{raw.self_cpu} * kCpuUnitNs);
+  }
   if (e.input_dims != nullptr) {
     out += ",\"Input Dims\":";
     out += *e.input_dims;

@@ -60,6 +60,19 @@ bool env_switch(const EnvLookup& env, const char* name, std::vector<std::string>
   return false;
 }
 
+// A switch that is on unless set to an off value.
+bool env_switch_on(const EnvLookup& env, const char* name, const char* stays_on,
+                   std::vector<std::string>* warnings) {
+  const char* v = env(name);
+  if (v == nullptr || *v == '\0') return true;
+  std::vector<std::string> bad;
+  bool on = env_switch(env, name, &bad);
+  if (bad.empty()) return on;
+  warnings->push_back(std::string(name) + "=" + printable(v) + " is not a switch value; " +
+                      stays_on + ". Set it to 0 (or false, no, off) or 1.");
+  return true;
+}
+
 }  // namespace
 
 ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
@@ -210,18 +223,10 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
   config.module_ranges = env_switch(env, "FQNTRACE_MODULE_RANGES", &config.warnings);
   config.memory = env_switch(env, "FQNTRACE_MEMORY", &config.warnings);
   // On by default: FQNTRACE_MODULE_SPANS=0 leaves out the module tracks (their bytes and drain
-  // work, docs/benchmarks.md).
-  if (const char* spans = env("FQNTRACE_MODULE_SPANS"); spans != nullptr && *spans != '\0') {
-    std::vector<std::string> bad;
-    bool on = env_switch(env, "FQNTRACE_MODULE_SPANS", &bad);
-    if (bad.empty()) {
-      config.module_spans = on;
-    } else {
-      config.warnings.push_back("FQNTRACE_MODULE_SPANS=" + printable(spans) +
-                                " is not a switch value; module spans stay on. Set it to 0 (or "
-                                "false, no, off) or 1.");
-    }
-  }
+  // work, docs/benchmarks.md); FQNTRACE_CPU=0 the thread CPU readings (their system calls).
+  config.module_spans =
+      env_switch_on(env, "FQNTRACE_MODULE_SPANS", "module spans stay on", &config.warnings);
+  config.cpu_time = env_switch_on(env, "FQNTRACE_CPU", "CPU time stays on", &config.warnings);
   if (const char* steps = env("FQNTRACE_STEPS"); steps != nullptr && *steps != '\0') {
     std::string problem;
     if (!parse_step_window(steps, &config.steps, &problem)) {

@@ -33,6 +33,7 @@ struct Config {
   // which torch.profiler then shows; by default they are frames only fqntrace sees.
   bool module_ranges = false;
   bool module_spans = true;     // FQNTRACE_MODULE_SPANS=0: no backward/recompute module tracks
+  bool cpu_time = true;         // FQNTRACE_CPU=0: no thread CPU time (plugin/thread_cpu.h)
   StepWindow steps;             // FQNTRACE_STEPS: the steps recorded (default: all)
   int rank = 0;
   int world_size = 1;

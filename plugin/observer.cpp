@@ -23,6 +23,7 @@
 #include "plugin/session_state.h"
 #include "plugin/shapes_encoder.h"
 #include "plugin/steps.h"
+#include "plugin/thread_cpu.h"
 
 namespace fqntrace::observer {
 namespace {
@@ -53,6 +54,15 @@ struct Frame {
   // memory slot to give back, a serve frame that writes nothing): set by whatever gives the frame
   // such work, so the common end tests one byte.
   bool special_end;
+  // CPU time (plugin/thread_cpu.h). `cpu`: this frame measures it (its end is special);
+  // cpu_start: the reading at its start; cpu_inside: what the measuring frames inside it spent;
+  // cpu_owner: index of the innermost measuring frame among this one and those enclosing it
+  // (-1: none); cpu_up: that of the measuring frame enclosing this one, which its time leaves.
+  bool cpu;
+  int16_t cpu_owner;
+  int16_t cpu_up;
+  uint64_t cpu_start;
+  uint64_t cpu_inside;
 };
 
 // A compiled graph running on this thread: ops opened at `depth` are the graph's own calls.
@@ -76,6 +86,11 @@ struct ThreadState {
   uint32_t pending_module_type = 0;
   uint32_t pending_serve_fqn = 0;
   bool ran_backward = false;  // this thread has run an autograd node: graph tasks happen here
+  // The CPU reading at the end of the last outermost backward op, when nothing has happened
+  // since that needs a reading of its own (a forward op, a module scope): the next backward op
+  // starts there, so a stretch of backward ops costs one reading each, not two.
+  bool cpu_chain = false;
+  uint64_t cpu_chain_ns = 0;
   uint32_t graphs_open = 0;  // compiled graphs running (nested ones past the array are ignored)
   // A step range waiting for the range it ends with (steps::end_step(at_enclosing_end)): written
   // when a range opened below depth `step_close_above` ends. 0: none waiting.
@@ -133,6 +148,7 @@ ThreadState* attach(uint64_t generation) {
   ts->depth = 0;  // ranges opened under an earlier session never end here
   ts->step_close_above = 0;
   ts->graphs_open = 0;
+  ts->cpu_chain = false;
   return ts->buffer != nullptr ? ts : nullptr;
 }
 
@@ -253,6 +269,33 @@ inline void begin_frame(Frame& f, const Frame* parent, const at::RecordFunction*
   f.grad = parent != nullptr && parent->grad;
   f.in_flop = parent != nullptr && parent->in_flop;
   f.out_depth = parent == nullptr ? 0 : parent->out_depth + (parent->kind != EventKind::kServe);
+  f.cpu = false;
+  f.cpu_owner = parent == nullptr ? -1 : parent->cpu_owner;
+}
+
+// Frame f (opening at index ts->depth) measures CPU time: a module's forward or recompute, or
+// an outermost backward op (chained: it may start at the last backward op's end reading).
+__attribute__((noinline)) void start_cpu(ThreadState* ts, Frame& f, bool chained) {
+  f.cpu = true;
+  f.special_end = true;
+  f.cpu_inside = 0;
+  f.cpu_up = f.cpu_owner;
+  f.cpu_owner = static_cast<int16_t>(ts->depth);
+  f.cpu_start = chained && ts->cpu_chain ? ts->cpu_chain_ns : thread_cpu::now_ns();
+  ts->cpu_chain = false;
+}
+
+// The end of a measuring frame: its self CPU time, in RawEvent::self_cpu's units; what it spent
+// leaves the measuring frame around it.
+uint32_t finish_cpu(ThreadState* ts, const Frame& f) {
+  uint64_t now = thread_cpu::now_ns();
+  uint64_t spent = now > f.cpu_start ? now - f.cpu_start : 0;
+  if (f.cpu_up >= 0) ts->frames[f.cpu_up].cpu_inside += spent;
+  // A backward op's end reading can start the next one; after a module scope the time is its
+  // parent's, so the next reading is a fresh one.
+  ts->cpu_chain = f.kind != EventKind::kModule;
+  ts->cpu_chain_ns = now;
+  return thread_cpu::to_units(spent > f.cpu_inside ? spent - f.cpu_inside : 0);
 }
 
 // The depth of an event written under the thread's innermost open frame (a memory sample).
@@ -286,9 +329,16 @@ __attribute__((always_inline)) inline void finish_start(ThreadState* ts, Frame& 
     if (!parent_in_op) {
       // The frame below stays this range's parent until it ends: outermost cpu_op is known now.
       f.flags |= kTopOp;
+      if (f.phase == Phase::kBackward) {
+        if (session_state::cpu_time()) start_cpu(ts, f, true);
+      } else {
+        ts->cpu_chain = false;  // forward work: not the next backward op's
+      }
     } else if (parent->op_phase != f.phase || parent->op_fqn != f.range.fqn_id) {
       f.flags |= kPhaseTop;
     }
+  } else if (f.kind == EventKind::kModule && session_state::cpu_time()) {
+    start_cpu(ts, f, false);
   }
   ++ts->depth;
   f.range.start_ns = now_ticks();  // last: our own bookkeeping stays outside the range's time
@@ -400,7 +450,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
 // allocated bytes (an op's op.alloc_bytes is otherwise still begin_frame's 0).
 template <bool kSpecial>
 __attribute__((always_inline)) inline void write_event(ThreadState* ts, const Frame& f, uint32_t i,
-                                                       uint64_t end_ns) {
+                                                       uint64_t end_ns, uint32_t self_cpu = 0) {
   EventRing& ring = ts->buffer->ring;
   if (RawEvent* e = ring.claim()) {
     e->range = f.range;
@@ -408,16 +458,18 @@ __attribute__((always_inline)) inline void write_event(ThreadState* ts, const Fr
     e->kind = kSpecial && f.collective ? EventKind::kCollective : f.kind;
     e->phase = f.phase;
     e->depth = f.out_depth;
-    e->flags = f.flags;
+    e->flags = kSpecial && f.cpu ? f.flags | kHasCpu : f.flags;
+    e->self_cpu = self_cpu;
     if (kSpecial && e->kind == EventKind::kOp) e->range.op.alloc_bytes = f.alloc_bytes;
     if (ring.publish() == EventRing::Push::kHalfFull) session_state::wake_drain();
   }
 }
 
 // The end of a frame marked special_end: a collective, allocated bytes, the memory slot, a
-// serve frame.
+// serve frame, CPU time.
 __attribute__((noinline)) void close_special_frame(ThreadState* ts, uint32_t i, uint64_t end_ns) {
   const Frame& f = ts->frames[i];
+  uint32_t self_cpu = f.cpu ? finish_cpu(ts, f) : 0;
   if (f.issue_mark != 0) collectives::end_issue(f.issue_mark);
   if (f.alloc_bytes != 0 && i > 0) {
     ts->frames[i - 1].alloc_bytes += f.alloc_bytes;
@@ -425,7 +477,7 @@ __attribute__((noinline)) void close_special_frame(ThreadState* ts, uint32_t i, 
   }
   if (i == 0 && ts->memory_slot.held) memory::leave(ts->memory_slot);
   if (f.kind == EventKind::kServe) return;
-  write_event<true>(ts, f, i, end_ns);
+  write_event<true>(ts, f, i, end_ns, self_cpu);
 }
 
 // Frames above i never reported their end (a range ended on another thread, or entered and

@@ -249,6 +249,7 @@ bool start_session(const Config& config, std::string* error) {
   session_state::g_running.store(true, std::memory_order_relaxed);
   session_state::g_shapes.store(config.shapes, std::memory_order_relaxed);
   session_state::g_module_ranges.store(config.module_ranges, std::memory_order_relaxed);
+  session_state::g_cpu_time.store(config.cpu_time, std::memory_order_relaxed);
   // Op inputs cost every op (the dispatcher boxes its arguments), so only when something needs
   // them: FLOPs, shapes, or a distributed job (collectives' bytes and group size).
   session->callback_inputs = config.flops || config.shapes || config.world_size > 1;

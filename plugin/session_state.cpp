@@ -13,6 +13,7 @@ std::atomic<uint64_t> g_generation{0};
 std::atomic<bool> g_shapes{false};
 std::atomic<bool> g_recording{false};
 std::atomic<bool> g_module_ranges{false};
+std::atomic<bool> g_cpu_time{false};
 
 namespace {
 

@@ -16,11 +16,13 @@ extern std::atomic<bool> g_shapes;  // FQNTRACE_SHAPES=1
 // scopes, which open frames without a RecordFunction, record only then.
 extern std::atomic<bool> g_recording;
 extern std::atomic<bool> g_module_ranges;  // FQNTRACE_MODULE_RANGES=1
+extern std::atomic<bool> g_cpu_time;       // on unless FQNTRACE_CPU=0 (plugin/thread_cpu.h)
 
 inline bool running() { return g_running.load(std::memory_order_relaxed); }
 inline uint64_t generation() { return g_generation.load(std::memory_order_relaxed); }
 inline bool shapes() { return g_shapes.load(std::memory_order_relaxed); }
 inline bool module_ranges() { return g_module_ranges.load(std::memory_order_relaxed); }
+inline bool cpu_time() { return g_cpu_time.load(std::memory_order_relaxed); }
 inline bool recording() {
   return g_recording.load(std::memory_order_relaxed) && g_running.load(std::memory_order_relaxed);
 }

@@ -2,8 +2,9 @@
 measures the rates for docs/report.md:
 
     .venv/bin/python tests/python/gate_runs.py --pairs 20 [--load] [--steps 25] [--threshold 10]
+        [--slower 30] [--measure cpu|wall]
 
-A tiny CPU program of STEPS steps (step 0 is the warm-up `diff` leaves out): per step a few
+A tiny CPU training program of STEPS steps (step 0 is the warm-up `diff` leaves out): per step a few
 modules of small matmuls, one of them (`Net.hot`) about 20% of the step; `slow=True` gives it 30%
 more matmuls. Runs are made in pairs, interleaved (A B, A B, ...) in one process so that a drift
 of the machine's load hits both sides alike, as a CI job comparing against a base built on the
@@ -30,7 +31,7 @@ STEPS = 25  # step 0 (warm-up) is left out: 24 steps per side (a few ms each)
 DIM = 96
 COLD_UNITS = (10, 10, 10, 10)  # matmuls per step of the other modules
 HOT_UNITS = 10                 # Net.hot: 10 of 50 matmuls, 20% of a step
-SLOW_HOT_UNITS = 13            # +30%
+SLOW_HOT_UNITS = 13            # +30% (--slower PCT: HOT_UNITS more by PCT percent)
 HOT = "Net.hot"
 
 
@@ -38,7 +39,7 @@ class Work(nn.Module):
     def __init__(self, units):
         super().__init__()
         self.units = units
-        self.register_buffer("w", torch.randn(DIM, DIM) / DIM ** 0.5)
+        self.w = nn.Parameter(torch.randn(DIM, DIM) / DIM ** 0.5)
 
     def forward(self, x):
         for _ in range(self.units):
@@ -65,12 +66,12 @@ def run(path, slow=False, steps=None):
     torch.manual_seed(0)
     model = Net(slow=slow)
     x = torch.randn(DIM, DIM)
-    with torch.no_grad():
-        model(x)  # untraced warm-up of the allocator and kernels
-        with fqntrace.profile(str(path)) as written:
-            for _ in range(steps):
-                model(x)
-                fqntrace.step()
+    model(x).sum().backward()  # untraced warm-up of the allocator and kernels
+    with fqntrace.profile(str(path)) as written:
+        for _ in range(steps):
+            model.zero_grad(set_to_none=True)
+            model(x).sum().backward()
+            fqntrace.step()
     return written
 
 
@@ -123,17 +124,21 @@ def main():
     parser.add_argument("--threshold", type=float, default=10.0)
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--absolute", action="store_true", help="diff --absolute (plain ms)")
+    parser.add_argument("--slower", type=int, default=30,
+                        help="percent more matmuls in Net.hot on the slow side (multiple of 10)")
+    parser.add_argument("--measure", choices=("cpu", "wall"), default="cpu")
     parser.add_argument("--folder", default=None)
     parser.add_argument("--json", action="store_true",
                         help="print the outcomes as JSON (test_diff_gate.py reads them)")
     args = parser.parse_args()
     globals()["STEPS"] = args.steps
+    globals()["SLOW_HOT_UNITS"] = HOT_UNITS + HOT_UNITS * args.slower // 100
     import tempfile
 
     folder = args.folder or tempfile.mkdtemp(prefix="fqntrace-gate-")
     with busy_cores() if args.load else contextlib.nullcontext():
         result = pairs(folder, args.pairs, args.threshold,
-                       ("--absolute",) if args.absolute else ())
+                       ("--absolute",) * args.absolute + ("--measure", args.measure))
     if args.json:
         print(json.dumps(result))
         return
@@ -141,11 +146,11 @@ def main():
     detected = sum(code == 3 and first == HOT for code, first, _ in result["slow"])
     failed = sum(code == 3 for code, _, _ in result["slow"])
     print(f"load: {'one busy process per core' if args.load else 'none added'}; "
-          f"{args.pairs} pairs each, {STEPS} steps a run, threshold {args.threshold:g}%"
-          + (", --absolute" if args.absolute else ""))
+          f"{args.pairs} pairs each, {STEPS} steps a run, threshold {args.threshold:g}%, "
+          f"--measure {args.measure}" + (", --absolute" if args.absolute else ""))
     print(f"identical pairs: {false_alarms}/{args.pairs} false alarms "
           f"({[r for _, _, r in result['same'] if r]})")
-    print(f"{HOT} +30%: {failed}/{args.pairs} failed the gate, {detected}/{args.pairs} with "
+    print(f"{HOT} +{args.slower}%: {failed}/{args.pairs} failed the gate, {detected}/{args.pairs} with "
           f"{HOT} ranked first")
 
 

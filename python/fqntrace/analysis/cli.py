@@ -194,7 +194,7 @@ def cmd_diff(args):
     new = summarize.load_for_summary(args.new, note=_note, exclude_steps=args.exclude_steps)
     result = diff.compare(base, new, threshold=args.threshold, min_share=args.min_share,
                           base_name=args.base, new_name=args.new, alpha=args.alpha,
-                          totals=args.totals, absolute=args.absolute)
+                          totals=args.totals, absolute=args.absolute, measure=args.measure)
     if result["note"]:
         _note(result["note"])
     if args.json:
@@ -337,6 +337,11 @@ def build_parser():
     p.add_argument("--totals", action="store_true",
                    help="compare whole-run totals (every step, no test) instead of per-step "
                    "numbers")
+    p.add_argument("--measure", choices=diff.MEASURES, default="cpu",
+                   help="what the test compares per step: cpu (default) the thread CPU time in "
+                   "each module's own code, which time spent waiting for a core on a busy "
+                   "machine does not inflate (traces that recorded it; else wall), or wall: its "
+                   "ops' wall time")
     p.add_argument("--json", action="store_true", help="print the diff as JSON")
     p.add_argument("--all", action="store_true", help="print every module (default: 40 rows)")
     p.set_defaults(func=cmd_diff)

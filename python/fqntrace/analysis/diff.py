@@ -16,6 +16,13 @@ Rows: with --threshold the modules over it first, then the significant changes (
 largest first, then the rest by the change of the median; so the module whose code changed
 comes first and not the ancestors whose totals only inherit the change.
 
+The measure (`--measure`): in traces that carry CPU time (``self_cpu_us``, plugin/thread_cpu.h),
+the samples are each module's *thread CPU time* per step (`cpu`, the default): time its thread
+waited for a core is not in it, so a busy machine does not inflate it, where wall time grows
+by a preempted time slice at random. Wall time (op self time) stays in the table; `--measure
+wall` tests it instead. `Global` (ops outside any module, whose forward has no CPU reading) is
+always tested on wall time. Each row says its measure.
+
 Threshold (`--threshold PCT`): a module *regresses* when its self time per step grew by more than
 PCT percent with significance - the whole (1 - alpha) interval of the change lies above PCT (so
 p < alpha too) - and it is big enough to matter: its self time is at least `--min-share` percent
@@ -71,9 +78,10 @@ def module_times(summary, per_step=None):
                           "step_mad_ms": float(_number(p.get("step_mad_ms")))}
             if "device_ms" in p:  # an annotated torch.profiler trace with kernels
                 row[phase]["device_ms"] = float(_number(p.get("device_ms")))
-        samples = entry.get("step_self_ms")
-        row["step_self_ms"] = ([float(v) for v in samples if traceio.is_number(v)]
-                               if per_step and isinstance(samples, list) else None)
+        for key in ("step_self_ms", "step_self_cpu_ms"):
+            samples = entry.get(key)
+            row[key] = ([float(v) for v in samples if traceio.is_number(v)]
+                        if per_step and isinstance(samples, list) else None)
         spread = entry.get("step_spread_pct")
         row["step_spread_pct"] = spread if traceio.is_number(spread) else None
         row["noisy"] = entry.get("noisy") is True
@@ -90,8 +98,8 @@ def module_times(summary, per_step=None):
 
 
 def _parent_only(fqn, rows):
-    row = {"module_type": "", "calls": 0, "step_self_ms": None, "step_spread_pct": None,
-           "noisy": False}
+    row = {"module_type": "", "calls": 0, "step_self_ms": None, "step_self_cpu_ms": None,
+           "step_spread_pct": None, "noisy": False}
     children = [r for f, r in rows.items() if f.startswith(fqn + ".")
                 and "." not in f[len(fqn) + 1:]]
     for phase in PHASES:
@@ -100,9 +108,10 @@ def _parent_only(fqn, rows):
                       "flops": sum(c[phase]["flops"] for c in children), "top_ops": [],
                       "step_mad_ms": 0.0}
     # No ops of its own: zero self time in every step (a sample the test can still compare).
-    counts = [len(c["step_self_ms"]) for c in children if c["step_self_ms"] is not None]
-    if counts and len(set(counts)) == 1:
-        row["step_self_ms"] = [0.0] * counts[0]
+    for key in ("step_self_ms", "step_self_cpu_ms"):
+        counts = [len(c[key]) for c in children if c[key] is not None]
+        if counts and len(set(counts)) == 1:
+            row[key] = [0.0] * counts[0]
     return row
 
 
@@ -156,11 +165,23 @@ def _mode(base, new, totals, base_name, new_name):
     return "test", None
 
 
+MEASURES = ("cpu", "wall")
+CPU_SAMPLES = "step_self_cpu_ms"
+WALL_SAMPLES = "step_self_ms"
+
+
+def _has_cpu(summary):
+    return any(isinstance(e, dict) and isinstance(e.get(CPU_SAMPLES), list)
+               for e in (summary.get("modules") or {}).values())
+
+
 def compare(base, new, threshold=None, min_share=DEFAULT_MIN_SHARE_PCT, base_name="BASE",
-            new_name="NEW", alpha=DEFAULT_ALPHA, totals=False, absolute=False):
-    """The diff of two summaries as a dict (the `--json` shape). Raises TraceError when the two
-    sides trace different models (no root module in common)."""
+            new_name="NEW", alpha=DEFAULT_ALPHA, totals=False, absolute=False, measure="cpu"):
+    """The diff of two summaries as a dict (the `--json` shape). measure: "cpu" tests thread
+    CPU time where both sides recorded it (else wall time), "wall" always wall time. Raises
+    TraceError when the two sides trace different models (no root module in common)."""
     mode, note = _mode(base, new, totals, base_name, new_name)
+    cpu = measure == "cpu" and mode == "test" and _has_cpu(base) and _has_cpu(new)
     per_step = mode != "totals"
     a, b = module_times(base, per_step), module_times(new, per_step)
     if not a or not b:
@@ -173,6 +194,7 @@ def compare(base, new, threshold=None, min_share=DEFAULT_MIN_SHARE_PCT, base_nam
                          "the same model")
     total_a, total_b = _op_ms(base, a, per_step), _op_ms(new, b, per_step)
     corrected = speed_corrected(a, b) if mode == "test" and not absolute else None
+    corrected_cpu = speed_corrected(a, b, CPU_SAMPLES) if cpu and not absolute else None
     rows = []
     for fqn in list(a) + [f for f in b if f not in a]:
         ra, rb = a.get(fqn), b.get(fqn)
@@ -198,8 +220,10 @@ def compare(base, new, threshold=None, min_share=DEFAULT_MIN_SHARE_PCT, base_nam
             "total_change_ms": round(tot_b - tot_a, 6),
             "total_change_pct": _round(_pct(tot_a, tot_b) if status == "both" else None),
         }
-        row.update(_test(mode, ra, rb, alpha, row,
-                         corrected.get(fqn) if corrected is not None else None))
+        samples = CPU_SAMPLES if cpu and fqn != "Global" else WALL_SAMPLES
+        fix = corrected_cpu if samples == CPU_SAMPLES else corrected
+        row.update(_test(mode, ra, rb, alpha, row, fix.get(fqn) if fix is not None else None,
+                         samples))
         big_enough = (status == "both" and (
             (total_a > 0 and 100.0 * self_a / total_a >= min_share)
             or (total_b > 0 and 100.0 * self_b / total_b >= min_share)))
@@ -226,7 +250,8 @@ def compare(base, new, threshold=None, min_share=DEFAULT_MIN_SHARE_PCT, base_nam
         "mode": mode,
         "note": note,
         "alpha": alpha,
-        "measure": "speed_corrected" if corrected is not None else "ms",
+        "measure": (("cpu_" + ("speed_corrected" if corrected_cpu is not None else "ms"))
+                    if cpu else "speed_corrected" if corrected is not None else "ms"),
         "step": _step_change(base, new, alpha) if mode == "test" else None,
         "op_change_ms": round(total_b - total_a, 6),
         "op_change_pct": _round(_pct(total_a, total_b)),
@@ -246,16 +271,16 @@ SPEED_MIN_MODULES = 3
 SPEED_OWN_OUT = 16  # up to this many modules a module's own time is left out of its steps' speed
 
 
-def speed_corrected(a, b):
+def speed_corrected(a, b, key=WALL_SAMPLES):
     """{fqn: (base samples, new samples)} of every module's own time per step at BASE's median
     speed: each step's time divided by that step's speed (stats.step_speeds, read from the
     modules with at least SPEED_MIN_SHARE of the step; with few of them, from the others than
     the module itself, so that its own change does not move the median it is divided by). None
     when too few modules qualify."""
-    both = [f for f in a if f in b and a[f]["step_self_ms"] and b[f]["step_self_ms"]]
+    both = [f for f in a if f in b and a[f][key] and b[f][key]]
     if not both:
         return None
-    medians = {f: stats.median(a[f]["step_self_ms"]) for f in both}
+    medians = {f: stats.median(a[f][key]) for f in both}
     step = sum(medians.values())
     reference = {f: m for f, m in medians.items() if step > 0 and m >= SPEED_MIN_SHARE * step}
     if len(reference) < SPEED_MIN_MODULES + 1:
@@ -265,8 +290,7 @@ def speed_corrected(a, b):
         ref = {f: m for f, m in reference.items() if f != leave_out}
         out = []
         for side in (a, b):
-            factors = stats.step_speeds({f: side[f]["step_self_ms"] for f in ref}, ref,
-                                        SPEED_MIN_MODULES)
+            factors = stats.step_speeds({f: side[f][key] for f in ref}, ref, SPEED_MIN_MODULES)
             if factors is None or any(f <= 0 for f in factors):
                 return None
             out.append(factors)
@@ -278,35 +302,35 @@ def speed_corrected(a, b):
     out = {}
     for f in both:
         pair = speeds(f) if f in reference and len(reference) <= SPEED_OWN_OUT else shared
-        if pair is None or len(a[f]["step_self_ms"]) != len(pair[0]) \
-                or len(b[f]["step_self_ms"]) != len(pair[1]):
+        if pair is None or len(a[f][key]) != len(pair[0]) or len(b[f][key]) != len(pair[1]):
             out[f] = None
             continue
-        out[f] = tuple([v / s for v, s in zip(side[f]["step_self_ms"], speed)]
+        out[f] = tuple([v / s for v, s in zip(side[f][key], speed)]
                        for side, speed in ((a, pair[0]), (b, pair[1])))
     return out
 
 
-def _test(mode, ra, rb, alpha, row, corrected=None):
+def _test(mode, ra, rb, alpha, row, corrected=None, samples=WALL_SAMPLES):
     """The change of self time of one row: its estimate, interval and p-value (test mode), or
     the change of the medians / totals alone. The test compares the module's own time per step
-    at BASE's speed (`corrected`: speed_corrected()'s pair for it), else in plain ms; the
-    estimate in ms is the change at BASE's median."""
+    (`samples`: wall or CPU) at BASE's speed (`corrected`: speed_corrected()'s pair for it), else
+    in plain ms; the estimate in ms is the change at BASE's median."""
     out = {"change_ms": row["self_change_ms"], "change_pct": row["self_change_pct"],
            "interval_ms": None, "interval_pct": None, "p_value": None, "significant": None,
            "measure": None, "evidence_ms": None}
-    if mode != "test" or not (ra and rb and ra["step_self_ms"] and rb["step_self_ms"]):
+    if mode != "test" or not (ra and rb and ra[samples] and rb[samples]):
         return out
-    a, b = ra["step_self_ms"], rb["step_self_ms"]
+    a, b = ra[samples], rb[samples]
     if not any(a) and not any(b):
         return out  # no time of its own on either side (a container): nothing to test
-    measure = "ms"
+    prefix = "cpu_" if samples == CPU_SAMPLES else ""
+    measure = prefix + "ms"
     if corrected is not None:
         a, b = corrected
-        measure = "speed_corrected"
+        measure = prefix + "speed_corrected"
     c = stats.Comparison(a, b, alpha)
     pct = [c.pct(v) for v in (c.shift, c.low, c.high)]
-    base_ms = stats.median(ra["step_self_ms"])
+    base_ms = stats.median(ra[samples])
 
     def to_ms(p):
         return None if p is None else round(p / 100.0 * base_ms, 6)
@@ -320,6 +344,8 @@ def _test(mode, ra, rb, alpha, row, corrected=None):
         "significant": c.significant(alpha),
         "measure": measure,
     })
+    if samples == CPU_SAMPLES:  # what the change is a change of, beside the wall-time columns
+        out["cpu_ms"] = [round(base_ms, 6), round(stats.median(rb[samples]), 6)]
     out["evidence_ms"] = _evidence(out["interval_ms"])
     return out
 
@@ -457,7 +483,7 @@ def render(result, limit=None):
                      f"p {_p(step['p_value'])}"
                      + (" (every module alike: the machine's speed or a change everywhere; the "
                         "rows compare each module at BASE's speed)"
-                        if result["measure"] == "speed_corrected" else ""))
+                        if result["measure"].endswith("speed_corrected") else ""))
     if result["note"]:
         lines.append("note: " + result["note"])
     lines.append("")
@@ -502,8 +528,10 @@ def render(result, limit=None):
             else "op time of the module and its submodules")
     if tested:
         at = (" at BASE's speed (each step's speed read from all modules)"
-              if result["measure"] == "speed_corrected" else "")
-        lines.append(f"ms per phase: {what}; self Δ: change of the module's own ops per step"
+              if result["measure"].endswith("speed_corrected") else "")
+        own = ("thread CPU time in its own code (Global: its ops' wall time)"
+               if result["measure"].startswith("cpu_") else "ops")
+        lines.append(f"ms per phase: {what}; self Δ: change of the module's own {own} per step"
                      f"{at}: Hodges-Lehmann shift, its interval and the U test's p-value; "
                      "significant changes first")
     else:

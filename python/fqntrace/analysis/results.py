@@ -243,7 +243,8 @@ class Trace:
                                                   + _CROSS_KEYS)) if frame else rows
 
     def compare(self, other, threshold=None, alpha=diff.DEFAULT_ALPHA,
-                min_share=diff.DEFAULT_MIN_SHARE_PCT, absolute=False, totals=False):
+                min_share=diff.DEFAULT_MIN_SHARE_PCT, absolute=False, totals=False,
+                measure="cpu"):
         """`diff` of this trace (BASE) and `other` (NEW: a Trace or a path): its JSON dict."""
         if not isinstance(other, Trace):
             other = Trace(other, exclude_steps=self.exclude_steps)
@@ -252,14 +253,14 @@ class Trace:
                              "same rank of another run)")
         return diff.compare(self.json, other.json, threshold=threshold, min_share=min_share,
                             base_name=self.paths[0], new_name=other.paths[0], alpha=alpha,
-                            totals=totals, absolute=absolute)
+                            totals=totals, absolute=absolute, measure=measure)
 
     def diff(self, other, threshold=None, frame=True, **options):
         """diff's table, this trace as BASE and `other` as NEW: one row per module with its
         verdict (slower / faster / same ...), change, interval and p-value. With `threshold`
         (percent) the rows over it have regressed=True; a DataFrame also carries the gate in
-        `.attrs` (regressions, passed, threshold_pct, mode, note). options: alpha, min_share,
-        absolute, totals, as `python -m fqntrace diff`."""
+        `.attrs` (regressions, passed, threshold_pct, mode, measure, note). options: alpha,
+        min_share, absolute, totals, measure ("cpu" or "wall"), as `python -m fqntrace diff`."""
         result = self.compare(other, threshold=threshold, **options)
         rows = diff_rows(result)
         if not frame:

@@ -1,5 +1,6 @@
 """Training steps in a trace: the ``ProfilerStep#N`` ranges (Kineto's name, which HTA's step
-analysis reads) and each module's time per step, for `python -m fqntrace summary`.
+analysis reads) and each module's time per step, for `python -m fqntrace summary`: its op time
+and, in traces that carry it (``self_cpu_us``, plugin/thread_cpu.h), its thread CPU time.
 
 An event belongs to step N when its start lies in ``[ts, ts + dur)`` of the ``ProfilerStep#N``
 range of its process, on any thread (the rule HTA applies). Events before the first step range or
@@ -76,6 +77,7 @@ class StepTimes:
             for start, end, step in rs:
                 self.durations[step] = self.durations.get(step, 0) + (end - start)
         self._times = {}  # step -> {(fqn, phase): ns}
+        self._cpu = {}  # step -> {(fqn, phase): self CPU ns}
 
     def step_of(self, pid, ts_ns):
         starts = self._starts.get(pid)
@@ -98,6 +100,16 @@ class StepTimes:
         per = self._times.setdefault(step, {})
         per[(fqn, phase)] = per.get((fqn, phase), 0) + ns
 
+    def add_cpu(self, event, start_ns, fqn, phase, ns):
+        """A range's self CPU time (args.self_cpu_us), in the step its start lies in."""
+        if self._ranges:
+            self.add_cpu_to_step(self.step_of(event.get("pid"), start_ns), fqn, phase, ns)
+
+    def add_cpu_to_step(self, step, fqn, phase, ns):
+        if step is not None:
+            per = self._cpu.setdefault(step, {})
+            per[(fqn, phase)] = per.get((fqn, phase), 0) + ns
+
     def self_times(self, step):
         """{(fqn, phase): self time in ns} of one step."""
         return dict(self._times.get(step, {}))
@@ -106,8 +118,9 @@ class StepTimes:
         """The summary's `steps` object (with `kept`: the step numbers the per-step numbers
         cover), and in each of `modules`' phase objects step_median_ms / step_self_median_ms /
         step_mad_ms, in each module step_self_ms (self time per kept step, all phases: the
-        samples `diff` tests), step_spread_pct and noisy; None when the trace has no step
-        ranges."""
+        samples `diff` tests), step_spread_pct and noisy; with CPU times also step_cpu_median_ms
+        / step_self_cpu_median_ms per phase and step_self_cpu_ms per module (the samples `diff`
+        gates on then), and cpu_ms per step. None when the trace has no step ranges."""
         if not self.durations:
             return None
         all_steps = sorted(self.durations)
@@ -115,8 +128,11 @@ class StepTimes:
         per_step = []
         for s in all_steps:
             op_ns = sum(self._times.get(s, {}).values())
-            per_step.append({"step": s, "ms": _ms(self.durations[s]), "op_ms": _ms(op_ns),
-                             "excluded": s in exclude})
+            row = {"step": s, "ms": _ms(self.durations[s]), "op_ms": _ms(op_ns),
+                   "excluded": s in exclude}
+            if self._cpu:
+                row["cpu_ms"] = _ms(sum(self._cpu.get(s, {}).values()))
+            per_step.append(row)
         out = {"count": len(kept), "recorded": len(all_steps),
                "excluded": sorted(s for s in all_steps if s in exclude), "per_step": per_step}
         if kept:
@@ -129,18 +145,12 @@ class StepTimes:
                             sum(self._times.get(s, {}).values()) / 1e6 for s in kept), 6)})
         # Per module: the median over the kept steps of its time in each (0 in a step it did not
         # run in), for itself and with its submodules (each fqn's time added to its ancestors).
-        subtrees = []
-        for s in kept:
-            sub = {}
-            for (f, p), ns in self._times.get(s, {}).items():
-                parts = f.split(".")
-                for k in range(1, len(parts) + 1):
-                    key = (".".join(parts[:k]), p)
-                    sub[key] = sub.get(key, 0) + ns
-            subtrees.append(sub)
+        subtrees = _subtrees(self._times, kept)
+        cpu_subtrees = _subtrees(self._cpu, kept) if self._cpu else None
         for fqn, entry in modules.items():
             subtree_all = [0] * len(kept)  # all phases, for the module's spread
             self_all = [0] * len(kept)
+            cpu_all = [0] * len(kept)
             for phase in PHASES:
                 p = entry.get(phase)
                 if not isinstance(p, dict):
@@ -153,14 +163,38 @@ class StepTimes:
                 for k in range(len(kept)):
                     subtree_all[k] += subtree[k]
                     self_all[k] += own[k]
+                if cpu_subtrees is not None:
+                    own_cpu = [self._cpu.get(s, {}).get((fqn, phase), 0) for s in kept]
+                    cpu = [sub.get((fqn, phase), 0) for sub in cpu_subtrees]
+                    p["step_cpu_median_ms"] = _ms(statistics.median(cpu)) if kept else 0.0
+                    p["step_self_cpu_median_ms"] = _ms(statistics.median(own_cpu)) if kept else 0.0
+                    for k in range(len(kept)):
+                        cpu_all[k] += own_cpu[k]
             # The samples `diff` tests (self time, all phases, one per kept step, in step order)
             # and the spread `summary` flags.
             entry["step_self_ms"] = [_ms(v) for v in self_all]
+            if cpu_subtrees is not None:
+                entry["step_self_cpu_ms"] = [_ms(v) for v in cpu_all]
             spread = stats.spread_pct(subtree_all)
             entry["step_spread_pct"] = None if spread is None else round(spread, 3)
             entry["noisy"] = bool(spread is not None and len(kept) > 1 and spread > NOISY_PCT)
         out["kept"] = kept
         return out
+
+
+def _subtrees(times, kept):
+    """Per kept step, {(fqn, phase): ns} of each module with its submodules (each fqn's time
+    added to its ancestors')."""
+    out = []
+    for s in kept:
+        sub = {}
+        for (f, p), ns in times.get(s, {}).items():
+            parts = f.split(".")
+            for k in range(1, len(parts) + 1):
+                key = (".".join(parts[:k]), p)
+                sub[key] = sub.get(key, 0) + ns
+        out.append(sub)
+    return out
 
 
 def has_steps(summary):

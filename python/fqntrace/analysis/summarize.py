@@ -33,7 +33,7 @@ ENGINE_WRAPPER = "autograd::engine::evaluate_function:"
 
 def _new_phase():
     return {"self_ns": 0, "self_ops": 0, "self_flops": 0, "comm_ns": 0, "comm_bytes": 0,
-            "collectives": 0, "device_ns": 0, "top": {}}
+            "collectives": 0, "device_ns": 0, "cpu_ns": 0, "top": {}}
 
 
 def _ms(ns):
@@ -61,6 +61,8 @@ class _Totals:
         self.declared_types = {}  # fqn -> class, from the module table (modules that never ran)
         self.memory = memory.MemoryStats()
         self.device_seen = False  # device events with an fqn (annotated torch.profiler trace)
+        self.cpu_seen = False  # ranges with self_cpu_us (plugin/thread_cpu.h)
+        self.step_cpu = None  # step_times.StepTimes the CPU times also go to, per step
 
     def memory_event(self, e):
         """A "[memory]" event, in file order (its module gets a row even without ops)."""
@@ -104,6 +106,15 @@ class _Totals:
         elif start < self.first_seen[fqn]:
             self.first_seen[fqn] = start
         phase = args.get("phase")
+        cpu = args.get("self_cpu_us")
+        if phase in PHASES and traceio.is_number(cpu) and cpu >= 0:
+            # A module scope's or outermost backward op's own CPU time, already without that of
+            # the measured ranges inside it: counted as it comes, no nesting needed.
+            ns = round(cpu * 1000)
+            m["phases"][phase]["cpu_ns"] += ns
+            self.cpu_seen = True
+            if self.step_cpu is not None:
+                self.step_cpu.add_cpu(e, start, fqn, phase, ns)
         if not is_op and e.get("cat") in traceio.DEVICE_CATS:
             # a torch.profiler trace annotated by fqntrace: the kernel's launching op's module
             if phase in PHASES:
@@ -196,6 +207,7 @@ def _summarize_whole(trace, exclude_steps):
     for e in trace.events:
         totals.memory_order(e)
     per_step = step_times.StepTimes(slices, starts, ends)
+    totals.step_cpu = per_step
     for i, e in enumerate(slices):
         p = totals.add_event(e, starts[i], is_op[i])
         if p is not None and counted[i]:
@@ -268,6 +280,7 @@ class StreamSummary:
 
     def __init__(self, per_step=None):
         self.totals = _Totals()
+        self.totals.step_cpu = per_step
         self.threads = {}  # (pid, tid) -> [stack of _Pending, last end]
         # step_times.StepTimes with the trace's step ranges (a first pass), or None: each op's
         # self time is then also kept per step (contributions keyed by (name, step)).
@@ -524,6 +537,8 @@ def _summarize_native(path, ranges, note, exclude_steps):
             per_step = step_times.StepTimes.from_ranges(ranges)
             for step, fqn, phase, ns in sums["step_times"]:
                 per_step.add_to_step(step, fqn, PHASES[phase], ns)
+            for step, fqn, phase, ns in sums["step_cpu"]:
+                per_step.add_cpu_to_step(step, fqn, PHASES[phase], ns)
         acc = StreamSummary(per_step)
         acc.totals = totals
         acc.exclude_steps = exclude_steps
@@ -537,9 +552,11 @@ def _totals_from(sums):
         totals.first_seen[fqn] = first_seen
         totals.modules[fqn] = {"module_type": module_type, "calls": calls, "phases": {
             phase: {"self_ns": r[0], "self_ops": r[1], "self_flops": r[2], "comm_ns": r[3],
-                    "comm_bytes": r[4], "collectives": r[5], "device_ns": r[6], "top": r[7]}
+                    "comm_bytes": r[4], "collectives": r[5], "device_ns": r[6], "top": r[7],
+                    "cpu_ns": r[8]}
             for phase, r in zip(PHASES, phases)}}
     totals.device_seen = sums["device_seen"]
+    totals.cpu_seen = sums["cpu_seen"]
     totals.declared_types = sums["declared_types"]
     mem = totals.memory = _NativeMemory()
     mem.seen = sums["memory_seen"]
@@ -630,6 +647,9 @@ def _result(totals, header, tail, incomplete, path, merged_ranks, per_step=None,
             if totals.device_seen:
                 entry[phase]["device_ms"] = _ms(sum(s["device_ns"] for s in subtree))
                 entry[phase]["self_device_ms"] = _ms(p["device_ns"])
+            if totals.cpu_seen:
+                entry[phase]["cpu_ms"] = _ms(sum(s["cpu_ns"] for s in subtree))
+                entry[phase]["self_cpu_ms"] = _ms(p["cpu_ns"])
             entry[phase]["top_ops"] = [{"name": name, "ms": _ms(ns), "count": count}
                                        for name, (ns, count) in tops]
         out_modules[fqn] = entry
