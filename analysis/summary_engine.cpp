@@ -72,7 +72,7 @@ struct Event {
   int64_t depth = 0;
   bool has_module_type = false;
   uint32_t module_type = kNone;  // when a string
-  Number cpu;                    // args.self_cpu_us (plugin/thread_cpu.h)
+  Number cpu;                    // args.self_cpu_ns (plugin/thread_cpu.h)
   bool async_work = false;       // truthy
   bool has_collective = false, has_fwd_thread = false;
   bool bytes_int = false, flops_int = false, size_int = false;
@@ -586,7 +586,7 @@ struct SummaryEngine::State {
         }
       } else if (key == "depth") {
         if (!integer(x, false, e.has_depth, e.depth, unsupported)) return false;
-      } else if (key == "self_cpu_us") {
+      } else if (key == "self_cpu_ns") {
         e.cpu = Number();
         if (!number(x, e.cpu, unsupported)) return false;
       } else if (key == "module_type") {
@@ -878,9 +878,10 @@ struct SummaryEngine::State {
   // A range's own CPU time (_Totals.add_event): already without that of the measured ranges
   // inside it, so it counts as it comes.
   void add_cpu(const Event& e, int64_t start) {
-    int64_t ns = e.cpu.ns();
+    int64_t ns = e.cpu.is_int ? e.cpu.i : static_cast<int64_t>(std::nearbyint(e.cpu.d));
     modules[module_of[e.fqn]].phases[e.phase].cpu_ns += ns;
     cpu_seen = true;
+    if (logging) log.push_back({LiveRecord::kCpu, uint8_t(e.phase), e.fqn, start, ns});
     uint32_t slot = per_step ? step_of(e.pid_key, start) : 0;
     if (slot != 0) step_cpu[e.phase][(uint64_t(slot) << 32) | e.fqn] += ns;
   }

@@ -29,7 +29,7 @@ inline constexpr int kPhases = 3;  // forward, backward, recompute (traceio.PHAS
 struct PhaseSums {
   int64_t self_ns = 0, self_ops = 0, self_flops = 0, comm_ns = 0, comm_bytes = 0;
   int64_t collectives = 0, device_ns = 0;
-  int64_t cpu_ns = 0;  // self CPU time (args.self_cpu_us)
+  int64_t cpu_ns = 0;  // self CPU time (args.self_cpu_ns)
   std::unordered_map<uint32_t, std::pair<int64_t, int64_t>> top;  // name id -> (ns, count)
 };
 
@@ -57,12 +57,13 @@ struct CheckResult {
 };
 
 // What top's live view needs besides the sums, in the order it happened (top.LiveSummary):
-// counted time (StreamSummary.commit) and the ProfilerStep ranges read (LiveSummary.seen).
+// counted time (StreamSummary.commit), the ProfilerStep ranges read (LiveSummary.seen) and self
+// CPU times read (args.self_cpu_ns).
 struct LiveRecord {
-  enum Kind : uint8_t { kCounted, kStep } kind;
-  uint8_t phase_or_annotation;  // kCounted: the phase; kStep: cat is user_annotation
-  uint32_t text;                // kCounted: the fqn; kStep: the range's name (name())
-  int64_t a, b;                 // kCounted: when (ns), self ns; kStep: start, end (ns)
+  enum Kind : uint8_t { kCounted, kStep, kCpu } kind;
+  uint8_t phase_or_annotation;  // kCounted, kCpu: the phase; kStep: cat is user_annotation
+  uint32_t text;                // kCounted, kCpu: the fqn; kStep: the range's name (name())
+  int64_t a, b;                 // kCounted, kCpu: when (ns), self ns; kStep: start, end (ns)
 };
 
 class SummaryEngine {
@@ -100,7 +101,7 @@ class SummaryEngine {
   // order.
   void for_each_step_time(void (*visit)(void*, int64_t, uint32_t, int, int64_t), void* ctx,
                           bool cpu = false) const;
-  bool cpu_seen() const;  // some range carried self_cpu_us
+  bool cpu_seen() const;  // some range carried self_cpu_ns
 
   // kCount: the events fed whose "ph" is "X" (the count a repaired tail writes).
   int64_t slices() const;

@@ -262,8 +262,8 @@ void EventLines::append(std::string& out, const EventRecord& e, const char* sepa
     }
   }
   if ((raw.flags & kHasCpu) != 0) {  // as json::append_event writes it
-    p = known(p, ",\"self_cpu_us\":", 15, &marks_.cpu);
-    p = put_us(p, uint64_t{raw.self_cpu} * kCpuUnitNs);
+    p = known(p, ",\"self_cpu_ns\":", 15, &marks_.cpu);
+    p = put_uint(p, uint64_t{raw.self_cpu} * kCpuUnitNs);
   }
   if (e.input_dims != nullptr) {
     p = known(p, ",\"Input Dims\":", 14, &marks_.dims);

@@ -162,8 +162,8 @@ void append_event(std::string& out, const EventRecord& e, long pid, const char* 
     default: break;
   }
   if ((raw.flags & kHasCpu) != 0) {
-    out += ",\"self_cpu_us\":";
-    append_us(out, uint64_t{raw.self_cpu} * kCpuUnitNs);
+    out += ",\"self_cpu_ns\":";  // an integer: the same text whatever reads and rewrites it
+    append_uint(out, uint64_t{raw.self_cpu} * kCpuUnitNs);
   }
   if (e.input_dims != nullptr) {
     out += ",\"Input Dims\":";

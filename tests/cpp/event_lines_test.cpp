@@ -107,6 +107,14 @@ TEST(EventLinesTest, ShapesHostileNamesAndEveryPhase) {
       module.kind = EventKind::kModule;
       module.range.module.type_id = InternTable::instance().intern("Weird\"Type");
       add_raw(both, module, 17, n++);
+      module.flags |= kHasCpu;  // its own CPU time (plugin/thread_cpu.h), saturated too
+      module.self_cpu = n % 2 ? 12345 : UINT32_MAX;
+      add_raw(both, module, 17, n++);
+      RawEvent wrapper = e;  // an outermost backward op with its CPU time
+      wrapper.kind = EventKind::kEngineEval;
+      wrapper.flags = kTopOp | kHasCpu;
+      wrapper.self_cpu = 0;
+      add_raw(both, wrapper, 17, n++);
       RawEvent coll = e;
       coll.kind = EventKind::kCollective;
       coll.range.collective = {4096, 2, InternTable::instance().intern("allreduce")};

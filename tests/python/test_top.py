@@ -285,6 +285,12 @@ def test_per_step_columns_are_the_steps_summary_counts(demo_trace, engine, monke
                     (fqn, phase, number)
                 checked += ns > 0
             assert rows[fqn].step_median(phase) > 0
+        # cpu/st: the module's thread CPU time (all phases, with its submodules) per step, the
+        # summary's per-step CPU times (self_cpu_ns) added up the same way
+        own = [sum(ns for (f, _), ns in times.cpu_times(number).items()
+                   if f == fqn or f.startswith(fqn + ".")) for number in kept]
+        assert rows[fqn].steps[top.CPU] == own, fqn
+        assert min(own) > 0
     assert checked == 3 * 2 * len(kept)
     if engine == "native":  # what `top --once` prints (a user's check on a finished run)
         pytest.importorskip("rich")
@@ -294,10 +300,10 @@ def test_per_step_columns_are_the_steps_summary_counts(demo_trace, engine, monke
                               timeout=300)
         assert proc.returncode == 0, proc.stderr
         header = next(line for line in proc.stdout.splitlines() if "fwd/st" in line)
-        assert header.split()[-2:] == ["fwd/st", "bwd/st"]
+        assert header.split()[-3:] == ["fwd/st", "bwd/st", "cpu/st"]
         for line in proc.stdout.splitlines():
             if re.search(r"\b(TinyTransformer|qkv|head)\s", line):
-                assert "-" not in line.split()[-2:], line
+                assert "-" not in line.split()[-3:], line
 
 
 def test_top_follows_a_running_job_and_q_quits(pane, tmp_path):

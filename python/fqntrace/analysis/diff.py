@@ -16,7 +16,7 @@ Rows: with --threshold the modules over it first, then the significant changes (
 largest first, then the rest by the change of the median; so the module whose code changed
 comes first and not the ancestors whose totals only inherit the change.
 
-The measure (`--measure`): in traces that carry CPU time (``self_cpu_us``, plugin/thread_cpu.h),
+The measure (`--measure`): in traces that carry CPU time (``self_cpu_ns``, plugin/thread_cpu.h),
 the samples are each module's *thread CPU time* per step (`cpu`, the default): time its thread
 waited for a core is not in it, so a busy machine does not inflate it, where wall time grows
 by a preempted time slice at random. Wall time (op self time) stays in the table; `--measure
@@ -51,7 +51,7 @@ def _number(value):
 
 def module_times(summary, per_step=None):
     """fqn -> {"module_type", "calls", phase -> {"self_ms", "total_ms", "ops", "flops",
-    "top_ops", "step_median_ms", "step_self_median_ms", "step_mad_ms"}, "step_self_ms",
+    "top_ops", "step_mad_ms", ["cpu_ms"]}, "step_self_ms", "step_self_cpu_ms",
     "step_spread_pct", "noisy"} for every module of a summary, with paths that exist only as
     parents (a ModuleList the exporter did not write) filled in: no self time, children's
     totals. per_step=True: self_ms / total_ms are the per-step medians (the summary's
@@ -78,6 +78,9 @@ def module_times(summary, per_step=None):
                           "step_mad_ms": float(_number(p.get("step_mad_ms")))}
             if "device_ms" in p:  # an annotated torch.profiler trace with kernels
                 row[phase]["device_ms"] = float(_number(p.get("device_ms")))
+            cpu_key = "step_cpu_median_ms" if per_step else "cpu_ms"
+            if cpu_key in p:  # the thread's CPU time, module and submodules
+                row[phase]["cpu_ms"] = float(_number(p.get(cpu_key)))
         for key in ("step_self_ms", "step_self_cpu_ms"):
             samples = entry.get(key)
             row[key] = ([float(v) for v in samples if traceio.is_number(v)]

@@ -1,6 +1,6 @@
 """Training steps in a trace: the ``ProfilerStep#N`` ranges (Kineto's name, which HTA's step
 analysis reads) and each module's time per step, for `python -m fqntrace summary`: its op time
-and, in traces that carry it (``self_cpu_us``, plugin/thread_cpu.h), its thread CPU time.
+and, in traces that carry it (``self_cpu_ns``, plugin/thread_cpu.h), its thread CPU time.
 
 An event belongs to step N when its start lies in ``[ts, ts + dur)`` of the ``ProfilerStep#N``
 range of its process, on any thread (the rule HTA applies). Events before the first step range or
@@ -101,7 +101,7 @@ class StepTimes:
         per[(fqn, phase)] = per.get((fqn, phase), 0) + ns
 
     def add_cpu(self, event, start_ns, fqn, phase, ns):
-        """A range's self CPU time (args.self_cpu_us), in the step its start lies in."""
+        """A range's self CPU time (args.self_cpu_ns), in the step its start lies in."""
         if self._ranges:
             self.add_cpu_to_step(self.step_of(event.get("pid"), start_ns), fqn, phase, ns)
 
@@ -113,6 +113,10 @@ class StepTimes:
     def self_times(self, step):
         """{(fqn, phase): self time in ns} of one step."""
         return dict(self._times.get(step, {}))
+
+    def cpu_times(self, step):
+        """{(fqn, phase): self CPU time in ns} of one step (empty without CPU times)."""
+        return dict(self._cpu.get(step, {}))
 
     def summary(self, exclude, modules):
         """The summary's `steps` object (with `kept`: the step numbers the per-step numbers

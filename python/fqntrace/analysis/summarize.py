@@ -61,7 +61,7 @@ class _Totals:
         self.declared_types = {}  # fqn -> class, from the module table (modules that never ran)
         self.memory = memory.MemoryStats()
         self.device_seen = False  # device events with an fqn (annotated torch.profiler trace)
-        self.cpu_seen = False  # ranges with self_cpu_us (plugin/thread_cpu.h)
+        self.cpu_seen = False  # ranges with self_cpu_ns (plugin/thread_cpu.h)
         self.step_cpu = None  # step_times.StepTimes the CPU times also go to, per step
 
     def memory_event(self, e):
@@ -106,11 +106,11 @@ class _Totals:
         elif start < self.first_seen[fqn]:
             self.first_seen[fqn] = start
         phase = args.get("phase")
-        cpu = args.get("self_cpu_us")
+        cpu = args.get("self_cpu_ns")
         if phase in PHASES and traceio.is_number(cpu) and cpu >= 0:
             # A module scope's or outermost backward op's own CPU time, already without that of
             # the measured ranges inside it: counted as it comes, no nesting needed.
-            ns = round(cpu * 1000)
+            ns = round(cpu)
             m["phases"][phase]["cpu_ns"] += ns
             self.cpu_seen = True
             if self.step_cpu is not None:

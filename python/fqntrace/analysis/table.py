@@ -2,8 +2,9 @@
 shape of <stem>.summary.json, see fqntrace.summarize).
 
 One row per module, indented two spaces per fqn level; a path that only exists as a parent (a
-ModuleList) sums its children. Columns: time per phase (subtree), share of all op time, op count,
-GFLOPs when the trace counted them, forward calls. At most `width` columns: long names are cut
+ModuleList) sums its children. Columns: time per phase (subtree), the thread CPU time (all phases,
+subtree) when the trace recorded it, share of all op time, op count, GFLOPs when the trace
+counted them, forward calls. At most `width` columns: long names are cut
 with an ellipsis. When the trace has training steps, the time columns are medians per step
 (fqntrace.step_times; step 0 left out by default) and the title gives the step count and spread.
 """
@@ -130,9 +131,13 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
     # Device time only for an annotated torch.profiler trace with kernels (docs/trace-format.md).
     show_device = any(isinstance(m.get(p), dict) and "device_ms" in m[p]
                       for m in modules.values() for p in phases)
+    # The thread's CPU time (plugin/thread_cpu.h) when the trace recorded it: what diff tests.
+    cpu_field = "step_cpu_median_ms" if per_step else "cpu_ms"
+    show_cpu = any(isinstance(m.get(p), dict) and cpu_field in m[p]
+                   for m in modules.values() for p in phases)
     fixed = (type_w + num_w * len(phases) * (2 if show_device else 1) + pct_w + ops_w + calls_w
              + (len(phases) * (2 if show_device else 1) + 4) + ((gf_w + 1) if show_flops else 0)
-             + ((spread_w + 1) if per_step else 0))
+             + ((spread_w + 1) if per_step else 0) + ((num_w + 1) if show_cpu else 0))
     labels = []
     for node in rows:
         indent = "  " * min(node.depth, 12)
@@ -145,6 +150,7 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
     unit = "ms/st" if per_step else "ms"
     header += [f"{PHASE_SHORT[p]} {unit}".rjust(num_w) for p in phases]
     header += [f"{PHASE_SHORT[p]} dev".rjust(num_w) for p in phases] if show_device else []
+    header += [f"cpu {unit}".rjust(num_w)] if show_cpu else []
     header += ["%".rjust(pct_w)] + (["±%".rjust(spread_w)] if per_step else [])
     header += ["ops".rjust(ops_w)]
     header += ["GFLOPs".rjust(gf_w)] if show_flops else []
@@ -189,6 +195,9 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
         if show_device:
             cells += [_format_ms(_phase_value(node, p, "device_ms"), num_w).rjust(num_w)
                       for p in phases]
+        if show_cpu:
+            cpu = sum(_phase_value(node, p, cpu_field) for p in phases)
+            cells.append(_format_ms(cpu, num_w).rjust(num_w))
         cells.append((f"{pct:.1f}" if pct else "-").rjust(pct_w))
         if per_step:
             cells.append(_spread(entry).rjust(spread_w))
@@ -213,6 +222,10 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
     if show_device:
         lines.append(line("dev: device time (kernels, copies, fills of a torch.profiler trace) "
                           "launched by the module's ops and its submodules', whole trace"))
+    if show_cpu:
+        lines.append(line(f"cpu {unit}: the thread's CPU time in the module and its submodules, "
+                          "phases shown" + (" (median per step)" if per_step else "")
+                          + "; a wait for a core is not in it (Global's forward has none)"))
     if show_flops:
         lines.append(line("GFLOPs: FLOPs of the module and its submodules, all phases shown"))
     return lines

@@ -10,7 +10,8 @@ The recent window is in *trace* time: the last --window seconds before the newes
 file, kept as one bucket per second. Steps/s counts `ProfilerStep#N` ranges (fqntrace's steps).
 With steps, the "/st" columns give `summary`'s per-step number live: per module and phase the
 median over the last RECENT_STEPS finished steps of its time in each, the steps in
---exclude-steps (the warm-up, step 0) left out. A range's time goes to the step whose range holds
+--exclude-steps (the warm-up, step 0) left out; "cpu/st" the same of its thread CPU time (all
+phases) when the trace recorded it. A range's time goes to the step whose range holds
 the end of the outermost range around it (the moment it is counted).
 
 The screen is drawn with `rich` (the optional extra `fqntrace[top]`); keys are read from the
@@ -35,6 +36,7 @@ SORTS = ("tree", "recent", "total")
 STEP_PREFIX = "ProfilerStep#"
 READ_SHARE = 0.8  # of each refresh interval spent reading when the job writes faster than that
 RECENT_STEPS = 20  # steps the per-step medians are taken over
+CPU = "cpu"  # the "phase" of CPU times in the per-step samples: all phases of a module
 
 
 class LiveWindow:
@@ -82,6 +84,10 @@ class LiveWindow:
                 per[owner] = per.get(owner, 0) + ns
         elif not self.step_ranges or when >= self.step_ranges[-1][1]:
             self.unassigned.append((when, owner, ns))
+
+    def cpu_read(self, when_ns, fqn, ns):
+        """A range's self CPU time (args.self_cpu_ns) starting at when_ns: to its step only."""
+        self.to_step(when_ns, (CPU, fqn), ns)
 
     def counted(self, when_ns, owner, ns):
         """Self time ns of owner (phase, fqn) counted; when_ns: the start of the range that
@@ -138,6 +144,10 @@ class LiveSummary(summarize.StreamSummary, LiveWindow):
     def __init__(self, window_s, exclude_steps=step_times.DEFAULT_EXCLUDED):
         summarize.StreamSummary.__init__(self)
         LiveWindow.__init__(self, window_s, exclude_steps)
+        self.totals.step_cpu = self  # _Totals.add_event gives CPU times to add_cpu
+
+    def add_cpu(self, event, start_ns, fqn, phase, ns):
+        self.cpu_read(start_ns, fqn, ns)
 
     def seen(self, e, start, end):
         if self.latest_ns is None or end > self.latest_ns:
@@ -214,6 +224,8 @@ class NativeLiveSummary(LiveWindow):
         for kind, phase, text, a, b in self.engine.take_log():
             if kind == 0:  # counted time: (when, ns) of (phase, fqn)
                 self.counted(a, (PHASES[phase], text), b)
+            elif kind == 2:  # a range's self CPU time: (start, ns) of fqn
+                self.cpu_read(a, text, b)
             else:  # a ProfilerStep range: (start, end); phase: its cat is user_annotation
                 match = step_times.STEP_NAME.match(text) if phase else None
                 self.step_seen(a, b, int(match.group(1)) if match else None)
@@ -551,9 +563,12 @@ def render(sources, view, window_s, rate, width=None):
     for p in phases:
         table.add_column("\u03a3" + PHASE_SHORT[p], justify="right", no_wrap=True)
     with_steps = any(r.steps for r in roots)
+    with_cpu = any(r.steps.get(CPU) for r in roots)
     if with_steps:
         for p in phases:
             table.add_column(PHASE_SHORT[p] + "/st", justify="right", no_wrap=True)
+    if with_cpu:
+        table.add_column("cpu/st", justify="right", no_wrap=True)
     if per_rank:
         for lab, _ in ranked:
             table.add_column(lab, justify="right", no_wrap=True)
@@ -568,6 +583,8 @@ def render(sources, view, window_s, rate, width=None):
         cells += [_ms(r.total[p]) for p in phases]
         if with_steps:
             cells += [_ms(r.step_median(p)) for p in phases]
+        if with_cpu:
+            cells.append(_ms(r.step_median(CPU)))
         if per_rank:
             cells += [_ms(r.per_rank.get(lab, 0)) for lab, _ in ranked]
         table.add_row(*cells, style="reverse" if i == view.selected else None)
@@ -576,6 +593,7 @@ def render(sources, view, window_s, rate, width=None):
                   "); \u03a3: since the start" + (
                       "; /st: median per step over the last steps, "
                       + _left_out(ordered[0].exclude_steps) if with_steps else "") +
+                  ("; cpu/st: the thread's CPU time, all phases" if with_cpu else "") +
                   ".  keys: q quit, s sort, \u2191/\u2193 move, "
                   "Enter expand/collapse, +/- all", style="dim")
     parts = [title] + notes + [table if rows else Text("(no module time yet)"), legend]

@@ -1,0 +1,129 @@
+"""What the thread CPU readings (FQNTRACE_CPU, plugin/thread_cpu.h) cost a traced step, in one
+process: blocks of steps alternate between a session with the readings on and one with them
+off (FQNTRACE_CPU=0), in the order A B B A A B B A ..., so both arms share the machine's noise
+of the moment. Workloads: P1's MLP step (4 Linear, 3 ReLU, batch 8: forward, backward,
+zero_grad) and P2's transformer training step (fqntrace.demo.TinyTransformer, AdamW).
+
+    .venv/bin/python bench/cpu_time_cost.py [--blocks 16] [--steps 200] [--json]
+
+Prints, per workload: the median step time (wall and the loop thread's CPU) with readings on
+and off, the difference, and the readings per step (counted in a trace of one step: module
+events and outermost backward ops with self_cpu_ns, one reading each; a module two).
+Run without FQNTRACE set.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+
+import fqntrace
+from fqntrace.demo import TinyTransformer
+
+
+def mlp():
+    torch.manual_seed(0)
+    layers = []
+    for i in range(4):
+        layers.append(torch.nn.Linear(16, 16))
+        if i < 3:
+            layers.append(torch.nn.ReLU())
+    model, x = torch.nn.Sequential(*layers), torch.randn(8, 16)
+
+    def step():
+        model(x).sum().backward()
+        model.zero_grad(set_to_none=True)
+    return step
+
+
+def transformer():
+    torch.manual_seed(0)
+    vocab, seq = 512, 128
+    model = TinyTransformer(vocab=vocab, dim=256, heads=4, layers=4, seq=seq)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    tokens = torch.randint(vocab, (8, seq))
+    targets = torch.randint(vocab, (8, seq))
+
+    def step():
+        logits = model(tokens)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return step
+
+
+def readings_per_step(step, folder):
+    """Clock readings one traced step makes: two per module call, one per outermost backward op
+    (each starts where the one before ended)."""
+    path = os.path.join(folder, "count.json")
+    os.environ["FQNTRACE_CPU"] = "1"
+    with fqntrace.profile(path):
+        step()
+    with open(path) as f:
+        events = [e for e in json.load(f)["traceEvents"]
+                  if e.get("ph") == "X" and "self_cpu_ns" in (e.get("args") or {})]
+    modules = sum(1 for e in events if e.get("cat") == "user_annotation")
+    return 2 * modules + (len(events) - modules), modules, len(events) - modules
+
+
+def measure(name, step, blocks, steps, folder):
+    for _ in range(3):
+        step()  # warm-up: allocator, kernels, the module names
+    count, modules, backward = readings_per_step(step, folder)
+    arms = {"on": {"wall": [], "cpu": []}, "off": {"wall": [], "cpu": []}}
+    for block in range(blocks):
+        arm = "on" if block % 4 in (0, 3) else "off"
+        os.environ["FQNTRACE_CPU"] = "1" if arm == "on" else "0"
+        with fqntrace.profile(os.path.join(folder, f"{name}{block}.json")):
+            step()  # the session's first step is not timed
+            for _ in range(steps):
+                w0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+                step()
+                arms[arm]["cpu"].append(time.thread_time_ns() - c0)
+                arms[arm]["wall"].append(time.perf_counter_ns() - w0)
+        os.remove(os.path.join(folder, f"{name}{block}.json"))
+    out = {"workload": name, "readings_per_step": count, "module_calls": modules,
+           "backward_ops": backward, "steps_per_arm": len(arms["on"]["wall"])}
+    for what in ("wall", "cpu"):
+        on = statistics.median(arms["on"][what]) / 1e3
+        off = statistics.median(arms["off"][what]) / 1e3
+        out[what] = {"on_us": round(on, 2), "off_us": round(off, 2),
+                     "added_us": round(on - off, 2), "added_pct": round(100 * (on - off) / off, 2)}
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--blocks", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=200, help="MLP steps per block "
+                        "(the transformer runs a tenth as many)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if os.environ.get("FQNTRACE"):
+        sys.exit("run bench/cpu_time_cost.py without FQNTRACE set")
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory(prefix="fqntrace-cpu-cost-") as folder:
+        results = [measure("mlp", mlp(), args.blocks, args.steps, folder),
+                   measure("transformer", transformer(), args.blocks,
+                           max(1, args.steps // 10), folder)]
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    print("| workload | readings per step (module calls, backward ops) | wall µs/step on → off | "
+          "added | loop-thread CPU µs/step on → off | added |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in results:
+        w, c = r["wall"], r["cpu"]
+        print(f"| {r['workload']} | {r['readings_per_step']} ({r['module_calls']}, "
+              f"{r['backward_ops']}) | {w['on_us']:.1f} → {w['off_us']:.1f} | "
+              f"{w['added_us']:+.1f} µs ({w['added_pct']:+.2f} %) | {c['on_us']:.1f} → "
+              f"{c['off_us']:.1f} | {c['added_us']:+.1f} µs ({c['added_pct']:+.2f} %) |")
+
+
+if __name__ == "__main__":
+    main()

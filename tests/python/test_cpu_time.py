@@ -1,0 +1,177 @@
+"""The thread CPU time per module (plugin/thread_cpu.h, `self_cpu_ns`): what the trace carries,
+what `summary` makes of it (native engine and Python alike) and what `diff` tests by default.
+
+A module that sleeps stands for a thread waiting for a core: its wall time grows, its CPU time
+does not. A module that spins on the CPU in Python has CPU time close to its wall time."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from torch import nn
+
+import fqntrace
+from fqntrace import cli, diff, summarize, traceio
+from conftest import load_trace, slices
+
+STEPS = 8
+SLEEP_MS = 6.0
+SPIN_MS = 3.0
+
+
+def spin(ms):
+    """CPU work in this thread for ms milliseconds of its CPU time."""
+    end = time.thread_time_ns() + int(ms * 1e6)
+    while time.thread_time_ns() < end:
+        pass
+
+
+class Sleeps(nn.Module):
+    def forward(self, x):
+        time.sleep(SLEEP_MS / 1000)
+        return x * 1
+
+
+class Spins(nn.Module):
+    def __init__(self, ms):
+        super().__init__()
+        self.ms = ms
+
+    def forward(self, x):
+        spin(self.ms)
+        return x * 1
+
+
+class Outer(nn.Module):
+    def __init__(self, spin_ms=SPIN_MS):
+        super().__init__()
+        self.sleeps = Sleeps()
+        self.spins = Spins(spin_ms)
+        self.lin = nn.Linear(64, 64)
+
+    def forward(self, x):
+        return self.lin(self.spins(self.sleeps(x)))
+
+
+def train(path, spin_ms=SPIN_MS, steps=STEPS):
+    torch.manual_seed(0)
+    model = Outer(spin_ms)
+    x = torch.randn(32, 64)
+    model(x).sum().backward()  # untraced warm-up
+    with fqntrace.profile(str(path)):
+        for _ in range(steps):
+            model(x).sum().backward()
+            fqntrace.step()
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    torch.set_num_threads(1)
+    return train(tmp_path_factory.mktemp("cpu") / "run.json")
+
+
+def test_ModulesAndOutermostBackwardOpsCarryTheirOwnCpuTime(traced):
+    events = slices(load_trace(traced))
+    modules = [e for e in events if "module_type" in e["args"] and e["cat"] == "user_annotation"]
+    assert modules and all("self_cpu_ns" in e["args"] for e in modules)
+    backward_tops = [e for e in events if e["cat"] == "cpu_op"
+                     and e["args"]["phase"] == "backward" and e["args"]["depth"] == 0]
+    assert backward_tops and all("self_cpu_ns" in e["args"] for e in backward_tops)
+    # Forward ops and nested backward ops read no clock.
+    assert not any("self_cpu_ns" in e["args"] for e in events if e["cat"] == "cpu_op"
+                   and e["args"]["phase"] == "forward")
+    sleeps = [e for e in modules if e["args"]["fqn"] == "Outer.sleeps"]
+    spins = [e for e in modules if e["args"]["fqn"] == "Outer.spins"]
+    outer = [e for e in modules if e["args"]["fqn"] == "Outer"]
+    cpu_us = lambda e: e["args"]["self_cpu_ns"] / 1000  # noqa: E731 (dur is in us)
+    assert all(isinstance(e["args"]["self_cpu_ns"], int) for e in modules + backward_tops)
+    for e in sleeps:  # waiting is wall time only
+        assert e["dur"] >= SLEEP_MS * 1000 * 0.9
+        assert cpu_us(e) < 0.25 * e["dur"], e
+    for e in spins:  # spinning is CPU time, about all of its wall time
+        assert cpu_us(e) >= SPIN_MS * 1000 * 0.95, e
+        assert cpu_us(e) <= e["dur"] * 1.05 + 20, e
+    for e in outer:  # the parent's own code only: its children's CPU time is theirs
+        assert cpu_us(e) < 0.5 * SPIN_MS * 1000, e
+    assert subprocess.run([sys.executable, "-m", "fqntrace", "validate", traced],
+                          capture_output=True).returncode == 0
+
+
+def test_SummaryGivesCpuTimePerModuleAndStepTheSameNativelyAndInPython(traced):
+    native = summarize.load_for_summary(traced)
+    python = summarize.summarize(traceio.load(traced))
+    assert native["modules"] == python["modules"]
+    assert native["steps"] == python["steps"]
+    m = native["modules"]
+    kept = native["steps"]["kept"]
+    assert len(kept) == STEPS - 1
+    spins, sleeps, outer = m["Outer.spins"], m["Outer.sleeps"], m["Outer"]
+    assert len(spins["step_self_cpu_ms"]) == len(kept)
+    assert min(spins["step_self_cpu_ms"]) >= SPIN_MS * 0.95
+    assert max(sleeps["step_self_cpu_ms"]) < SLEEP_MS * 0.25
+    # Subtree: Outer's forward CPU time holds its children's; its own does not.
+    fwd = outer["forward"]
+    assert fwd["step_cpu_median_ms"] >= spins["forward"]["step_cpu_median_ms"]
+    assert fwd["step_self_cpu_median_ms"] < SPIN_MS * 0.5
+    assert fwd["cpu_ms"] == pytest.approx(sum(m[f]["forward"]["self_cpu_ms"]
+                                              for f in ("Outer", "Outer.spins", "Outer.sleeps",
+                                                        "Outer.lin")), abs=1e-5)
+    assert m["Outer.lin"]["backward"]["self_cpu_ms"] > 0
+    assert all(r["cpu_ms"] > 0 for r in native["steps"]["per_step"])
+
+
+def test_SummaryTableShowsTheCpuColumn(traced, capsys):
+    assert cli.main(["summary", traced]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("module"))
+    at = header.index("cpu ms/st")  # right-aligned under its header, as wide
+    row = next(line for line in out.splitlines() if line.strip().startswith("spins"))
+    assert float(row[at:at + len("cpu ms/st")]) >= SPIN_MS * 0.95
+    assert "cpu ms/st: the thread's CPU time" in out
+
+
+def gate(base, new, *extra):
+    out = subprocess.run([sys.executable, "-m", "fqntrace", "diff", base, new, "--threshold",
+                          "10", "--json", *extra], capture_output=True, text=True)
+    return out.returncode, json.loads(out.stdout)
+
+
+def test_DiffTestsCpuTimeAndNamesTheModuleWithMoreCpuWork(tmp_path, traced):
+    slow = train(tmp_path / "slow.json", spin_ms=SPIN_MS * 1.6)
+    code, result = gate(traced, slow)
+    assert code == diff.EXIT_REGRESSION, result
+    assert result["measure"].startswith("cpu_")
+    assert result["regressions"] == ["Outer.spins"]
+    row = result["rows"][0]
+    assert row["fqn"] == "Outer.spins" and row["measure"].startswith("cpu_")
+    assert row["cpu_ms"][1] > row["cpu_ms"][0] * 1.4
+    global_row = next(r for r in result["rows"] if r["fqn"] == "Global")
+    assert global_row["measure"] is None or not global_row["measure"].startswith("cpu_")
+    # --measure wall: the same test on the ops' wall time (spinning in Python is no op's time)
+    code, result = gate(traced, slow, "--measure", "wall")
+    assert not result["measure"].startswith("cpu_")
+    assert "Outer.spins" not in result["regressions"]
+
+
+def test_CpuReadingsOffWithFqntraceCpu0AndDiffFallsBackToWallTime(tmp_path, traced, run):
+    path = tmp_path / "off.json"
+    program = (f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
+               "import torch; torch.set_num_threads(1)\n"
+               f"import test_cpu_time as t; t.train({str(path)!r}, steps=6)\n")
+    proc = run(program, env_extra={"FQNTRACE_CPU": "0"}, check_rc=0)
+    assert "fqntrace" not in proc.stderr
+    assert not any("self_cpu_ns" in e["args"] for e in slices(load_trace(path)))
+    s = summarize.load_for_summary(str(path))
+    assert "step_self_cpu_ms" not in s["modules"]["Outer.spins"]
+    assert "cpu_ms" not in s["modules"]["Outer.spins"]["forward"]
+    code, result = gate(traced, str(path))
+    assert not result["measure"].startswith("cpu_")
+    bad = run(program.replace("off.json", "bad.json"), env_extra={"FQNTRACE_CPU": "sometimes"},
+              check_rc=0)
+    lines = [l for l in bad.stderr.splitlines() if "FQNTRACE_CPU" in l]
+    assert len(lines) == 1 and "CPU time stays on" in lines[0], bad.stderr
+    assert any("self_cpu_ns" in e["args"] for e in slices(load_trace(tmp_path / "bad.json")))
