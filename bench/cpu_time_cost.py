@@ -4,12 +4,14 @@ off (FQNTRACE_CPU=0), in the order A B B A A B B A ..., so both arms share the m
 of the moment. Workloads: P1's MLP step (4 Linear, 3 ReLU, batch 8: forward, backward,
 zero_grad) and P2's transformer training step (fqntrace.demo.TinyTransformer, AdamW).
 
-    .venv/bin/python bench/cpu_time_cost.py [--blocks 16] [--steps 200] [--json]
+    .venv/bin/python bench/cpu_time_cost.py [--blocks 64] [--steps 50] [--null] [--json]
 
 Prints, per workload: the median step time (wall and the loop thread's CPU) with readings on
 and off, the difference, and the readings per step (counted in a trace of one step: module
-events and outermost backward ops with self_cpu_ns, one reading each; a module two).
-Run without FQNTRACE set.
+events and outermost backward ops with self_cpu_ns, one reading each; a module two). Short
+blocks, many of them: the machine's drift between blocks is the noise of this A/B (a
+transformer block of 20 steps moved by 2-3 % from block to block here). --null runs both arms
+with the readings on: the A/B's own noise floor. Run without FQNTRACE set.
 """
 import argparse
 import json
@@ -71,14 +73,14 @@ def readings_per_step(step, folder):
     return 2 * modules + (len(events) - modules), modules, len(events) - modules
 
 
-def measure(name, step, blocks, steps, folder):
+def measure(name, step, blocks, steps, folder, null=False):
     for _ in range(3):
         step()  # warm-up: allocator, kernels, the module names
     count, modules, backward = readings_per_step(step, folder)
     arms = {"on": {"wall": [], "cpu": []}, "off": {"wall": [], "cpu": []}}
     for block in range(blocks):
         arm = "on" if block % 4 in (0, 3) else "off"
-        os.environ["FQNTRACE_CPU"] = "1" if arm == "on" else "0"
+        os.environ["FQNTRACE_CPU"] = "1" if arm == "on" or null else "0"
         with fqntrace.profile(os.path.join(folder, f"{name}{block}.json")):
             step()  # the session's first step is not timed
             for _ in range(steps):
@@ -99,18 +101,19 @@ def measure(name, step, blocks, steps, folder):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--blocks", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=200, help="MLP steps per block "
-                        "(the transformer runs a tenth as many)")
+    parser.add_argument("--blocks", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=50, help="MLP steps per block "
+                        "(the transformer runs a tenth as many, at least 2)")
+    parser.add_argument("--null", action="store_true", help="both arms with the readings on")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if os.environ.get("FQNTRACE"):
         sys.exit("run bench/cpu_time_cost.py without FQNTRACE set")
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(prefix="fqntrace-cpu-cost-") as folder:
-        results = [measure("mlp", mlp(), args.blocks, args.steps, folder),
+        results = [measure("mlp", mlp(), args.blocks, args.steps, folder, args.null),
                    measure("transformer", transformer(), args.blocks,
-                           max(1, args.steps // 10), folder)]
+                           max(2, args.steps // 10), folder, args.null)]
     if args.json:
         print(json.dumps(results, indent=2))
         return

@@ -86,10 +86,14 @@ struct ThreadState {
   uint32_t pending_module_type = 0;
   uint32_t pending_serve_fqn = 0;
   bool ran_backward = false;  // this thread has run an autograd node: graph tasks happen here
-  // The CPU reading at the end of the last outermost backward op, when nothing has happened
-  // since that needs a reading of its own (a forward op, a module scope): the next backward op
-  // starts there, so a stretch of backward ops costs one reading each, not two.
+  // The thread's last CPU reading while no op has started since (cpu_chain), and the measuring
+  // frame whose time ran on from it (cpu_chain_owner, -1: none). A measuring frame opening
+  // under that same frame starts at that reading instead of a new one: a stretch of backward
+  // ops, a module's first submodule, sibling submodules called one after another with no op
+  // between (nn.Sequential) cost one reading each, not two. What ran between (the engine's work
+  // between nodes, the parent's Python between two calls) counts to the frame that opens.
   bool cpu_chain = false;
+  int16_t cpu_chain_owner = -1;
   uint64_t cpu_chain_ns = 0;
   uint32_t graphs_open = 0;  // compiled graphs running (nested ones past the array are ignored)
   // A step range waiting for the range it ends with (steps::end_step(at_enclosing_end)): written
@@ -274,15 +278,25 @@ inline void begin_frame(Frame& f, const Frame* parent, const at::RecordFunction*
 }
 
 // Frame f (opening at index ts->depth) measures CPU time: a module's forward or recompute, or
-// an outermost backward op (chained: it may start at the last backward op's end reading).
-__attribute__((noinline)) void start_cpu(ThreadState* ts, Frame& f, bool chained) {
+// an outermost backward op. It starts at the thread's last reading when that is still good for
+// it (ThreadState::cpu_chain); a module outside every measuring frame never does, as Python
+// that runs between two steps (a data loader's) would otherwise count to the next forward.
+__attribute__((noinline)) void start_cpu(ThreadState* ts, Frame& f) {
   f.cpu = true;
   f.special_end = true;
   f.cpu_inside = 0;
   f.cpu_up = f.cpu_owner;
   f.cpu_owner = static_cast<int16_t>(ts->depth);
-  f.cpu_start = chained && ts->cpu_chain ? ts->cpu_chain_ns : thread_cpu::now_ns();
-  ts->cpu_chain = false;
+  bool chainable = f.kind != EventKind::kModule || f.cpu_up >= 0;
+  if (chainable && ts->cpu_chain && ts->cpu_chain_owner == f.cpu_up) {
+    f.cpu_start = ts->cpu_chain_ns;
+  } else {
+    f.cpu_start = thread_cpu::now_ns();
+  }
+  // A submodule opened right away can start here too.
+  ts->cpu_chain = true;
+  ts->cpu_chain_owner = f.cpu_owner;
+  ts->cpu_chain_ns = f.cpu_start;
 }
 
 // The end of a measuring frame: its self CPU time, in RawEvent::self_cpu's units; what it spent
@@ -291,9 +305,10 @@ uint32_t finish_cpu(ThreadState* ts, const Frame& f) {
   uint64_t now = thread_cpu::now_ns();
   uint64_t spent = now > f.cpu_start ? now - f.cpu_start : 0;
   if (f.cpu_up >= 0) ts->frames[f.cpu_up].cpu_inside += spent;
-  // A backward op's end reading can start the next one; after a module scope the time is its
-  // parent's, so the next reading is a fresh one.
-  ts->cpu_chain = f.kind != EventKind::kModule;
+  // The frame around it runs on from this reading: the next measuring frame opened under it
+  // (the next backward op, a sibling module) can start here.
+  ts->cpu_chain = true;
+  ts->cpu_chain_owner = f.cpu_up;
   ts->cpu_chain_ns = now;
   return thread_cpu::to_units(spent > f.cpu_inside ? spent - f.cpu_inside : 0);
 }
@@ -330,15 +345,15 @@ __attribute__((always_inline)) inline void finish_start(ThreadState* ts, Frame& 
       // The frame below stays this range's parent until it ends: outermost cpu_op is known now.
       f.flags |= kTopOp;
       if (f.phase == Phase::kBackward) {
-        if (session_state::cpu_time()) start_cpu(ts, f, true);
+        if (session_state::cpu_time()) start_cpu(ts, f);
       } else {
-        ts->cpu_chain = false;  // forward work: not the next backward op's
+        ts->cpu_chain = false;  // an op: its time is the frame's it runs in, not the next one's
       }
     } else if (parent->op_phase != f.phase || parent->op_fqn != f.range.fqn_id) {
       f.flags |= kPhaseTop;
     }
   } else if (f.kind == EventKind::kModule && session_state::cpu_time()) {
-    start_cpu(ts, f, false);
+    start_cpu(ts, f);
   }
   ++ts->depth;
   f.range.start_ns = now_ticks();  // last: our own bookkeeping stays outside the range's time
