@@ -7,8 +7,9 @@ zero_grad) and P2's transformer training step (fqntrace.demo.TinyTransformer, Ad
     .venv/bin/python bench/cpu_time_cost.py [--blocks 64] [--steps 50] [--null] [--json]
 
 Prints, per workload: the median step time (wall and the loop thread's CPU) with readings on
-and off, the difference, and the readings per step (counted in a trace of one step: module
-events and outermost backward ops with self_cpu_ns, one reading each; a module two). Short
+and off, the difference, and the ranges per step that carry CPU time (module calls and
+outermost backward ops, counted in a trace of one step; each costs one or two readings: a
+reading at a range's start is saved when the one before can serve, plugin/observer.cpp). Short
 blocks, many of them: the machine's drift between blocks is the noise of this A/B (a
 transformer block of 20 steps moved by 2-3 % from block to block here). --null runs both arms
 with the readings on: the A/B's own noise floor. Run without FQNTRACE set.
@@ -59,9 +60,8 @@ def transformer():
     return step
 
 
-def readings_per_step(step, folder):
-    """Clock readings one traced step makes: two per module call, one per outermost backward op
-    (each starts where the one before ended)."""
+def measured_ranges(step, folder):
+    """(module calls, outermost backward ops) of one traced step: the ranges with CPU time."""
     path = os.path.join(folder, "count.json")
     os.environ["FQNTRACE_CPU"] = "1"
     with fqntrace.profile(path):
@@ -70,13 +70,13 @@ def readings_per_step(step, folder):
         events = [e for e in json.load(f)["traceEvents"]
                   if e.get("ph") == "X" and "self_cpu_ns" in (e.get("args") or {})]
     modules = sum(1 for e in events if e.get("cat") == "user_annotation")
-    return 2 * modules + (len(events) - modules), modules, len(events) - modules
+    return modules, len(events) - modules
 
 
 def measure(name, step, blocks, steps, folder, null=False):
     for _ in range(3):
         step()  # warm-up: allocator, kernels, the module names
-    count, modules, backward = readings_per_step(step, folder)
+    modules, backward = measured_ranges(step, folder)
     arms = {"on": {"wall": [], "cpu": []}, "off": {"wall": [], "cpu": []}}
     for block in range(blocks):
         arm = "on" if block % 4 in (0, 3) else "off"
@@ -89,8 +89,8 @@ def measure(name, step, blocks, steps, folder, null=False):
                 arms[arm]["cpu"].append(time.thread_time_ns() - c0)
                 arms[arm]["wall"].append(time.perf_counter_ns() - w0)
         os.remove(os.path.join(folder, f"{name}{block}.json"))
-    out = {"workload": name, "readings_per_step": count, "module_calls": modules,
-           "backward_ops": backward, "steps_per_arm": len(arms["on"]["wall"])}
+    out = {"workload": name, "module_calls": modules, "backward_ops": backward,
+           "steps_per_arm": len(arms["on"]["wall"])}
     for what in ("wall", "cpu"):
         on = statistics.median(arms["on"][what]) / 1e3
         off = statistics.median(arms["off"][what]) / 1e3
@@ -117,12 +117,12 @@ def main():
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    print("| workload | readings per step (module calls, backward ops) | wall µs/step on → off | "
-          "added | loop-thread CPU µs/step on → off | added |")
+    print("| workload | ranges with CPU time per step (module calls, backward ops) | wall µs/step "
+          "on → off | added | loop-thread CPU µs/step on → off | added |")
     print("|---|---:|---:|---:|---:|---:|")
     for r in results:
         w, c = r["wall"], r["cpu"]
-        print(f"| {r['workload']} | {r['readings_per_step']} ({r['module_calls']}, "
+        print(f"| {r['workload']} | {r['module_calls'] + r['backward_ops']} ({r['module_calls']}, "
               f"{r['backward_ops']}) | {w['on_us']:.1f} → {w['off_us']:.1f} | "
               f"{w['added_us']:+.1f} µs ({w['added_pct']:+.2f} %) | {c['on_us']:.1f} → "
               f"{c['off_us']:.1f} | {c['added_us']:+.1f} µs ({c['added_pct']:+.2f} %) |")

@@ -3,6 +3,12 @@ measures the rates for docs/report.md:
 
     .venv/bin/python tests/python/gate_runs.py --pairs 20 [--load] [--steps 25] [--threshold 10]
         [--slower 30] [--measure cpu|wall]
+    .venv/bin/python tests/python/gate_runs.py --table [--pairs 20]
+
+--table measures issue 33's table under one busy process per core: 16-step runs, identical and
+with Net.hot +30 % (`--threshold 10`), and 40-step runs with Net.hot +10 % (`--threshold 2`),
+each pair diffed with `--measure cpu` (the default) and `--measure wall`, and prints it as
+markdown for docs/report.md.
 
 A tiny CPU training program of STEPS steps (step 0 is the warm-up `diff` leaves out): per step a few
 modules of small matmuls, one of them (`Net.hot`) about 20% of the step; `slow=True` gives it 30%
@@ -101,20 +107,55 @@ def busy_cores(n=None):
             p.wait()
 
 
-def pairs(folder, n_pairs, threshold=10.0, extra=()):
+def pairs(folder, n_pairs, threshold=10.0, extra=(), variants=None):
     """n_pairs identical pairs and n_pairs pairs with Net.hot slower, interleaved; returns
-    {"same": [(code, first row fqn, regressions)], "slow": [...]}."""
+    {"same": [(code, first row fqn, regressions)], "slow": [...]}. variants: {name: extra} to
+    diff every pair several ways; then {name: that dict}."""
     torch.set_num_threads(1)  # one intra-op thread: no wait on a preempted worker
-    out = {"same": [], "slow": []}
+    ways = variants if variants is not None else {None: extra}
+    out = {name: {"same": [], "slow": []} for name in ways}
     for i in range(n_pairs):
         a = run(os.path.join(folder, f"a{i}.json"))
         b = run(os.path.join(folder, f"b{i}.json"))
         c = run(os.path.join(folder, f"c{i}.json"))
         s = run(os.path.join(folder, f"s{i}.json"), slow=True)
-        for kind, (base, new) in (("same", (a, b)), ("slow", (c, s))):
-            code, result = gate(base, new, threshold, extra)
-            out[kind].append((code, result["rows"][0]["fqn"], result["regressions"]))
-    return out
+        for name, way in ways.items():
+            for kind, (base, new) in (("same", (a, b)), ("slow", (c, s))):
+                code, result = gate(base, new, threshold, way)
+                out[name][kind].append((code, result["rows"][0]["fqn"], result["regressions"]))
+    return out if variants is not None else out[None]
+
+
+def counts(result):
+    """(identical pairs that passed, slow pairs that failed naming Net.hot, slow pairs with
+    Net.hot first)."""
+    passed = sum(code == 0 for code, _, _ in result["same"])
+    named = sum(code == 3 and HOT in regressions for code, _, regressions in result["slow"])
+    first = sum(first == HOT for _, first, _ in result["slow"])
+    return passed, named, first
+
+
+def table(n_pairs, folder):
+    """Issue 33's table, CPU and wall time on the same runs, as markdown lines."""
+    measures = {"cpu": ("--measure", "cpu"), "wall": ("--measure", "wall")}
+    cases = []
+    with busy_cores() as n:
+        for steps, slower, threshold in ((16, 30, 10.0), (40, 10, 2.0)):
+            globals()["STEPS"] = steps
+            globals()["SLOW_HOT_UNITS"] = HOT_UNITS + HOT_UNITS * slower // 100
+            sub = os.path.join(folder, f"s{steps}")
+            os.makedirs(sub, exist_ok=True)
+            cases.append((steps, slower, threshold,
+                          pairs(sub, n_pairs, threshold, variants=measures)))
+    lines = [f"| case ({n} busy processes, {n_pairs} pairs) | `--threshold` | measure | identical: "
+             "gate passed | slower: gate failed naming it | slower: it is the first row |",
+             "|---|---:|---|---:|---:|---:|"]
+    for steps, slower, threshold, by_measure in cases:
+        for name, result in by_measure.items():
+            passed, named, first = counts(result)
+            lines.append(f"| {steps} steps, `{HOT}` +{slower} % work | {threshold:g} | {name} | "
+                         f"{passed} | {named} | {first} |")
+    return lines
 
 
 def main():
@@ -130,7 +171,15 @@ def main():
     parser.add_argument("--folder", default=None)
     parser.add_argument("--json", action="store_true",
                         help="print the outcomes as JSON (test_diff_gate.py reads them)")
+    parser.add_argument("--table", action="store_true",
+                        help="issue 33's table, both measures (see above)")
     args = parser.parse_args()
+    if args.table:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="fqntrace-gate-") as folder:
+            print("\n".join(table(args.pairs, args.folder or folder)))
+        return
     globals()["STEPS"] = args.steps
     globals()["SLOW_HOT_UNITS"] = HOT_UNITS + HOT_UNITS * args.slower // 100
     import tempfile
