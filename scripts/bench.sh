@@ -2,7 +2,8 @@
 # Benchmarks fqntrace against an empty RecordFunction observer, torch.profiler and ModTracker
 # (P1 per-op + MLP, P2 transformer step, P3 ModTracker, P4 exporter throughput, P5 memory and
 # trace size, P6 library loaded but off, P7 the drain thread's CPU per event, drops under load per
-# drain priority and the demo's bytes per op event, P8 the DDP 2-rank step, in-process A/B). Sets up first (scripts/setup.sh), builds the bench
+# drain priority and the demo's bytes per op event, P8 the DDP 2-rank step, in-process A/B; then
+# the cost of the thread CPU readings, bench/cpu_time_cost.py). Sets up first (scripts/setup.sh), builds the bench
 # helpers, runs bench/driver.py, prints the table, writes bench/results.json and fills the generated
 # sections of docs/benchmarks.md (the hand-written analysis around them is left alone).
 #   scripts/bench.sh            full run (~20 min on 2 cores, plus set-up when it rebuilds)
@@ -64,4 +65,12 @@ if [ ! -x "$ROOT/build/fqntrace_exporter_bench" ]; then
     || log "fqntrace_exporter_bench could not be built (libbenchmark-dev missing?): P4 is skipped"
 fi
 
-exec "$PY" "$ROOT/bench/driver.py" "${QUICK[@]}"
+"$PY" "$ROOT/bench/driver.py" "${QUICK[@]}"
+# What the thread CPU readings (FQNTRACE_CPU) cost a traced step: printed for docs/benchmarks.md's
+# hand-written section *Thread CPU time readings*.
+log "thread CPU readings, in-process A/B (bench/cpu_time_cost.py)"
+if [ ${#QUICK[@]} -gt 0 ]; then
+  "$PY" "$ROOT/bench/cpu_time_cost.py" --blocks 8 --steps 20
+else
+  "$PY" "$ROOT/bench/cpu_time_cost.py"
+fi
