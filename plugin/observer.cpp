@@ -341,15 +341,20 @@ __attribute__((always_inline)) inline void finish_start(ThreadState* ts, Frame& 
   f.op_phase = kCpuOp ? f.phase : (parent_in_op ? parent->op_phase : f.phase);
   f.op_fqn = kCpuOp ? f.range.fqn_id : (parent_in_op ? parent->op_fqn : f.range.fqn_id);
   if (kCpuOp) {
+    bool measured = false;
     if (!parent_in_op) {
       // The frame below stays this range's parent until it ends: outermost cpu_op is known now.
       f.flags |= kTopOp;
-      if (f.phase == Phase::kBackward) {
-        if (session_state::cpu_time()) start_cpu(ts, f);
-      } else {
-        ts->cpu_chain = false;  // an op: its time is the frame's it runs in, not the next one's
-      }
-    } else if (parent->op_phase != f.phase || parent->op_fqn != f.range.fqn_id) {
+      measured = f.phase == Phase::kBackward && session_state::cpu_time();
+    }
+    if (measured) {
+      start_cpu(ts, f);  // may start at the last backward op's end reading
+    } else {
+      // An op's time is the measuring frame's it runs in, not the next one's: the thread's last
+      // reading no longer starts another frame.
+      ts->cpu_chain = false;
+    }
+    if (parent_in_op && (parent->op_phase != f.phase || parent->op_fqn != f.range.fqn_id)) {
       f.flags |= kPhaseTop;
     }
   } else if (f.kind == EventKind::kModule && session_state::cpu_time()) {

@@ -175,3 +175,38 @@ def test_CpuReadingsOffWithFqntraceCpu0AndDiffFallsBackToWallTime(tmp_path, trac
     lines = [l for l in bad.stderr.splitlines() if "FQNTRACE_CPU" in l]
     assert len(lines) == 1 and "CPU time stays on" in lines[0], bad.stderr
     assert any("self_cpu_ns" in e["args"] for e in slices(load_trace(tmp_path / "bad.json")))
+
+
+class Checkpointed(nn.Module):
+    """Outer.spins re-run in backward (activation checkpointing): a recompute inside a node."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = Outer()
+
+    def forward(self, x):
+        return torch.utils.checkpoint.checkpoint(self.inner, x, use_reentrant=False)
+
+
+def test_RecomputeHasItsOwnCpuTimeTakenOutOfTheNodeAroundIt(tmp_path):
+    torch.manual_seed(0)
+    model, x = Checkpointed(), torch.randn(32, 64)
+    path = str(tmp_path / "ckpt.json")
+    with fqntrace.profile(path):
+        for _ in range(3):
+            model(x).sum().backward()
+            fqntrace.step()
+    events = slices(load_trace(path))
+    spins = [e for e in events if e["args"]["fqn"] == "Checkpointed.inner.spins"
+             and e["args"]["phase"] == "recompute" and e["cat"] == "user_annotation"]
+    assert len(spins) == 3
+    for r in spins:
+        assert r["args"]["self_cpu_ns"] >= SPIN_MS * 1e6 * 0.95, r
+        around = [e for e in events if e["cat"] == "cpu_op" and e["args"]["depth"] == 0
+                  and e["tid"] == r["tid"] and e["ts"] <= r["ts"]
+                  and e["ts"] + e["dur"] >= r["ts"] + r["dur"]]
+        assert len(around) == 1 and around[0]["args"]["phase"] == "backward", around
+        # The node's own CPU time leaves out the recompute's spin (and the sleep costs none).
+        assert around[0]["args"]["self_cpu_ns"] < SPIN_MS * 1e6 * 0.5, around[0]
+    s = summarize.load_for_summary(path)
+    assert s["modules"]["Checkpointed.inner.spins"]["recompute"]["self_cpu_ms"] >= 3 * SPIN_MS * 0.95
