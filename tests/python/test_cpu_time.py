@@ -151,6 +151,11 @@ def test_DiffTestsCpuTimeAndNamesTheModuleWithMoreCpuWork(tmp_path, traced):
     assert row["cpu_ms"][1] > row["cpu_ms"][0] * 1.4
     global_row = next(r for r in result["rows"] if r["fqn"] == "Global")
     assert global_row["measure"] is None or not global_row["measure"].startswith("cpu_")
+    # The notebook's diff: the same rows, CPU medians as columns
+    rows = fqntrace.load(traced).diff(slow, threshold=10, frame=False)
+    spins = next(r for r in rows if r["fqn"] == "Outer.spins")
+    assert spins["regressed"] and spins["measure"].startswith("cpu_")
+    assert [spins["cpu_ms_base"], spins["cpu_ms_new"]] == row["cpu_ms"]
     # --measure wall: the same test on the ops' wall time (spinning in Python is no op's time)
     code, result = gate(traced, slow, "--measure", "wall")
     assert not result["measure"].startswith("cpu_")

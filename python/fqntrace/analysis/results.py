@@ -127,7 +127,7 @@ def diff_rows(result):
             row[key + "_low"], row[key + "_high"] = low, high
         for key in ("p_value", "significant", "gated", "regressed", "measure"):
             row[key] = r.get(key)
-        for key in ("self_ms", "total_ms"):
+        for key in ("self_ms", "total_ms", "cpu_ms"):  # cpu_ms: rows tested on CPU time
             pair = r.get(key)
             base, new = pair if isinstance(pair, (list, tuple)) else (None, None)
             row[key + "_base"], row[key + "_new"] = base, new
