@@ -26,7 +26,6 @@ import torch
 
 import fqntrace
 import run_mode
-from fqntrace.demo import TinyTransformer
 
 
 def mlp():
@@ -39,20 +38,7 @@ def mlp():
 
 
 def transformer():
-    torch.manual_seed(0)
-    vocab, seq = 512, 128
-    model = TinyTransformer(vocab=vocab, dim=256, heads=4, layers=4, seq=seq)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    tokens = torch.randint(vocab, (8, seq))
-    targets = torch.randint(vocab, (8, seq))
-
-    def step():
-        logits = model(tokens)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1))
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    return step
+    return run_mode.transformer_step(8)  # P2's, at its default batch
 
 
 def measured_ranges(step, folder):

@@ -180,15 +180,19 @@ def bench_mlp(mode, args):
     return {"unit": "us/step", "steps_per_sample": args.steps, "samples": samples}
 
 
-def bench_transformer(mode, args):
+def transformer_step(batch, compile=False):
+    """P2's training step of fqntrace.demo's TinyTransformer (AdamW) as a function. compile:
+    torch.compile the model (inductor)."""
     from fqntrace.demo import TinyTransformer
 
     torch.manual_seed(0)
     vocab, seq = 512, 128
     model = TinyTransformer(vocab=vocab, dim=256, heads=4, layers=4, seq=seq)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    tokens = torch.randint(vocab, (args.batch, seq))
-    targets = torch.randint(vocab, (args.batch, seq))
+    if compile:
+        model = torch.compile(model)
+    tokens = torch.randint(vocab, (batch, seq))
+    targets = torch.randint(vocab, (batch, seq))
 
     def step():
         logits = model(tokens)
@@ -196,7 +200,11 @@ def bench_transformer(mode, args):
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+    return step
 
+
+def bench_transformer(mode, args):
+    step = transformer_step(args.batch)
     samples = []
     with measuring(mode):
         for _ in range(args.warmup):
@@ -218,25 +226,10 @@ def bench_transformer_ab(mode, args):
 
     import fqntrace
     import fqntrace._hooks
-    from fqntrace.demo import TinyTransformer
 
-    torch.manual_seed(0)
-    vocab, seq = 512, 128
-    model = TinyTransformer(vocab=vocab, dim=256, heads=4, layers=4, seq=seq)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    if args.compile:
-        # Compiled with inductor. The warm-up below compiles both arms: untraced (no module
-        # hooks) and traced (fqntrace's hooks, which Dynamo guards on), so no block recompiles.
-        model = torch.compile(model)
-    tokens = torch.randint(vocab, (args.batch, seq))
-    targets = torch.randint(vocab, (args.batch, seq))
-
-    def step():
-        logits = model(tokens)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1))
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+    # Compiled (--compile) with inductor: the warm-up below compiles both arms, untraced (no
+    # module hooks) and traced (fqntrace's hooks, which Dynamo guards on), so no block recompiles.
+    step = transformer_step(args.batch, compile=args.compile)
 
     def timed_steps(n):
         out = []
