@@ -5,6 +5,7 @@ A module that sleeps stands for a thread waiting for a core: its wall time grows
 does not. A module that spins on the CPU in Python has CPU time close to its wall time."""
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -89,9 +90,13 @@ def test_ModulesAndOutermostBackwardOpsCarryTheirOwnCpuTime(traced):
     outer = [e for e in modules if e["args"]["fqn"] == "Outer"]
     cpu_us = lambda e: e["args"]["self_cpu_ns"] / 1000  # noqa: E731 (dur is in us)
     assert all(isinstance(e["args"]["self_cpu_ns"], int) for e in modules + backward_tops)
-    for e in sleeps:  # waiting is wall time only
+    # Waiting is wall time only. A sleep still costs this VM's kernel some CPU time on the thread
+    # (a plain `time.sleep(0.006)` measured 30-300 us of it here), more in a first call: the
+    # median, not every call.
+    for e in sleeps:
         assert e["dur"] >= SLEEP_MS * 1000 * 0.9
-        assert cpu_us(e) < 0.25 * e["dur"], e
+        assert cpu_us(e) < e["dur"], e
+    assert statistics.median(cpu_us(e) for e in sleeps) < 0.25 * SLEEP_MS * 1000, sleeps
     for e in spins:  # spinning is CPU time, about all of its wall time
         assert cpu_us(e) >= SPIN_MS * 1000 * 0.95, e
         assert cpu_us(e) <= e["dur"] * 1.05 + 20, e
@@ -112,7 +117,7 @@ def test_SummaryGivesCpuTimePerModuleAndStepTheSameNativelyAndInPython(traced):
     spins, sleeps, outer = m["Outer.spins"], m["Outer.sleeps"], m["Outer"]
     assert len(spins["step_self_cpu_ms"]) == len(kept)
     assert min(spins["step_self_cpu_ms"]) >= SPIN_MS * 0.95
-    assert max(sleeps["step_self_cpu_ms"]) < SLEEP_MS * 0.25
+    assert statistics.median(sleeps["step_self_cpu_ms"]) < SLEEP_MS * 0.25
     # Subtree: Outer's forward CPU time holds its children's; its own does not.
     fwd = outer["forward"]
     assert fwd["step_cpu_median_ms"] >= spins["forward"]["step_cpu_median_ms"]
@@ -185,35 +190,40 @@ def test_CpuReadingsOffWithFqntraceCpu0AndDiffFallsBackToWallTime(tmp_path, trac
 
 
 class Checkpointed(nn.Module):
-    """Outer.spins re-run in backward (activation checkpointing): a recompute inside a node."""
+    """Outer re-run in backward (activation checkpointing): a recompute inside a node."""
 
-    def __init__(self):
+    def __init__(self, spin_ms):
         super().__init__()
-        self.inner = Outer()
+        self.inner = Outer(spin_ms)
 
     def forward(self, x):
         return torch.utils.checkpoint.checkpoint(self.inner, x, use_reentrant=False)
 
 
 def test_RecomputeHasItsOwnCpuTimeTakenOutOfTheNodeAroundIt(tmp_path):
+    spin_ms = 4 * SPIN_MS  # far more than the node's own work, whatever the machine's speed
     torch.manual_seed(0)
-    model, x = Checkpointed(), torch.randn(32, 64)
+    model, x = Checkpointed(spin_ms), torch.randn(32, 64)
     path = str(tmp_path / "ckpt.json")
     with fqntrace.profile(path):
         for _ in range(3):
             model(x).sum().backward()
             fqntrace.step()
     events = slices(load_trace(path))
-    spins = [e for e in events if e["args"]["fqn"] == "Checkpointed.inner.spins"
-             and e["args"]["phase"] == "recompute" and e["cat"] == "user_annotation"]
+    recomputes = [e for e in events if e["cat"] == "user_annotation"
+                  and e["args"]["phase"] == "recompute"]
+    spins = [e for e in recomputes if e["args"]["fqn"] == "Checkpointed.inner.spins"]
     assert len(spins) == 3
-    for r in spins:
-        assert r["args"]["self_cpu_ns"] >= SPIN_MS * 1e6 * 0.95, r
+    for inner in (e for e in recomputes if e["args"]["fqn"] == "Checkpointed.inner"):
         around = [e for e in events if e["cat"] == "cpu_op" and e["args"]["depth"] == 0
-                  and e["tid"] == r["tid"] and e["ts"] <= r["ts"]
-                  and e["ts"] + e["dur"] >= r["ts"] + r["dur"]]
+                  and e["tid"] == inner["tid"] and e["ts"] <= inner["ts"]
+                  and e["ts"] + e["dur"] >= inner["ts"] + inner["dur"]]
         assert len(around) == 1 and around[0]["args"]["phase"] == "backward", around
-        # The node's own CPU time leaves out the recompute's spin (and the sleep costs none).
-        assert around[0]["args"]["self_cpu_ns"] < SPIN_MS * 1e6 * 0.5, around[0]
+        # The node's own CPU time is at most its wall time outside the recompute: the
+        # recompute's spin is taken out of it.
+        outside_us = around[0]["dur"] - inner["dur"]
+        assert around[0]["args"]["self_cpu_ns"] / 1000 <= outside_us + 500, (around[0], inner)
+    for r in spins:
+        assert r["args"]["self_cpu_ns"] >= spin_ms * 1e6 * 0.95, r
     s = summarize.load_for_summary(path)
-    assert s["modules"]["Checkpointed.inner.spins"]["recompute"]["self_cpu_ms"] >= 3 * SPIN_MS * 0.95
+    assert s["modules"]["Checkpointed.inner.spins"]["recompute"]["self_cpu_ms"] >= 3 * spin_ms * 0.95
