@@ -1,0 +1,110 @@
+// The per-thread frame stack of the summary engine: ranges whose enclosing range has not come yet
+// (a post-order stream), with the op time they hold grouped by owner (analysis/engine_frontier.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace fqntrace::analysis::engine {
+
+struct Contrib {
+  uint64_t key;  // name id << 32 | step slot (0: no step)
+  int64_t ns, count;
+};
+
+// A small map with a hash index once it grows: most frontier groups hold one or two entries,
+// the outermost ones (a whole step's ops) thousands.
+template <class T>
+class SmallMap {
+ public:
+  T* find(uint64_t key) {
+    if (!index_.empty()) {
+      auto it = index_.find(key);
+      return it == index_.end() ? nullptr : &items_[it->second];
+    }
+    for (auto& item : items_)
+      if (item.key == key) return &item;
+    return nullptr;
+  }
+  T& add(T item) {
+    items_.push_back(std::move(item));
+    if (!index_.empty()) {
+      index_.emplace(items_.back().key, items_.size() - 1);
+    } else if (items_.size() > 16) {
+      for (size_t k = 0; k < items_.size(); ++k) index_.emplace(items_[k].key, k);
+    }
+    return items_.back();
+  }
+  void clear() {
+    items_.clear();
+    index_.clear();
+  }
+  size_t size() const { return items_.size(); }
+  std::vector<T>& items() { return items_; }
+
+ private:
+  std::vector<T> items_;
+  std::unordered_map<uint64_t, size_t> index_;
+};
+
+struct Group {
+  uint64_t key;  // owner: phase key << 32 | fqn id
+  int64_t dur = 0, excluded = 0;
+  SmallMap<Contrib> contribs;
+};
+
+struct Pending {
+  int64_t start = 0, end = 0;
+  bool has_depth = false;
+  int64_t depth = 0;
+  SmallMap<Group> groups;
+};
+
+struct Thread {
+  std::vector<Pending> stack;  // slots [0, size) are live; the rest keep their capacity
+  size_t size = 0;
+  bool seen = false;  // a range of this thread was read (last_end is set)
+  int64_t last_end = 0;
+  // memory runs: [node, phase, start_seq, live, peak]
+  struct Run {
+    uint32_t node;
+    int phase;
+    int64_t start_seq, live, peak;
+  };
+  std::vector<Run> runs;
+};
+
+struct Block {
+  int64_t size, seq;
+  uint32_t thread;
+  uint32_t node;
+  int phase;
+};
+
+inline void merge_groups(SmallMap<Group>& into, SmallMap<Group>& from) {
+  if (from.size() > into.size()) std::swap(into, from);  // sums: the direction does not matter
+  for (auto& g : from.items()) {
+    Group* mine = into.find(g.key);
+    if (mine == nullptr) {
+      into.add(std::move(g));
+      continue;
+    }
+    mine->dur += g.dur;
+    mine->excluded += g.excluded;
+    for (auto& c : g.contribs.items()) {
+      Contrib* t = mine->contribs.find(c.key);
+      if (t == nullptr) {
+        mine->contribs.add(c);
+      } else {
+        t->ns += c.ns;
+        t->count += c.count;
+      }
+    }
+  }
+  from.clear();
+}
+
+}  // namespace fqntrace::analysis::engine
