@@ -9,8 +9,8 @@ SOURCE is a trace the core wrote (scripts/demo.sh's traces/demo.json); the big t
 from it by tests/python/bigtrace.py (and deleted at the end unless --keep). --pythonpath runs
 another checkout's package (a "before" measurement). Prints a Markdown table and writes it (and
 the commands) to OUT/cli_bench.md; a run of this checkout at 300 or 1024 MiB (all verbs) also
-writes bench/results-cli-MB.json and fills its generated section of docs/benchmarks.md (P9,
-`p9-cli-MB`, through bench/report.py).
+writes bench/results-cli-MB.json and refills docs/benchmarks.md's P9 table and opening table
+(`p9-cli` and `costs`, through bench/report.py).
 """
 import argparse
 import json
@@ -25,12 +25,11 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
 import bigtrace  # noqa: E402
 import report  # noqa: E402  (the table's Markdown and docs/benchmarks.md's section)
-from modes import CLI_RSS_LIMIT_MIB as RSS_LIMIT_MIB  # noqa: E402
+from modes import CLI_DOC_SIZES, CLI_RSS_LIMIT_MIB as RSS_LIMIT_MIB  # noqa: E402
 
 # Issue 24's bounds: events per CPU second per verb (the rest: DEFAULT_TARGET); peak RSS: modes.
 TARGETS = {"summary": 1_000_000, "merge": 500_000}
 DEFAULT_TARGET = 300_000
-DOC_SIZES = (300, 1024)  # the sizes with a generated section in docs/benchmarks.md
 
 
 def measure(cmd, env):
@@ -169,7 +168,7 @@ def main():
     with open(os.path.join(args.out, "cli_bench.md"), "w") as f:
         f.write(text + "\n")
     print(text)
-    if mb in DOC_SIZES and not args.pythonpath and not args.verbs:
+    if mb in CLI_DOC_SIZES and not args.pythonpath and not args.verbs:
         write_doc(results)
 
 
@@ -182,17 +181,22 @@ def line(row):
 
 
 def write_doc(results):
-    """bench/results-cli-MB.json, and its section of docs/benchmarks.md (bench/report.py)."""
+    """bench/results-cli-MB.json, and docs/benchmarks.md's P9 table and opening table, which
+    also shows bench/results.json's numbers (bench/report.py)."""
     with open(os.path.join(HERE, f"results-cli-{results['mb']}.json"), "w") as f:
         json.dump(results, f, indent=1)
         f.write("\n")
+    main_results = os.path.join(HERE, "results.json")
+    others = None
+    if os.path.exists(main_results):
+        with open(main_results) as f:
+            others = json.load(f)
     doc = os.path.join(ROOT, "docs", "benchmarks.md")
     with open(doc) as f:
-        text = report.update(f.read(), None, only=[f"p9-cli-{results['mb']}"])
+        text = report.update(f.read(), others, only=["p9-cli", "costs"])
     with open(doc, "w") as f:
         f.write(text)
-    print(f"wrote bench/results-cli-{results['mb']}.json and docs/benchmarks.md (p9-cli-"
-          f"{results['mb']})")
+    print(f"wrote bench/results-cli-{results['mb']}.json and docs/benchmarks.md (p9-cli, costs)")
 
 
 def git_commit():

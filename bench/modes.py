@@ -83,3 +83,6 @@ def environment(mode, trace_path):
 
 # bench/cli_bench.py's bound on a verb's peak RSS (issue 24), also in its table's header.
 CLI_RSS_LIMIT_MIB = 256
+# The trace sizes (MiB) whose `scripts/bench.sh --cli MiB` run is kept in bench/results-cli-MiB.json
+# and shown in docs/benchmarks.md (P9, and the CLI rows of the opening table at the largest).
+CLI_DOC_SIZES = (300, 1024)

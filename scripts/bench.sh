@@ -12,7 +12,7 @@
 #                               300; Chrome and JSON Lines), CPU s, events/CPU-s, peak RSS against
 #                               each verb's target, DuckDB beside it when installed; prints the
 #                               table and, at 300 or 1024 MiB, writes bench/results-cli-MiB.json and
-#                               its generated section of docs/benchmarks.md (P9). Needs ~10x MiB of
+#                               refills docs/benchmarks.md's P9 and opening tables. Needs ~10x MiB of
 #                               disk in build/cli_bench while it runs (the traces are deleted after)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -66,8 +66,8 @@ if [ ! -x "$ROOT/build/fqntrace_exporter_bench" ]; then
 fi
 
 "$PY" "$ROOT/bench/driver.py" "${QUICK[@]}"
-# What the thread CPU readings (FQNTRACE_CPU) cost a traced step: printed for docs/benchmarks.md's
-# hand-written section *Thread CPU time readings*.
+# What the thread CPU readings (FQNTRACE_CPU) cost a traced step: printed only; its numbers go by
+# hand into bench/report.py's BY_HAND rows of docs/benchmarks.md's opening table.
 log "thread CPU readings, in-process A/B (bench/cpu_time_cost.py)"
 if [ ${#QUICK[@]} -gt 0 ]; then
   "$PY" "$ROOT/bench/cpu_time_cost.py" --blocks 8 --steps 20
