@@ -2,7 +2,8 @@
 losses), never fails, and compiled code keeps its module names — the region, CompiledFunction
 and CompiledFunctionBackward carry the compiled module, and the kernels inside carry the
 submodule they were generated from. Each case trains 3 steps of
-compile_scripts/train_compiled.py untraced and traced, in fresh interpreters."""
+compile_scripts/train_compiled.py, untraced and traced: every case in turn in one interpreter
+for each side (Dynamo reset between cases), so the suite starts two interpreters, not 26."""
 import json
 import os
 import subprocess
@@ -61,10 +62,11 @@ def train(args, cache, trace=None):
     return result(start(args, cache, trace))
 
 
-def last_step(trace):
-    """Slices of the last step (its compiles are done): (name, fqn, phase) of each."""
+def last_step(trace, case=None):
+    """Slices of the last step (its compiles are done) of a case: (name, fqn, phase) of each."""
     events = slices(trace)
-    step = max((e for e in events if e["name"].startswith("step")), key=lambda e: e["ts"])
+    prefix = "step" if case is None else f"{case} step"
+    step = max((e for e in events if e["name"].startswith(prefix)), key=lambda e: e["ts"])
     end = step["ts"] + step["dur"]
     return [(e["name"], e["args"].get("fqn"), e["args"].get("phase")) for e in events
             if step["ts"] <= e["ts"] <= end]
@@ -128,24 +130,55 @@ CHECKS = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_tracing_does_not_change_the_compiled_program(case, tmp_path, inductor_cache):
-    # Untraced and traced side by side (a core each): the slowest tests of the suite.
-    path = tmp_path / "t.json"
-    runs = [start(CASES[case], inductor_cache), start(CASES[case], inductor_cache, path)]
+@pytest.fixture(scope="module")
+def compiled_runs(tmp_path_factory, inductor_cache):
+    """Every case, untraced and traced side by side (a core each): {"untraced": {case: line},
+    "traced": {case: line}, "stderr": traced stderr, "path": the trace}."""
+    path = tmp_path_factory.mktemp("compiled") / "t.json"
+    args = ["--cases", json.dumps(CASES)]
+    runs = [start(args, inductor_cache), start(args, inductor_cache, path)]
     try:
-        (untraced, _), (traced, stderr) = [result(run) for run in runs]
+        sides = [all_results(run) for run in runs]
     finally:
         for run in runs:
             run.kill()  # after a failed assert, the other run does not outlive the test
-    assert traced == untraced  # graphs, graph breaks, recompiles, frames and every loss
-    assert "global hooks" not in stderr  # torch's warning about hooks is not ours to cause
+    (untraced, _), (traced, stderr) = sides
+    return {"untraced": untraced, "traced": traced, "stderr": stderr, "path": path}
+
+
+def all_results(proc):
+    """({case: what the script printed for it}, stderr) once it has ended well."""
+    stdout, stderr = proc.communicate(timeout=900)
+    assert proc.returncode == 0, stderr[-3000:]
+    assert "fqntrace:" not in stderr, stderr
+    lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    return {line.pop("case"): line for line in lines}, stderr
+
+
+@pytest.fixture(scope="module")
+def compiled_trace(compiled_runs):
+    path = compiled_runs["path"]
     proc = subprocess.run([sys.executable, "-m", "fqntrace", "validate", str(path)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    trace = load_trace(path)
-    assert not any("_orig_mod" in e["args"].get("fqn", "") for e in slices(trace))
-    checked = CHECKS[case](last_step(trace))
+    return load_trace(path)
+
+
+def test_every_case_ran_on_both_sides(compiled_runs):
+    assert sorted(compiled_runs["untraced"]) == sorted(CASES)
+    assert sorted(compiled_runs["traced"]) == sorted(CASES)
+    assert "global hooks" not in compiled_runs["stderr"]  # torch's warning is not ours to cause
+
+
+def test_compiled_code_never_shows_dynamos_wrapper_name(compiled_trace):
+    assert not any("_orig_mod" in e["args"].get("fqn", "") for e in slices(compiled_trace))
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_tracing_does_not_change_the_compiled_program(case, compiled_runs, compiled_trace):
+    # graphs, graph breaks, recompiles, frames and every loss
+    assert compiled_runs["traced"][case] == compiled_runs["untraced"][case]
+    checked = CHECKS[case](last_step(compiled_trace, case))
     assert checked is None or checked
 
 

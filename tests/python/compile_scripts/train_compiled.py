@@ -4,9 +4,15 @@ two lines must agree (tests/python/test_compile.py).
 
     python train_compiled.py --form whole|child|method|function [--backend B] [--fullgraph]
                              [--dynamic] [--graph-break] [--checkpoint] [--model mlp|gpt2]
+    python train_compiled.py --cases '{"NAME": [ARGS...], ...}'
+
+--cases runs several cases one after the other in this interpreter (Dynamo reset between them,
+its counters cleared): one line per case, with "case": NAME, and the steps' ranges named
+"NAME step<i>". One interpreter for every case spares each its own start (torch, transformers).
 """
 import argparse
 import json
+import sys
 
 import torch
 import torch.nn as nn
@@ -54,7 +60,7 @@ def gpt2():
     return GPT2LMHeadModel(config).train()
 
 
-def main():
+def parse(argv):
     parser = argparse.ArgumentParser()
     parser.add_argument("--form", default="whole", choices=["whole", "child", "method", "function"])
     parser.add_argument("--backend", default="inductor")
@@ -64,8 +70,11 @@ def main():
     parser.add_argument("--checkpoint", action="store_true")
     parser.add_argument("--model", default="mlp", choices=["mlp", "gpt2"])
     parser.add_argument("--steps", type=int, default=3)
-    args = parser.parse_args()
+    parser.add_argument("--cases", help="JSON: {name: [args...]}, run in turn")
+    return parser.parse_args(argv)
 
+
+def run(args, name=None):
     torch.manual_seed(0)
     net = gpt2() if args.model == "gpt2" else Net(graph_break=args.graph_break,
                                                   checkpoint=args.checkpoint)
@@ -89,7 +98,8 @@ def main():
     for i in range(args.steps):
         # --dynamic: the batch changes size, so a dynamic graph serves every step.
         batch = 8 + (2 * i if args.dynamic else 0)
-        with torch.autograd.profiler.record_function(f"step{i}"):
+        step_name = f"step{i}" if name is None else f"{name} step{i}"
+        with torch.autograd.profiler.record_function(step_name):
             if args.model == "gpt2":
                 ids = torch.randint(0, 100, (2, 16))
                 loss = model(ids, labels=ids).loss
@@ -103,13 +113,29 @@ def main():
 
     from torch._dynamo.utils import counters
 
-    print(json.dumps({
+    seen = {
         "graph_breaks": sum(counters["graph_break"].values()),
         "unique_graphs": counters["stats"]["unique_graphs"],
         "recompiles": sum(counters["recompiles"].values()),
         "frames_ok": counters["frames"]["ok"],
         "losses": losses,
-    }))
+    }
+    if name is not None:
+        seen["case"] = name
+    print(json.dumps(seen), flush=True)
+
+
+def main():
+    args = parse(sys.argv[1:])
+    if args.cases is None:
+        run(args)
+        return
+    from torch._dynamo.utils import counters
+
+    for name, case_args in json.loads(args.cases).items():
+        torch._dynamo.reset()  # each case compiles from nothing, as in an interpreter of its own
+        counters.clear()
+        run(parse(case_args), name)
 
 
 if __name__ == "__main__":
