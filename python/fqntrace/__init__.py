@@ -46,7 +46,7 @@ def __getattr__(name):
         from fqntrace.analysis import results
         return getattr(results, name)
     if name == "TraceError":
-        from fqntrace.analysis.traceio import TraceError
+        from fqntrace.analysis.errors import TraceError
         return TraceError
     if name in ("ModTracker", "ModuleTracker"):
         from fqntrace import mod_tracker

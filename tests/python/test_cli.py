@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from fqntrace import cli, summarize, traceio
+from fqntrace.analysis import trace_events
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BASE = 1790857026000000000
@@ -182,7 +183,7 @@ def test_summary_json_self_and_total_per_module_and_phase(tiny, capsys):
     assert m["Model.layers.0.fc1"]["backward"]["top_ops"][0] == {
         "name": "autograd::engine::evaluate_function: AddmmBackward0", "ms": 0.03, "count": 1}
     # Self times partition the step.
-    assert sum(e[p]["self_ms"] for e in m.values() for p in traceio.PHASES) == pytest.approx(0.080)
+    assert sum(e[p]["self_ms"] for e in m.values() for p in trace_events.PHASES) == pytest.approx(0.080)
 
 
 def test_summary_jsonl_equals_chrome(tiny, tmp_path, capsys):
@@ -337,7 +338,7 @@ def test_summary_of_a_cut_trace_uses_the_complete_events(tiny, tmp_path, capsys)
     s = json.loads(out)
     assert s["complete"] is False
     assert s["step_ms"] == pytest.approx(0.079)  # everything but ones_like
-    assert "backward" not in [p for p in traceio.PHASES if s["modules"]["Global"][p]["self_ms"]]
+    assert "backward" not in [p for p in trace_events.PHASES if s["modules"]["Global"][p]["self_ms"]]
 
 
 def test_only_the_outermost_cpu_op_counts(tmp_path):

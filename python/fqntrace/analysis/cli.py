@@ -30,7 +30,8 @@ import sys
 
 from fqntrace.analysis import (crossrank, diff, kineto_annotate, merge, repair, report,
                                step_times, summarize, table, validate)
-from fqntrace.analysis.traceio import PHASES, TraceError
+from fqntrace.analysis.errors import TraceError
+from fqntrace.analysis.trace_events import PHASES
 
 PROG = "python -m fqntrace"
 

@@ -17,8 +17,9 @@ the drain) and by `python -m fqntrace annotate KINETO FQNTRACE -o OUT` for trace
 """
 import json
 
-from fqntrace.analysis import tracestream, traceio
-from fqntrace.analysis.traceio import PHASES, TraceError
+from fqntrace.analysis import errors, trace_write, traceio, tracestream
+from fqntrace.analysis.errors import TraceError
+from fqntrace.analysis.trace_events import PHASES
 
 RF_ID = "Record function id"
 EXTERNAL_ID = "External id"
@@ -149,7 +150,7 @@ def load_kineto(path):
     try:
         doc = json.loads(text)
     except ValueError as error:
-        raise TraceError(f"{path}: not valid JSON ({traceio.describe_json_error(error)}); give "
+        raise TraceError(f"{path}: not valid JSON ({errors.describe_json_error(error)}); give "
                          "the file torch.profiler's export_chrome_trace wrote") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise TraceError(f"{path}: not a Chrome trace (no traceEvents list); give the file "
@@ -159,7 +160,7 @@ def load_kineto(path):
 
 def write_kineto(path, doc):
     """Writes the trace (gzip when the path ends in .gz), replacing the file at once."""
-    traceio.write_atomic(path, json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
+    trace_write.write_atomic(path, json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
 
 
 def annotate_file(kineto_path, attribution, output=None):

@@ -13,8 +13,8 @@ cannot read is loaded whole when it is small, for the exact place of the damage 
 import json
 import os
 
-from fqntrace.analysis import summarize, traceio, tracestream
-from fqntrace.analysis.traceio import TraceError
+from fqntrace.analysis import errors, summarize, trace_write, traceio, tracestream
+from fqntrace.analysis.errors import TraceError
 
 WHOLE_FILE_LIMIT = 32 << 20  # bytes on disk: what may be loaded whole for an exact message
 
@@ -35,8 +35,9 @@ def repair_file(path, output=None):
         extra = f" (nothing written to {output})" if output else ""
         return f"already complete: {n_events} events{extra}"
     target = output or path
-    traceio.write_atomic_chunks(target, _repaired_chunks(path, fmt, keep_end, n_slices, partial),
-                                like=path)
+    trace_write.write_atomic_chunks(target,
+                                    _repaired_chunks(path, fmt, keep_end, n_slices, partial),
+                                    like=path)
     return _repaired_line(n_events, partial, target, output)
 
 
@@ -123,7 +124,7 @@ def _repair_whole(path, output):
         extra = f" (nothing written to {output})" if output else ""
         return f"already complete: {len(trace.events)} events{extra}"
     target = output or path
-    traceio.write_atomic(target, traceio.repaired_text(trace, text), like=path)
+    trace_write.write_atomic(target, traceio.repaired_text(trace, text), like=path)
     return _repaired_line(len(trace.events), trace.dropped_partial, target, output)
 
 
@@ -135,5 +136,5 @@ def _check_is_ours(path, header):
             or not isinstance(info, dict) or not isinstance(info.get("rank"), int)
             or not isinstance(info.get("world_size"), int)
             or not isinstance(header.get("baseTimeNanoseconds"), int)):
-        raise traceio.TraceError(f"{path}: not an fqntrace trace (its header lacks schemaVersion 1, "
+        raise errors.TraceError(f"{path}: not an fqntrace trace (its header lacks schemaVersion 1, "
                                  "distributedInfo or baseTimeNanoseconds); nothing repaired")

@@ -1,5 +1,4 @@
-"""Reading fqntrace's trace files without torch: load, repair a cut-off file, walk the slices.
-The one reader behind every `python -m fqntrace` verb (summary, validate, repair, merge).
+"""The whole-file reader of trace files: loads a file in memory, repairing a cut-off one.
 
 Both formats the C++ core writes are handled:
 
@@ -16,55 +15,21 @@ decompresses to a text cut off after its last flush, which is then read as any c
 A cut-off file is "repaired in memory": every complete event is kept and a partial last line is
 dropped. Damage anywhere but at the end (a bad line followed by more lines) is not a cut and is
 reported instead of guessed around.
-
-Times: ``ts`` / ``dur`` are microseconds with three decimals; everything here works in integer
-nanoseconds (:func:`to_ns`) so nesting checks and sums are exact.
 """
-import gzip
 import json
-import os
 import re
-import tempfile
-import time
 import zlib
+
+from fqntrace.analysis.errors import DamagedTrace, NotATrace, TraceError, describe_json_error
+
 
 CHROME = "chrome"
 JSONL = "jsonl"
-PHASES = ("forward", "backward", "recompute")
-MODULE_SPAN_PREFIX = "nn.Module: "
-# Backward and recompute module spans on each thread's module track (docs/trace-format.md): a
-# view of ranges the trace already has, never counted again.
-MODULE_VIEW_CAT = "module_span"
-# A torch.profiler trace's device events (kernels, copies, fills): device time, not op time.
-DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-NEST_TOLERANCE_NS = 1  # ts and dur are each rounded to 1 ns when written
 GZIP_MAGIC = b"\x1f\x8b"
 GZIP_SUFFIX = ".gz"
 
 TRACE_EVENTS_KEY = re.compile(r'"traceEvents"\s*:\s*\[')
 _DECODER = json.JSONDecoder()
-
-
-class TraceError(Exception):
-    """A problem to report to the user as one line (the message says what to do)."""
-
-
-class DamagedTrace(TraceError):
-    """A Chrome trace that is neither valid JSON nor a clean prefix of a trace (damage before its
-    end, or no complete header). ``json_error``: where the JSON breaks, when it was parsed whole."""
-
-    def __init__(self, message, json_error=None):
-        super().__init__(message)
-        self.json_error = json_error
-
-
-class NotATrace(TraceError):
-    """Valid JSON that is not a trace object (not an object, or no traceEvents list).
-    ``document`` is the parsed JSON, for a caller that names what is missing in its own words."""
-
-    def __init__(self, message, document):
-        super().__init__(message)
-        self.document = document
 
 
 class Trace:
@@ -169,103 +134,6 @@ def plain_path(path):
     """`path` without a trailing .gz (the suffix that names the trace's format)."""
     text = str(path)
     return text[:-len(GZIP_SUFFIX)] if text.lower().endswith(GZIP_SUFFIX) else text
-
-
-def write_atomic(path, text, like=None):
-    """Writes text to path through a temporary file in the same folder and a rename, so readers
-    never see half a file. ``like``: copy that file's permission bits."""
-    write_atomic_chunks(path, [text], like)
-
-
-def write_atomic_chunks(path, chunks, like=None):
-    """write_atomic for text made piece by piece (an iterable of str or UTF-8 bytes): never all
-    in memory.
-    The temporary file has no name while it is written (O_TMPFILE), so a writer killed midway
-    leaves nothing behind; where the file system cannot do that, a named one is used, and stale
-    ones (.fqntrace-*.tmp not modified for STALE_TMP_S: their writer is gone) are removed first.
-    A path ending in .gz is written gzip-compressed. An exception raised by the iterable (a
-    TraceError) removes the temporary file."""
-    folder = os.path.dirname(os.path.abspath(path))
-    _remove_stale_temporaries(folder)
-    tmp = None
-    try:
-        fd = os.open(folder, os.O_TMPFILE | os.O_WRONLY, 0o600)
-    except (OSError, AttributeError):
-        fd = None
-    try:
-        if fd is None:
-            fd, tmp = tempfile.mkstemp(prefix=".fqntrace-", suffix=".tmp", dir=folder)
-    except OSError as error:
-        raise TraceError(f"{path}: cannot write in {folder} ({error.strerror or error})") from None
-    try:
-        gzipped = str(path).lower().endswith(GZIP_SUFFIX)
-        compressor = zlib.compressobj(6, zlib.DEFLATED, 31) if gzipped else None  # 31: gzip
-        with os.fdopen(fd, "wb") as f:
-            for text in chunks:  # str, or bytes already encoded (merge's native blocks)
-                data = text if type(text) is bytes else text.encode("utf-8",
-                                                                    errors="surrogateescape")
-                f.write(compressor.compress(data) if gzipped else data)
-            if gzipped:
-                f.write(compressor.flush())
-            f.flush()
-            os.fsync(f.fileno())
-            mode = 0o644 & ~_umask()
-            if like is not None:
-                try:
-                    mode = os.stat(like).st_mode & 0o7777
-                except OSError:
-                    pass
-            os.fchmod(f.fileno(), mode)
-            if tmp is None:  # give the finished file a name for the rename (microseconds)
-                tmp = os.path.join(folder, f".fqntrace-{os.getpid()}-{os.urandom(4).hex()}.tmp")
-                _link_unnamed(f.fileno(), folder, tmp)
-        os.replace(tmp, path)
-    except BaseException as error:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-        if isinstance(error, OSError):
-            raise TraceError(f"{path}: cannot write ({error.strerror or error})") from None
-        raise
-
-
-def _link_unnamed(fd, folder, name):
-    """linkat(AT_SYMLINK_FOLLOW) of an O_TMPFILE file: os.link() calls plain link(), which does
-    not follow /proc/self/fd's link, unless a dir_fd is given."""
-    folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.link(f"/proc/self/fd/{fd}", os.path.basename(name), src_dir_fd=folder_fd,
-                dst_dir_fd=folder_fd, follow_symlinks=True)
-    finally:
-        os.close(folder_fd)
-
-
-STALE_TMP_S = 60
-
-
-def _remove_stale_temporaries(folder):
-    """A writer killed while writing a named temporary left it; one that nobody has written to
-    for a minute has no writer any more."""
-    now = time.time()
-    try:
-        names = [n for n in os.listdir(folder) if n.startswith(".fqntrace-") and n.endswith(".tmp")]
-    except OSError:
-        return
-    for name in names:
-        tmp = os.path.join(folder, name)
-        try:
-            if now - os.stat(tmp).st_mtime > STALE_TMP_S:
-                os.unlink(tmp)
-        except OSError:
-            pass
-
-
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def detect_format(path, text):
@@ -467,18 +335,6 @@ def standard_chrome_lines(text, n_events):
     return list(range(first, first + n_events))
 
 
-def repair_hint(path):
-    return f"run: python -m fqntrace repair {path}"
-
-
-def describe_json_error(error):
-    if error is None:
-        return "not JSON"
-    if isinstance(error, json.JSONDecodeError):
-        return f"{error.msg}: line {error.lineno} column {error.colno}"
-    return str(error)
-
-
 # ---------------------------------------------------------------------------------------------
 # JSON Lines
 
@@ -560,202 +416,3 @@ def repaired_text(trace, text):
     tail = {"events": n_slices, "complete": False, "repaired": True,
             "dropped_lines": 1 if trace.dropped_partial else 0}
     return kept.rstrip() + "\n], \"fqntrace\": " + json.dumps(tail) + "}\n"
-
-
-# ---------------------------------------------------------------------------------------------
-# Times and nesting
-
-
-def is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def to_ns(us):
-    """Microseconds (3 decimals) → integer nanoseconds."""
-    return int(round(us * 1000))
-
-
-def format_us(ns):
-    """Integer nanoseconds → microseconds text with exactly three decimals, as the core writes."""
-    sign = "-" if ns < 0 else ""
-    ns = abs(ns)
-    return f"{sign}{ns // 1000}.{ns % 1000:03d}"
-
-
-def thread_key(event):
-    return (str(event.get("pid")), str(event.get("tid")))
-
-
-def nest(slices):
-    """Per (pid, tid), the enclosing slice of each slice.
-
-    Returns (parents, overlap, starts, ends): parents[i] is the index of slice i's innermost
-    enclosing slice or -1; overlap is the first partial overlap found as (i, j) with i the earlier
-    slice, or None (a partially overlapping slice is treated as a sibling); starts / ends are the
-    slices' times in ns. Slices with equal extent nest by their args.depth when present, else the
-    later one in the file is the outer one (the core writes a range when it ends, so an enclosing
-    range comes after what it encloses).
-    """
-    n = len(slices)
-    starts = [0] * n
-    ends = [0] * n
-    keys = [None] * n
-    threads = {}
-    for i, e in enumerate(slices):
-        start = round(e["ts"] * 1000)
-        end = start + round(e["dur"] * 1000)
-        starts[i] = start
-        ends[i] = end
-        args = e.get("args")
-        depth = args.get("depth", 0) if type(args) is dict else 0
-        if type(depth) is not int:
-            depth = 0
-        keys[i] = (start, -end, depth, -i)
-        thread = (str(e.get("pid")), str(e.get("tid")))
-        members = threads.get(thread)
-        if members is None:
-            threads[thread] = [i]
-        else:
-            members.append(i)
-    parents = [-1] * n
-    overlap = None
-    tol = NEST_TOLERANCE_NS
-    for indices in threads.values():
-        indices.sort(key=keys.__getitem__)
-        stack = []
-        for i in indices:
-            start = starts[i]
-            end = ends[i]
-            while stack:
-                p = stack[-1]
-                p_end = ends[p]
-                if end <= p_end + tol and (start < p_end or start == starts[p]):
-                    break  # i lies inside p
-                if overlap is None and start < p_end - tol and end > p_end + tol:
-                    overlap = (p, i)
-                stack.pop()
-            if stack:
-                parents[i] = stack[-1]
-            stack.append(i)
-    return parents, overlap, starts, ends
-
-
-def is_module_view(event):
-    """A backward or recompute module span of the module track (cat "module_span")."""
-    return event.get("cat") == MODULE_VIEW_CAT
-
-
-def module_span_fqn(event):
-    """The fqn of a module span (user_annotation with args.module_type), else None."""
-    if event.get("cat") != "user_annotation":
-        return None
-    args = event.get("args")
-    if not isinstance(args, dict) or "module_type" not in args:
-        return None
-    fqn = args.get("fqn")
-    return fqn if isinstance(fqn, str) else None
-
-
-MODULE_ENTRY = "fqntrace_module"  # a metadata event of the trace's module table
-
-
-def module_entry(event):
-    """(fqn, module_type) of an entry of the module table (docs/trace-format.md, *Module table*:
-    a module fqntrace named, which may never have run as a scope of its own), else None."""
-    if event.get("ph") != "M" or event.get("name") != MODULE_ENTRY:
-        return None
-    args = event.get("args")
-    if not isinstance(args, dict):
-        return None
-    fqn, module_type = args.get("fqn"), args.get("module_type")
-    if not isinstance(fqn, str) or not fqn or not isinstance(module_type, str):
-        return None
-    return fqn, module_type
-
-
-COMPILED_CODE_NAMES = ("CompiledFunction", "CompiledFunctionBackward")
-COMPILED_REGION_PREFIX = "Torch-Compiled Region"
-
-
-class CompiledCode:
-    """Where compiled code ran: the time ranges, per thread, of Dynamo's compiled regions and of
-    AOTAutograd's CompiledFunction / CompiledFunctionBackward (docs/compile.md)."""
-
-    def __init__(self, slices):
-        import bisect
-
-        self._bisect = bisect
-        ranges = {}
-        for e in slices:
-            name = e.get("name")
-            if isinstance(name, str) and (name in COMPILED_CODE_NAMES
-                                          or name.startswith(COMPILED_REGION_PREFIX)):
-                ranges.setdefault(thread_key(e), []).append((e["ts"], e["ts"] + e["dur"]))
-        self._starts = {}
-        self._ends = {}
-        for key, spans in ranges.items():
-            spans.sort()
-            merged = []
-            for start, end in spans:
-                if merged and start <= merged[-1][1]:
-                    merged[-1][1] = max(merged[-1][1], end)
-                else:
-                    merged.append([start, end])
-            self._starts[key] = [m[0] for m in merged]
-            self._ends[key] = [m[1] for m in merged]
-
-    def __bool__(self):
-        """Did compiled code run at all?"""
-        return bool(self._starts)
-
-    def contains(self, event):
-        starts = self._starts.get(thread_key(event))
-        if not starts:
-            return False
-        i = self._bisect.bisect_right(starts, event["ts"]) - 1
-        # 2 ns of slack: ts and dur are rounded to the nanosecond separately.
-        return i >= 0 and event["ts"] + event["dur"] <= self._ends[thread_key(event)][i] + 0.002
-
-
-def has_ancestor_in(fqn, fqns):
-    """Is a module above `fqn` (`Net` or `Net.blocks` for `Net.blocks.0`) in `fqns`?"""
-    dot = fqn.rfind(".")
-    while dot > 0:
-        fqn = fqn[:dot]
-        if fqn in fqns:
-            return True
-        dot = fqn.rfind(".")
-    return False
-
-
-def fqn_depth(fqn):
-    return 0 if fqn == "Global" else fqn.count(".")
-
-
-# ---------------------------------------------------------------------------------------------
-# Writing events in the core's layout
-
-
-class Micros(int):
-    """Integer nanoseconds that serialize as microseconds with three decimals."""
-
-
-def dump_event(event):
-    """One event as one line of JSON, key order kept, Micros values as the core writes times."""
-    parts = []
-    for key, value in event.items():
-        if isinstance(value, Micros):
-            text = format_us(int(value))
-        else:
-            text = json.dumps(value, ensure_ascii=False)
-        parts.append(json.dumps(key, ensure_ascii=False) + ": " + text)
-    return "{" + ", ".join(parts) + "}"
-
-
-def chrome_text(header, events, tail):
-    """A Chrome trace in the core's streaming layout: the header line ending in
-    '"traceEvents": [', one event per line joined by ',\\n', then the tail line."""
-    head = json.dumps(header, ensure_ascii=False)
-    head = (head[:-1] + ", " if len(header) else "{") + '"traceEvents": [\n'
-    body = ",\n".join(dump_event(e) for e in events)
-    return head + body + '\n], "fqntrace": ' + json.dumps(tail, ensure_ascii=False) + "}\n"

@@ -26,7 +26,8 @@ import re
 import zlib
 
 from fqntrace.analysis import traceio
-from fqntrace.analysis.traceio import CHROME, JSONL, DamagedTrace, TraceError, open_trace
+from fqntrace.analysis.errors import DamagedTrace, TraceError
+from fqntrace.analysis.traceio import CHROME, JSONL, open_trace
 
 try:  # a decoder made for bulk JSON: ~2x the standard library's speed on the core's lines
     from msgspec.json import decode as _decode_batch
@@ -48,12 +49,14 @@ _LEADING_BRACKET = re.compile(rb"\s*\]")
 
 
 def is_gzip(path):
-    return path.lower().endswith(".gz")
+    """Is `path` named as a gzip file (it is then read and written gzip-compressed)?"""
+    return str(path).lower().endswith(".gz")
 
 
 def base_name(path):
     """The path without a trailing .gz: what the format is detected from."""
-    return path[:-3] if is_gzip(path) else path
+    text = str(path)
+    return text[:-3] if is_gzip(text) else text
 
 
 def _text(data):

@@ -23,8 +23,9 @@ import json
 import os
 from typing import NamedTuple
 
-from fqntrace.analysis import summarize, traceio, tracestream
-from fqntrace.analysis.traceio import PHASES, TraceError
+from fqntrace.analysis import errors, summarize, trace_events, traceio, tracestream
+from fqntrace.analysis.errors import TraceError
+from fqntrace.analysis.trace_events import PHASES
 
 
 class Relaxations(NamedTuple):
@@ -96,26 +97,26 @@ def _read(path, text):
     validate says more than "cannot read" (which field is missing, where the JSON breaks)."""
     try:
         trace = traceio.parse(path, text)
-    except traceio.NotATrace as error:
+    except errors.NotATrace as error:
         document = error.document
         if not isinstance(document, dict):
             raise _Problem(f"the JSON is a {type(document).__name__}, expected an object with "
                            "schemaVersion, distributedInfo and traceEvents") from None
         _check_top_level(document, need_events=True)  # names what is missing
         raise  # not reached: a trace object without a traceEvents list fails the check above
-    except traceio.DamagedTrace as damage:
+    except errors.DamagedTrace as damage:
         if _cut_in_header(text):
             raise _Problem("truncated inside the header line: the traced program "
                            "stopped at start, there are no events to recover") from None
         json_error = damage.json_error or traceio.first_json_error(text)
-        raise _Problem(f"not valid JSON ({traceio.describe_json_error(json_error)})") from None
+        raise _Problem(f"not valid JSON ({errors.describe_json_error(json_error)})") from None
     if trace.cut:
         if trace.format == traceio.JSONL:
             what = "its last line is partial" if trace.dropped_partial else "no footer line"
         else:
             what = "no closing tail"
         raise _Problem(f"truncated ({what}; {len(trace.events)} complete events); "
-                       + traceio.repair_hint(path))
+                       + errors.repair_hint(path))
     _check_top_level(trace.header, need_events=False)
     if trace.event_lines is None:
         trace.event_lines = traceio.standard_chrome_lines(text, len(trace.events))
@@ -186,14 +187,14 @@ def _check_event(trace, i, e, line=None):
         if not isinstance(e.get("name"), str):
             raise _Problem(f"{here()}: X event without a name")
         for key in ("ts", "dur"):
-            if not traceio.is_number(e.get(key)):
+            if not trace_events.is_number(e.get(key)):
                 raise _Problem(f"{here()}: \"{key}\" is missing or not a number")
         if e["dur"] < 0:
             raise _Problem(f"{here()}: dur is negative ({e['dur']})")
         for key in ("pid", "tid"):
             if e.get(key) is None:
                 raise _Problem(f"{here()}: \"{key}\" is missing")
-        if e.get("cat") in ("cpu_op", "user_annotation", traceio.MODULE_VIEW_CAT):
+        if e.get("cat") in ("cpu_op", "user_annotation", trace_events.MODULE_VIEW_CAT):
             args = e.get("args")
             if not isinstance(args, dict):
                 raise _Problem(f"{here()}: {e['cat']} event without args")
@@ -209,7 +210,7 @@ def _check_event(trace, i, e, line=None):
     elif ph in ("s", "f"):
         if e.get("id") is None:
             raise _Problem(f"{here()}: flow event without an id")
-        if not traceio.is_number(e.get("ts")):
+        if not trace_events.is_number(e.get("ts")):
             raise _Problem(f"{here()}: \"ts\" is missing or not a number")
         for key in ("pid", "tid"):
             if e.get(key) is None:
@@ -217,7 +218,7 @@ def _check_event(trace, i, e, line=None):
     elif ph == "M":
         if not isinstance(e.get("name"), str):
             raise _Problem(f"{here()}: metadata event without a name")
-        if e["name"] == traceio.MODULE_ENTRY and traceio.module_entry(e) is None:
+        if e["name"] == trace_events.MODULE_ENTRY and trace_events.module_entry(e) is None:
             raise _Problem(f"{here()}: a module table entry needs args.fqn (not empty) and "
                            "args.module_type, both strings")
 
@@ -232,14 +233,14 @@ def _check_events(trace):
         if e["ph"] == "X":
             index_of[len(slices)] = i
             slices.append(e)
-    parents, overlap = traceio.nest(slices)[:2]
+    parents, overlap = trace_events.nest(slices)[:2]
     if overlap is not None:
         a, b = (slices[k] for k in overlap)
 
         def span(e):
-            start = traceio.to_ns(e["ts"])
-            end = start + traceio.to_ns(e["dur"])
-            return f"{traceio.format_us(start)}..{traceio.format_us(end)} us"
+            start = trace_events.to_ns(e["ts"])
+            end = start + trace_events.to_ns(e["dur"])
+            return f"{trace_events.format_us(start)}..{trace_events.format_us(end)} us"
 
         raise _Problem(f"slices on pid {a.get('pid')} tid {a.get('tid')} overlap without nesting: "
                        f"{_where(trace, index_of[overlap[0]])}{_describe_event(a)} [{span(a)}] and "
@@ -265,16 +266,17 @@ def _check_events(trace):
         parent = parents[k]
         # The module tracks' spans are a view whose depth is the fqn level (_StreamChecks._slice);
         # a trace that lost events (dropped, cut) may lack the range a depth counts.
-        if parent >= 0 and not trace.incomplete and not traceio.is_module_view(e) \
-                and not traceio.is_module_view(slices[parent]):
+        if parent >= 0 and not trace.incomplete and not trace_events.is_module_view(e) \
+                and not trace_events.is_module_view(slices[parent]):
             _check_depth(trace, (index_of[k], None, e), (index_of[parent], None, slices[parent]))
 
-    spans = {f for f in (traceio.module_span_fqn(e) for e in slices) if f is not None}
-    spans |= {entry[0] for entry in map(traceio.module_entry, trace.events) if entry is not None}
+    spans = {f for f in (trace_events.module_span_fqn(e) for e in slices) if f is not None}
+    spans |= {entry[0] for entry in map(trace_events.module_entry, trace.events)
+              if entry is not None}
     # Compiled code names submodules whose forward never ran as a module of its own (their
     # hooks were compiled away): names the kernels of compiled graphs carry are known, and in a
     # trace with compiled code so is any module below a module that ran (docs/compile.md).
-    in_compiled = traceio.CompiledCode(slices)
+    in_compiled = trace_events.CompiledCode(slices)
     spans |= {e["args"]["fqn"] for e in slices
               if e.get("cat") == "cpu_op" and in_compiled.contains(e)}
     missing = set()
@@ -284,7 +286,7 @@ def _check_events(trace):
         fqn = e["args"]["fqn"]
         if fqn == "Global" or fqn in spans:
             continue
-        if in_compiled and traceio.has_ancestor_in(fqn, spans):
+        if in_compiled and trace_events.has_ancestor_in(fqn, spans):
             continue
         if incomplete:
             missing.add(fqn)
@@ -292,7 +294,7 @@ def _check_events(trace):
         raise _Problem(f"{_where(trace, index_of[k])}{_describe_event(e)} has fqn "
                        f"{json.dumps(fqn)} but the trace has no module span for it "
                        f"(\"nn.Module: {fqn}\" with args.module_type)")
-    threads = {traceio.thread_key(e) for e in slices}
+    threads = {trace_events.thread_key(e) for e in slices}
     return len(threads), Relaxations(loose_flows, len(missing))
 
 
@@ -305,9 +307,9 @@ class _NotPostOrder(Exception):
 
 
 def _span_text(e):
-    start = traceio.to_ns(e["ts"])
-    end = start + traceio.to_ns(e["dur"])
-    return f"{traceio.format_us(start)}..{traceio.format_us(end)} us"
+    start = trace_events.to_ns(e["ts"])
+    end = start + trace_events.to_ns(e["dur"])
+    return f"{trace_events.format_us(start)}..{trace_events.format_us(end)} us"
 
 
 def _depth_of(e):
@@ -384,7 +386,7 @@ class _StreamChecks:
     """validate's checks fed event by event (file order). Holds per thread the ranges whose
     enclosing range has not come yet, the flows still open and the modules: never the events."""
 
-    TOL = traceio.NEST_TOLERANCE_NS
+    TOL = trace_events.NEST_TOLERANCE_NS
 
     def __init__(self, trace):
         self.trace = trace  # the stream: format (for messages); incomplete once it is read
@@ -404,7 +406,7 @@ class _StreamChecks:
         if ph == "X":
             self._slice(i, line, e)
         elif ph == "M":
-            entry = traceio.module_entry(e)
+            entry = trace_events.module_entry(e)
             if entry is not None:
                 self.spans.add(entry[0])  # a module the trace knows, as a span does
         elif ph == "s" or ph == "f":
@@ -420,22 +422,22 @@ class _StreamChecks:
                 self.closed.add(key[0], key[1])
 
     def _slice(self, i, line, e):
-        start = traceio.to_ns(e["ts"])
-        end = start + traceio.to_ns(e["dur"])
+        start = trace_events.to_ns(e["ts"])
+        end = start + trace_events.to_ns(e["dur"])
         args = e.get("args")
         if e.get("cat") == "cpu_op":
             fqn = args["fqn"]
             if fqn not in self.spans and fqn not in self.first_op and fqn != "Global":
                 self.first_op[fqn] = (i, line, e)
         else:
-            fqn = traceio.module_span_fqn(e)
+            fqn = trace_events.module_span_fqn(e)
             if fqn is not None:
                 self.spans.add(fqn)
         name = e.get("name")
-        if isinstance(name, str) and (name in traceio.COMPILED_CODE_NAMES
-                                      or name.startswith(traceio.COMPILED_REGION_PREFIX)):
+        if isinstance(name, str) and (name in trace_events.COMPILED_CODE_NAMES
+                                      or name.startswith(trace_events.COMPILED_REGION_PREFIX)):
             self.compiled.append(e)
-        if e.get("cat") == traceio.MODULE_VIEW_CAT:
+        if e.get("cat") == trace_events.MODULE_VIEW_CAT:
             # The drain's backward module spans: a view on tracks of their own, written when a
             # stretch closes (not in end order, and their depth is the fqn level, not the
             # nesting: a recompute copied into a backward stretch keeps its forward levels).
@@ -452,7 +454,7 @@ class _StreamChecks:
             thread[1] = end
         stack = thread[0]
         tol = self.TOL
-        while stack:  # the pending ranges this one encloses (traceio.nest's rule)
+        while stack:  # the pending ranges this one encloses (trace_events.nest's rule)
             c = stack[-1]
             if c[0] < start or c[1] > end + tol or not (c[0] < end or c[0] == start):
                 break
@@ -505,14 +507,14 @@ class _StreamChecks:
                                "exactly one of each")
         missing = {f: where for f, where in self.first_op.items() if f not in self.spans}
         if missing and self.compiled:
-            in_compiled = traceio.CompiledCode(self.compiled)
+            in_compiled = trace_events.CompiledCode(self.compiled)
             spans = set(self.spans)
             for _, _, e in stream_again():
                 if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") == "cpu_op" \
                         and e["args"]["fqn"] in missing and in_compiled.contains(e):
                     spans.add(e["args"]["fqn"])
             missing = {f: where for f, where in missing.items()
-                       if f not in spans and not traceio.has_ancestor_in(f, spans)}
+                       if f not in spans and not trace_events.has_ancestor_in(f, spans)}
         if missing and not incomplete:
             fqn, (i, line, e) = min(missing.items(), key=lambda kv: kv[1][0])
             raise _Problem(f"{_where(trace, i, line)}{_describe_event(e)} has fqn "
@@ -614,4 +616,4 @@ def _raise_if_cut(path, stream):
     else:
         what = "no closing tail"
     raise _Problem(f"truncated ({what}; {stream.events_read} complete events); "
-                   + traceio.repair_hint(path))
+                   + errors.repair_hint(path))
