@@ -71,7 +71,7 @@ def load_ipython_extension(ipython):
 # modules keep their old names too (`from fqntrace import summarize`), as one module object.
 _ANALYSIS = frozenset({"cli", "crossrank", "diff", "kineto_annotate", "memory", "merge", "repair",
                        "report", "stats", "step_times", "steps", "summarize", "table", "top",
-                       "traceio", "tracestream", "validate"})
+                       "tracestream", "validate"})
 
 
 # A finder and loader by protocol, not by importlib.abc's base classes: importing importlib.abc

@@ -8,11 +8,21 @@ class TraceError(Exception):
 
 class DamagedTrace(TraceError):
     """A Chrome trace that is neither valid JSON nor a clean prefix of a trace (damage before its
-    end, or no complete header). ``json_error``: where the JSON breaks, when it was parsed whole."""
+    end, or no complete header). ``json_error``: where the JSON first breaks in the file, as
+    "reason: line L column C", when known (given as a function, it is found when first asked:
+    that may read the file again, and only validate says it). ``header_cut``: the file is one
+    partial line that starts like the core's header (the program stopped while writing it)."""
 
-    def __init__(self, message, json_error=None):
+    def __init__(self, message, json_error=None, header_cut=False):
         super().__init__(message)
-        self.json_error = json_error
+        self._json_error = json_error
+        self.header_cut = header_cut
+
+    @property
+    def json_error(self):
+        if callable(self._json_error):
+            self._json_error = self._json_error()
+        return self._json_error
 
 
 class NotATrace(TraceError):

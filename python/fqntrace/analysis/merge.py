@@ -20,7 +20,7 @@ import json
 import os
 from typing import NamedTuple
 
-from fqntrace.analysis import trace_events, trace_write, traceio, tracestream
+from fqntrace.analysis import trace_events, trace_write, tracestream
 from fqntrace.analysis.errors import TraceError
 
 try:
@@ -46,7 +46,7 @@ class RankTrace(NamedTuple):
 def merge_traces(paths, output, note=lambda message: None):
     """Merges per-rank traces into output; returns (ranks, events written). `note(message)`
     hears about inputs that are merged although cut off."""
-    if traceio.plain_path(output).lower().endswith(".jsonl"):
+    if tracestream.base_name(output).lower().endswith(".jsonl"):
         raise TraceError(f"{output}: merge writes a Chrome trace; name the output .json")
     merger = _native.Merger() if _native is not None else None
     ranks = [_scan_rank(path, note, merger) for path in paths]
@@ -75,8 +75,8 @@ def merge_traces(paths, output, note=lambda message: None):
 
 
 def _merged_text(header, ranks, base_min, counts, merger):
-    """The merged trace in the core's layout (a header line, one event per line, the tail line), a line (or, from the native
-    rewrite, a block of lines as bytes) at a time."""
+    """The merged trace in the core's layout (a header line, one event per line, the tail
+    line), a line (or, from the native rewrite, a block of lines as bytes) at a time."""
     head = json.dumps(header, ensure_ascii=False)
     yield head[:-1] + ", " + '"traceEvents": [\n'
     separator = ""
@@ -123,7 +123,7 @@ def _merged_events(ranks, base_min, counts, merger):
             if merger is None:
                 batches = stream.batches()
             else:
-                merger.start_rank(r.rank, shift, stream.format == traceio.JSONL)
+                merger.start_rank(r.rank, shift, stream.format == tracestream.JSONL)
                 written = []
 
                 def block(chunk, start, end):
@@ -224,7 +224,7 @@ def _scan_rank(path, note, merger):
             for batch, _ in stream.batches():
                 pids.update({str(e["pid"]) for e in batch if type(e) is dict and "pid" in e})
         else:
-            jsonl = stream.format == traceio.JSONL
+            jsonl = stream.format == tracestream.JSONL
 
             def block(chunk, start, end):
                 n = merger.scan_block(chunk, start, end, jsonl)

@@ -24,7 +24,7 @@ Rules (the same as the C++ summary exporter, so `summary --json` and <stem>.summ
 import json
 import os
 
-from fqntrace.analysis import errors, memory, step_times, trace_events, traceio, tracestream
+from fqntrace.analysis import errors, memory, step_times, trace_events, tracestream
 from fqntrace.analysis.errors import TraceError
 from fqntrace.analysis.trace_events import PHASES
 
@@ -166,7 +166,7 @@ def _owner(args):
 
 
 def summarize(trace, exclude_steps=step_times.DEFAULT_EXCLUDED):
-    """The summary of a loaded trace (traceio.Trace) in the JSON shape of <stem>.summary.json.
+    """The summary of a loaded trace (tracestream.Trace) in the JSON shape of <stem>.summary.json.
     Holds every event; summarize_stream() gives the same numbers reading a file as a stream.
     With training steps (ProfilerStep#N ranges) the summary also has per-step numbers;
     `exclude_steps`: step numbers left out of the per-step medians (default {0})."""
@@ -418,7 +418,7 @@ def _step_ranges(path):
 
 def summarize_stream(path, note=lambda message: None, exclude_steps=step_times.DEFAULT_EXCLUDED):
     """The summary of a trace file read as a stream (tracestream): the same numbers as
-    summarize(traceio.load(path)). A trace with training steps is read twice (its step ranges
+    summarize(tracestream.load(path)). A trace with training steps is read twice (its step ranges
     first). A file whose threads are not in end order (not written by the core) is loaded whole
     instead."""
     return summarize_with_steps(path, note, exclude_steps)[0]
@@ -457,7 +457,7 @@ def summarize_with_steps(path, note=lambda message: None,
 
 def _summarize_loaded(path, note, exclude_steps):
     """A file not in end order (not written by the core): loaded whole."""
-    trace = traceio.load(path)
+    trace = tracestream.load(path)
     _note_cut(trace, note, len(trace.events))
     return _summarize_whole(trace, exclude_steps)
 
@@ -512,7 +512,7 @@ def _summarize_native(path, ranges, note, exclude_steps):
     flat = [(_dict_key(pid), start, end, step) for pid, rs in (ranges or {}).items()
             for start, end, step in rs]
     with tracestream.TraceStream(path) as stream:
-        engine = _native.Engine(stream.format == traceio.JSONL, flat)
+        engine = _native.Engine(stream.format == tracestream.JSONL, flat)
 
         def block(chunk, start, end):
             n = engine.feed_block(chunk, start, end)
@@ -684,7 +684,7 @@ def is_summary_path(path):
 def load_summary(path, text=None):
     """A summary file (the JSON shape above). Raises TraceError."""
     if text is None:
-        text = traceio.read_text(path)
+        text = tracestream.read_text(path)
     try:
         obj = json.loads(text)
     except ValueError as error:

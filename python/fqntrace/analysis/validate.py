@@ -9,8 +9,7 @@ The trace is read as a stream (fqntrace.tracestream), in memory bounded by what 
 (a thread's pending ranges, flows whose "f" has not come, the modules), never by the file: the
 core writes each range when it ends, so a range comes after everything it encloses and nesting
 is checked with one stack per thread (siblings at the same args.depth merged). A file not in
-that order (not written by the core), or one the stream cannot read (damage; small files only,
-for the exact place of the damage) is checked whole (traceio).
+that order (not written by the core) is loaded whole (tracestream.load) and checked so.
 
 When the native engine is built (fqntrace.analysis._native_summary) the per-event, nesting, flow
 and span checks run there first, on the reader's blocks of event lines: a file they pass (the
@@ -20,11 +19,10 @@ through the Python checks below, which name the problem exactly as without the e
 """
 import bisect
 import json
-import os
 from typing import NamedTuple
 
-from fqntrace.analysis import errors, summarize, trace_events, traceio, tracestream
-from fqntrace.analysis.errors import TraceError
+from fqntrace.analysis import summarize, trace_events, tracestream
+from fqntrace.analysis.errors import DamagedTrace, NotATrace, TraceError, repair_hint
 from fqntrace.analysis.trace_events import PHASES
 
 
@@ -32,9 +30,6 @@ class Relaxations(NamedTuple):
     """What an incomplete trace was allowed to lack."""
     flows: int  # flows missing one end
     fqns: int   # fqns whose module span is missing
-
-
-WHOLE_FILE_LIMIT = 32 << 20  # bytes on disk: what may be loaded whole for an exact message
 
 
 def validate_file(path):
@@ -47,34 +42,23 @@ def validate_file(path):
         if passed is not None:
             return _ok_line(*passed)
     try:
-        n_events, n_threads, relaxed, incomplete = _check_stream(path)
-    except (_NotPostOrder, TraceError) as error:
-        if isinstance(error, TraceError) and not _small(path):
-            raise
-        n_events, n_threads, relaxed, incomplete = _check_whole(path)
+        try:
+            n_events, n_threads, relaxed, incomplete = _check_stream(path)
+        except _NotPostOrder:
+            n_events, n_threads, relaxed, incomplete = _check_whole(path)
+    except TraceError as error:
+        raise _reworded(path, error) from None
     except _Problem as problem:
         raise TraceError(f"{path}: {problem}") from None
     return _ok_line(n_events, n_threads, relaxed, incomplete)
 
 
-def _small(path):
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        return True  # the whole-file reader says what is wrong with it
-    return size < (WHOLE_FILE_LIMIT >> 3 if tracestream.is_gzip(path) else WHOLE_FILE_LIMIT)
-
-
 def _check_whole(path):
-    """The checks on the whole file in memory: (events, threads, relaxations, incomplete)."""
-    text = traceio.read_text(path)
-    if not text.strip():
-        raise TraceError(f"{path}: empty file (the traced program wrote nothing)")
-    try:
-        trace = _read(path, text)
-        n_threads, relaxed = _check_events(trace)
-    except _Problem as problem:
-        raise TraceError(f"{path}: {problem}") from None
+    """The checks on the whole trace in memory: (events, threads, relaxations, incomplete)."""
+    trace = tracestream.load(path)
+    _raise_if_cut(path, trace, len(trace.events))
+    _check_top_level(trace.header, need_events=False)
+    n_threads, relaxed = _check_events(trace)
     return len(trace.events), n_threads, relaxed, trace.incomplete
 
 
@@ -92,40 +76,25 @@ def _ok_line(n_events, n_threads, relaxed, incomplete):
     return line
 
 
-def _read(path, text):
-    """The trace, complete, with its top level checked. The reader's errors are reworded where
-    validate says more than "cannot read" (which field is missing, where the JSON breaks)."""
-    try:
-        trace = traceio.parse(path, text)
-    except errors.NotATrace as error:
+def _reworded(path, error):
+    """The reader's error, reworded where validate says more than "cannot read" (which field is
+    missing, where the JSON breaks)."""
+    if isinstance(error, NotATrace):
         document = error.document
         if not isinstance(document, dict):
-            raise _Problem(f"the JSON is a {type(document).__name__}, expected an object with "
-                           "schemaVersion, distributedInfo and traceEvents") from None
-        _check_top_level(document, need_events=True)  # names what is missing
-        raise  # not reached: a trace object without a traceEvents list fails the check above
-    except errors.DamagedTrace as damage:
-        if _cut_in_header(text):
-            raise _Problem("truncated inside the header line: the traced program "
-                           "stopped at start, there are no events to recover") from None
-        json_error = damage.json_error or traceio.first_json_error(text)
-        raise _Problem(f"not valid JSON ({errors.describe_json_error(json_error)})") from None
-    if trace.cut:
-        if trace.format == traceio.JSONL:
-            what = "its last line is partial" if trace.dropped_partial else "no footer line"
-        else:
-            what = "no closing tail"
-        raise _Problem(f"truncated ({what}; {len(trace.events)} complete events); "
-                       + errors.repair_hint(path))
-    _check_top_level(trace.header, need_events=False)
-    if trace.event_lines is None:
-        trace.event_lines = traceio.standard_chrome_lines(text, len(trace.events))
-    return trace
-
-
-def _cut_in_header(text):
-    stripped = text.strip()
-    return stripped.startswith('{"schemaVersion"') and "\n" not in stripped
+            return TraceError(f"{path}: the JSON is a {type(document).__name__}, expected an "
+                              "object with schemaVersion, distributedInfo and traceEvents")
+        try:
+            _check_top_level(document, need_events=True)  # names what is missing
+        except _Problem as problem:
+            return TraceError(f"{path}: {problem}")
+    elif isinstance(error, DamagedTrace):
+        if error.header_cut:
+            return TraceError(f"{path}: truncated inside the header line: the traced program "
+                              "stopped at start, there are no events to recover")
+        if error.json_error is not None:
+            return TraceError(f"{path}: not valid JSON ({error.json_error})")
+    return error
 
 
 class _Problem(Exception):
@@ -158,7 +127,7 @@ def _check_top_level(header, need_events):
 
 
 def _where(trace, i, line=None):
-    label = "traceEvents" if trace.format == traceio.CHROME else "event"
+    label = "traceEvents" if trace.format == tracestream.CHROME else "event"
     where = f"{label}[{i}]"
     lines = getattr(trace, "event_lines", None)
     if line is None and lines is not None and i < len(lines):
@@ -549,9 +518,9 @@ def _check_stream(path):
         except _Problem as problem:
             for _ in stream:  # a cut file is reported as cut, whatever else is wrong
                 pass
-            _raise_if_cut(path, stream)
+            _raise_if_cut(path, stream, stream.events_read)
             raise problem from None
-        _raise_if_cut(path, stream)
+        _raise_if_cut(path, stream, stream.events_read)
 
         def again():
             with tracestream.TraceStream(path) as second:
@@ -574,7 +543,7 @@ def _check_native(path):
             _check_top_level(stream.header, need_events=False)
         except _Problem:
             return None
-        engine = summarize._native.Engine(stream.format == traceio.JSONL, checks=True)
+        engine = summarize._native.Engine(stream.format == tracestream.JSONL, checks=True)
 
         def block(chunk, start, end):
             n = engine.feed_block(chunk, start, end)
@@ -595,7 +564,8 @@ def _check_native(path):
         except (_NativeDeclined, TraceError):
             return None
         if stream.cut:
-            return None if engine.check_result(True) is None else _raise_if_cut(path, stream)
+            return None if engine.check_result(True) is None else \
+                _raise_if_cut(path, stream, stream.events_read)
         incomplete = stream.incomplete
         found = engine.check_result(incomplete)
         if found is None:
@@ -608,12 +578,12 @@ class _NativeDeclined(Exception):
     """The native checks found something: the Python checks read the file and name it."""
 
 
-def _raise_if_cut(path, stream):
-    if not stream.cut:
+def _raise_if_cut(path, trace, n_events):
+    """A cut trace (a stream or a loaded Trace) is reported as cut, whatever else is wrong."""
+    if not trace.cut:
         return
-    if stream.format == traceio.JSONL:
-        what = "its last line is partial" if stream.dropped_partial else "no footer line"
+    if trace.format == tracestream.JSONL:
+        what = "its last line is partial" if trace.dropped_partial else "no footer line"
     else:
         what = "no closing tail"
-    raise _Problem(f"truncated ({what}; {stream.events_read} complete events); "
-                   + errors.repair_hint(path))
+    raise _Problem(f"truncated ({what}; {n_events} complete events); " + repair_hint(path))
