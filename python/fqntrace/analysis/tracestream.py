@@ -34,6 +34,7 @@ decompressed text). The line and column of damage are counted only when it is re
 reading the file again.
 """
 import codecs
+import functools
 import json
 import os
 import re
@@ -229,8 +230,7 @@ class TraceStream:
 
     def _json_error(self, pos, reason):
         """Where the JSON first breaks, found when asked (validate says it): see _json_error_at."""
-        offset = self._byte_offset_at(pos)
-        return lambda: _json_error_at(self.path, offset, reason)
+        return functools.partial(_json_error_at, self.path, self._byte_offset_at(pos), reason)
 
     def _fill_bytes(self):
         """Appends the next chunk to the byte buffer (dropping what was consumed)."""
