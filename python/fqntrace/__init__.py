@@ -46,7 +46,7 @@ def __getattr__(name):
         from fqntrace.analysis import results
         return getattr(results, name)
     if name == "TraceError":
-        from fqntrace.analysis.traceio import TraceError
+        from fqntrace.analysis.errors import TraceError
         return TraceError
     if name in ("ModTracker", "ModuleTracker"):
         from fqntrace import mod_tracker
@@ -71,7 +71,7 @@ def load_ipython_extension(ipython):
 # modules keep their old names too (`from fqntrace import summarize`), as one module object.
 _ANALYSIS = frozenset({"cli", "crossrank", "diff", "kineto_annotate", "memory", "merge", "repair",
                        "report", "stats", "step_times", "steps", "summarize", "table", "top",
-                       "traceio", "tracestream", "validate"})
+                       "tracestream", "validate"})
 
 
 # A finder and loader by protocol, not by importlib.abc's base classes: importing importlib.abc

@@ -79,7 +79,7 @@ def run_cell_traced(shell, line, cell):
     if written is None or options.quiet:
         return None
     from fqntrace.analysis import results
-    from fqntrace.analysis.traceio import TraceError
+    from fqntrace.analysis.errors import TraceError
 
     try:
         trace = results.load(str(written), exclude_steps=options.exclude_steps)

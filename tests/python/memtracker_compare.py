@@ -83,11 +83,11 @@ def memtracker_numbers(model, loss_of):
 
 def fqntrace_numbers(model, loss_of):
     import fqntrace
-    from fqntrace import summarize, traceio
+    from fqntrace import summarize, tracestream
     path = os.path.join(tempfile.mkdtemp(), "mem.json")
     with fqntrace.profile(path, memory=True):
         loss_of(model).backward()
-    s = summarize.summarize(traceio.load(path))
+    s = summarize.summarize(tracestream.load(path))
     return {fqn: {"fw_peak": m["forward"]["peak_bytes"], "act": m["forward"]["activation_bytes"]}
             for fqn, m in s["modules"].items()}
 

@@ -1,5 +1,6 @@
 """`python -m fqntrace summary | validate | repair | merge` on small synthetic traces written in the
 core's exact layout (header line, one event per line joined by ",\\n", tail line)."""
+import gzip
 import json
 import os
 import subprocess
@@ -7,7 +8,8 @@ import sys
 
 import pytest
 
-from fqntrace import cli, summarize, traceio
+from fqntrace import cli, summarize, tracestream
+from fqntrace.analysis import trace_events
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BASE = 1790857026000000000
@@ -182,13 +184,13 @@ def test_summary_json_self_and_total_per_module_and_phase(tiny, capsys):
     assert m["Model.layers.0.fc1"]["backward"]["top_ops"][0] == {
         "name": "autograd::engine::evaluate_function: AddmmBackward0", "ms": 0.03, "count": 1}
     # Self times partition the step.
-    assert sum(e[p]["self_ms"] for e in m.values() for p in traceio.PHASES) == pytest.approx(0.080)
+    assert sum(e[p]["self_ms"] for e in m.values() for p in trace_events.PHASES) == pytest.approx(0.080)
 
 
 def test_summary_jsonl_equals_chrome(tiny, tmp_path, capsys):
     jsonl = write(tmp_path / "trace.jsonl", jsonl_text(tiny_events()))
-    chrome = summarize.summarize(traceio.load(tiny))
-    lines = summarize.summarize(traceio.load(jsonl))
+    chrome = summarize.summarize(tracestream.load(tiny))
+    lines = summarize.summarize(tracestream.load(jsonl))
     assert lines["modules"] == chrome["modules"] and lines["step_ms"] == chrome["step_ms"]
 
 
@@ -337,7 +339,7 @@ def test_summary_of_a_cut_trace_uses_the_complete_events(tiny, tmp_path, capsys)
     s = json.loads(out)
     assert s["complete"] is False
     assert s["step_ms"] == pytest.approx(0.079)  # everything but ones_like
-    assert "backward" not in [p for p in traceio.PHASES if s["modules"]["Global"][p]["self_ms"]]
+    assert "backward" not in [p for p in trace_events.PHASES if s["modules"]["Global"][p]["self_ms"]]
 
 
 def test_only_the_outermost_cpu_op_counts(tmp_path):
@@ -349,7 +351,7 @@ def test_only_the_outermost_cpu_op_counts(tmp_path):
         op("aten::relu", 20, 4, "M"), op("aten::relu_", 20, 4, "M"),  # equal extent: one counts
         span("M.a", 0, 10, "A"), span("M", 0, 30, "M"),
     ]
-    s = summarize.summarize(traceio.load(write(tmp_path / "t.json", chrome_text(events))))
+    s = summarize.summarize(tracestream.load(write(tmp_path / "t.json", chrome_text(events))))
     fwd = {f: (e["forward"]["self_ms"], e["forward"]["self_ops"]) for f, e in s["modules"].items()}
     assert fwd == {"M": (0.004, 2), "M.a": (0.013, 3)}
     assert s["modules"]["M.a"]["calls"] == 2 and s["step_ms"] == pytest.approx(0.017)
@@ -602,6 +604,37 @@ def test_repair_refuses_what_is_not_a_cut(tiny, tmp_path, capsys):
     assert_one_line_error(*run_main(capsys, "repair", damaged)[::2], "line 11", "damaged")
 
 
+def test_the_reader_names_damage_at_any_size(tiny, tmp_path, capsys, monkeypatch):
+    # The damaged line comes from the stream itself; where the JSON breaks is json's verdict on
+    # the whole text, or (a file past DESCRIBE_BYTES) the stream's: the same place here.
+    text = open(tiny).read()
+    damaged = write(tmp_path / "d.json", text.replace('"aten::add"', '"aten::add" "oops"', 1))
+    small = [run_main(capsys, verb, damaged) for verb in ("validate", "summary", "repair")]
+    monkeypatch.setattr(tracestream, "DESCRIBE_BYTES", 16)
+    assert [run_main(capsys, verb, damaged) for verb in ("validate", "summary", "repair")] == small
+    assert_one_line_error(*small[0][::2], "not valid JSON (Expecting ',' delimiter: line 11 column")
+    assert_one_line_error(*small[1][::2], "line 11 is not valid JSON", "damaged")
+    assert_one_line_error(*small[2][::2], "line 11 is not valid JSON", "damaged")
+
+
+def test_whole_traces_come_from_the_stream(tiny, tmp_path, capsys):
+    # gzip is told by the file's first bytes; top-level fields after traceEvents (a
+    # torch.profiler trace's traceName) belong to the loaded trace's header.
+    packed = tmp_path / "packed.json"
+    packed.write_bytes(gzip.compress(open(tiny, "rb").read()))
+    assert run_main(capsys, "summary", "--json", packed) == run_main(capsys, "summary", "--json",
+                                                                      tiny)
+    doc = json.load(open(tiny))
+    moved = write(tmp_path / "moved.json",
+                  json.dumps({"traceEvents": doc["traceEvents"],
+                              **{k: v for k, v in doc.items() if k != "traceEvents"}}))
+    trace = tracestream.load(moved)
+    assert trace.header == {k: v for k, v in doc.items() if k not in ("traceEvents", "fqntrace")}
+    assert trace.events == doc["traceEvents"] and trace.tail == doc["fqntrace"]
+    assert not trace.cut and trace.event_lines is None  # one line: no line of its own
+    assert run_main(capsys, "repair", moved)[1] == f"already complete: {len(trace.events)} events\n"
+
+
 # ---------------------------------------------------------------------------------------------
 # merge
 
@@ -646,7 +679,7 @@ def test_merge_two_ranks(tmp_path, capsys):
     assert len({i for _, i, _ in flows}) == 2 and len(flows) == 4
     assert run_main(capsys, "validate", out_path)[:2] == (0, f"ok: {n_events} events, 4 threads\n")
     # The merged summary adds both ranks.
-    s = summarize.summarize(traceio.load(str(out_path)))
+    s = summarize.summarize(tracestream.load(str(out_path)))
     assert s["modules"]["Model"]["calls"] == 2 and s["step_ms"] == pytest.approx(0.160)
 
 

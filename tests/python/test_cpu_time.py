@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 import fqntrace
-from fqntrace import cli, diff, summarize, traceio
+from fqntrace import cli, diff, summarize, tracestream
 from conftest import load_trace, slices
 
 STEPS = 8
@@ -108,7 +108,7 @@ def test_ModulesAndOutermostBackwardOpsCarryTheirOwnCpuTime(traced):
 
 def test_SummaryGivesCpuTimePerModuleAndStepTheSameNativelyAndInPython(traced):
     native = summarize.load_for_summary(traced)
-    python = summarize.summarize(traceio.load(traced))
+    python = summarize.summarize(tracestream.load(traced))
     assert native["modules"] == python["modules"]
     assert native["steps"] == python["steps"]
     m = native["modules"]

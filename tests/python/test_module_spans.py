@@ -7,7 +7,8 @@ import json
 import pytest
 
 from conftest import load_trace, run_python, slices
-from fqntrace import summarize, traceio, validate
+from fqntrace import summarize, tracestream, validate
+from fqntrace.analysis import trace_events
 
 TRACK_BIT = 0x40000000
 WRAPPER = "autograd::engine::evaluate_function: "
@@ -72,7 +73,7 @@ def test_backward_nodes_lie_inside_their_module_spans(tmp_path, reentrant):
         assert s["name"] == "nn.Module: " + s["args"]["fqn"]
         assert s["args"]["phase"] in ("backward", "recompute")
     # Proper nesting on each module track (Perfetto folds them like the forward spans).
-    assert traceio.nest(spans)[1] is None
+    assert trace_events.nest(spans)[1] is None
     by_track = {}
     for s in spans:
         by_track.setdefault((s["pid"], s["tid"]), []).append(s)
@@ -130,7 +131,7 @@ def test_readers_ignore_the_spans(tmp_path):
         return s
 
     assert numbers(path) == numbers(bare)
-    whole = summarize.summarize(traceio.load(str(path)))
+    whole = summarize.summarize(tracestream.load(str(path)))
     whole.pop("trace", None)
     assert whole == numbers(bare)
     # The C++ exporter's summary does not count them either: calls are forward spans only.

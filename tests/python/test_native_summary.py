@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from fqntrace.analysis import summarize, top, traceio, tracestream, validate
+from fqntrace.analysis import errors, summarize, top, tracestream, validate
 
 pytestmark = pytest.mark.skipif(summarize._native is None,
                                 reason="the native summary is not built (libsimdjson-dev)")
@@ -97,7 +97,7 @@ def both(path, monkeypatch):
         try:
             summary, times = summarize.summarize_with_steps(path, notes.append)
             out.append((json.dumps(summary), notes, None if times is None else times._times))
-        except traceio.TraceError as error:
+        except errors.TraceError as error:
             out.append((type(error).__name__, str(error)))
     monkeypatch.undo()
     return out
@@ -176,7 +176,7 @@ def validate_both(path, monkeypatch):
         monkeypatch.setattr(summarize, "_native", engine)
         try:
             out.append(validate.validate_file(str(path)))
-        except traceio.TraceError as error:
+        except errors.TraceError as error:
             out.append("error: " + str(error))
     monkeypatch.undo()
     return out
@@ -314,7 +314,7 @@ def test_native_repair_equals_the_python_loop(traces, tmp_path, monkeypatch):
             target = str(target) + os.path.basename(path)
             try:
                 line = repair.repair_file(path, target).replace(target, "OUT")
-            except traceio.TraceError as error:
+            except errors.TraceError as error:
                 line = "error: " + str(error)
             out.append((line, open(target, "rb").read() if os.path.exists(target) else None))
         monkeypatch.undo()

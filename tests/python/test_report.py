@@ -13,7 +13,7 @@ from PIL import Image
 
 from browser import Page, chromium_binary
 import fqntrace
-from fqntrace import demo, steps, summarize, traceio
+from fqntrace import demo, steps, summarize, tracestream
 from slow_block import SLOW_BLOCK, Net, train
 
 pytestmark = pytest.mark.skipif(chromium_binary() is None,
@@ -63,7 +63,7 @@ def make_report(*args):
 
 
 def test_StepsComeFromProfilerStepRanges(demo_trace):
-    trace = traceio.load(demo_trace)
+    trace = tracestream.load(demo_trace)
     per_step = steps.per_step(trace)
     assert [s["step"] for s in per_step] == list(range(STEPS))
     whole = summarize.summarize(trace)

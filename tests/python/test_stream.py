@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from fqntrace import summarize, traceio, tracestream
+from fqntrace import summarize, tracestream
+from fqntrace.analysis import errors, trace_events
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bigtrace  # noqa: E402
@@ -50,7 +51,7 @@ def traced(tmp_path_factory):
 
 
 def whole(path):
-    return summarize.summarize(traceio.load(path))
+    return summarize.summarize(tracestream.load(path))
 
 
 def streamed(path):
@@ -73,7 +74,6 @@ def test_streamed_summary_equals_whole_file_summary_in_every_layout(traced, tmp_
     pretty = tmp_path / "pretty.json"
     pretty.write_text(json.dumps(json.load(open(chrome)), indent=2))
     monkeypatch.setattr(tracestream, "CHUNK_BYTES", 97)
-    monkeypatch.setattr(tracestream, "CHUNK_CHARS", 97)
     assert streamed(str(pretty))[0] == expected
     assert streamed(str(gz))[0] == expected
 
@@ -117,7 +117,7 @@ def test_damage_in_the_middle_is_reported_not_skipped(traced, tmp_path):
     lines[len(lines) // 2] = '{"ph": "X", "name": broken'
     bad = tmp_path / "bad.json"
     bad.write_text("\n".join(lines))
-    with pytest.raises(traceio.TraceError, match="damaged"):
+    with pytest.raises(errors.TraceError, match="damaged"):
         streamed(str(bad))
     proc = subprocess.run([sys.executable, "-m", "fqntrace", "summary", str(bad)],
                           capture_output=True, text=True)
@@ -151,7 +151,7 @@ def test_summary_peak_memory_is_bounded_by_modules_not_file_size(traced, tmp_pat
     one = whole(chrome)
     # Every copy of the source adds its time: the streamed numbers are the source's x copies.
     for fqn in ("Net", "Net.blocks.0.0", "Global"):
-        for phase in traceio.PHASES:
+        for phase in trace_events.PHASES:
             assert got["modules"][fqn][phase]["self_ms"] == pytest.approx(
                 one["modules"][fqn][phase]["self_ms"] * copies, rel=1e-6, abs=1e-5)
             assert got["modules"][fqn][phase]["ops"] == one["modules"][fqn][phase]["ops"] * copies
@@ -173,7 +173,7 @@ def test_merge_streams_its_inputs(traced, tmp_path):
     got = summarize.load_for_summary(str(merged))
     one = whole(chrome)
     assert got["ranks"] == [0, 1]
-    for phase in traceio.PHASES:
+    for phase in trace_events.PHASES:
         assert got["modules"]["Net"][phase]["self_ms"] == pytest.approx(
             one["modules"]["Net"][phase]["self_ms"] * copies * 2, rel=1e-6, abs=1e-5)
 

@@ -14,9 +14,8 @@
 This module only parses arguments and dispatches. The work is in fqntrace.summarize and
 fqntrace.table (summary), fqntrace.crossrank (summary over several ranks), fqntrace.top (the
 live view; needs the optional `rich`), fqntrace.validate, fqntrace.repair, fqntrace.merge,
-fqntrace.diff and fqntrace.report (which alone imports plotly, when it writes). summary, merge
-and top read traces as streams (fqntrace.tracestream); validate and repair load them whole
-(fqntrace.traceio).
+fqntrace.diff and fqntrace.report (which alone imports plotly, when it writes). Every verb reads
+traces through one reader, fqntrace.tracestream.
 
 Every failure is one line on stderr, `fqntrace: <what is wrong and what to do>`, and a non-zero
 exit code (1: the file or the operation failed, 2: bad arguments; 3: `diff --threshold` found a
@@ -30,7 +29,8 @@ import sys
 
 from fqntrace.analysis import (crossrank, diff, kineto_annotate, merge, repair, report,
                                step_times, summarize, table, validate)
-from fqntrace.analysis.traceio import PHASES, TraceError
+from fqntrace.analysis.errors import TraceError
+from fqntrace.analysis.trace_events import PHASES
 
 PROG = "python -m fqntrace"
 

@@ -19,8 +19,9 @@ import glob
 import os
 import statistics
 
-from fqntrace.analysis import summarize, traceio
-from fqntrace.analysis.traceio import PHASES, TraceError
+from fqntrace.analysis import summarize, trace_events
+from fqntrace.analysis.errors import TraceError
+from fqntrace.analysis.trace_events import PHASES
 
 
 def expand_paths(patterns):
@@ -205,7 +206,7 @@ def cross_rank(paths, summaries, note=lambda message: None):
 
     def number(p, field):
         value = p.get(field, 0)
-        return value if traceio.is_number(value) else 0
+        return value if trace_events.is_number(value) else 0
 
     modules = {}
     straggler = None
@@ -238,7 +239,7 @@ def cross_rank(paths, summaries, note=lambda message: None):
                              "over_median_ms": _ms(gap), "self_ms": _ms(s_top),
                              "median_self_ms": _ms(s_median)}
         modules[fqn] = entry
-    steps = {r: s.get("step_ms", 0) if traceio.is_number(s.get("step_ms")) else 0
+    steps = {r: s.get("step_ms", 0) if trace_events.is_number(s.get("step_ms")) else 0
              for r, s in by_rank.items()}
     median, top, low, slowest = _spread(steps)
     return {
@@ -257,5 +258,6 @@ def filter_depth(result, depth):
     if depth is None:
         return result
     out = dict(result)
-    out["modules"] = {f: m for f, m in result["modules"].items() if traceio.fqn_depth(f) <= depth}
+    out["modules"] = {f: m for f, m in result["modules"].items()
+                      if trace_events.fqn_depth(f) <= depth}
     return out

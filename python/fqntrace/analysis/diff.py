@@ -35,8 +35,9 @@ Fallback (a one-line `note`): with fewer steps than MIN_STEPS on a side, or samp
 median (or of the whole-run totals without steps) against PCT, with no test. `totals=True`
 (`--totals`) compares whole-run totals the same way.
 """
-from fqntrace.analysis import stats, step_times, traceio
-from fqntrace.analysis.traceio import PHASES, TraceError
+from fqntrace.analysis import stats, step_times, trace_events
+from fqntrace.analysis.errors import TraceError
+from fqntrace.analysis.trace_events import PHASES
 
 DEFAULT_MIN_SHARE_PCT = 1.0
 DEFAULT_ALPHA = 0.05
@@ -46,7 +47,7 @@ PHASE_SHORT = {"forward": "fwd", "backward": "bwd", "recompute": "recomp"}
 
 
 def _number(value):
-    return value if traceio.is_number(value) else 0
+    return value if trace_events.is_number(value) else 0
 
 
 def module_times(summary, per_step=None):
@@ -83,10 +84,10 @@ def module_times(summary, per_step=None):
                 row[phase]["cpu_ms"] = float(_number(p.get(cpu_key)))
         for key in ("step_self_ms", "step_self_cpu_ms"):
             samples = entry.get(key)
-            row[key] = ([float(v) for v in samples if traceio.is_number(v)]
+            row[key] = ([float(v) for v in samples if trace_events.is_number(v)]
                         if per_step and isinstance(samples, list) else None)
         spread = entry.get("step_spread_pct")
-        row["step_spread_pct"] = spread if traceio.is_number(spread) else None
+        row["step_spread_pct"] = spread if trace_events.is_number(spread) else None
         row["noisy"] = entry.get("noisy") is True
         out[fqn] = row
     for fqn in list(out):
@@ -372,7 +373,7 @@ def step_op_ms(summary):
         return None
     by_step = {s.get("step"): s.get("op_ms") for s in per_step if isinstance(s, dict)}
     values = [by_step.get(k) for k in kept]
-    return values if values and all(traceio.is_number(v) for v in values) else None
+    return values if values and all(trace_events.is_number(v) for v in values) else None
 
 
 def _step_change(base, new, alpha):

@@ -10,7 +10,7 @@ line saying how to get the chart. Every name from the trace is escaped: it is da
 import html
 
 from fqntrace.analysis import report
-from fqntrace.analysis.traceio import TraceError
+from fqntrace.analysis.errors import TraceError
 
 FRAME_HEIGHT_PX = 760
 _STYLE = ("font: 12px/1.35 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; "

@@ -17,8 +17,9 @@ the drain) and by `python -m fqntrace annotate KINETO FQNTRACE -o OUT` for trace
 """
 import json
 
-from fqntrace.analysis import tracestream, traceio
-from fqntrace.analysis.traceio import PHASES, TraceError
+from fqntrace.analysis import errors, trace_write, tracestream
+from fqntrace.analysis.errors import TraceError
+from fqntrace.analysis.trace_events import PHASES
 
 RF_ID = "Record function id"
 EXTERNAL_ID = "External id"
@@ -145,11 +146,11 @@ def attribution_from_trace(path):
 
 def load_kineto(path):
     """The Kineto trace as a JSON object (plain or gzip)."""
-    text = traceio.read_text(path)
+    text = tracestream.read_text(path)
     try:
         doc = json.loads(text)
     except ValueError as error:
-        raise TraceError(f"{path}: not valid JSON ({traceio.describe_json_error(error)}); give "
+        raise TraceError(f"{path}: not valid JSON ({errors.describe_json_error(error)}); give "
                          "the file torch.profiler's export_chrome_trace wrote") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise TraceError(f"{path}: not a Chrome trace (no traceEvents list); give the file "
@@ -159,7 +160,7 @@ def load_kineto(path):
 
 def write_kineto(path, doc):
     """Writes the trace (gzip when the path ends in .gz), replacing the file at once."""
-    traceio.write_atomic(path, json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
+    trace_write.write_atomic(path, json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
 
 
 def annotate_file(kineto_path, attribution, output=None):

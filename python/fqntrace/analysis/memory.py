@@ -13,7 +13,7 @@ as the C++ summary exporter (exporters/memory_stats.h; docs/memory.md), fed in f
 
 A free whose allocation is not in the trace counts as freed, never against live bytes.
 """
-from fqntrace.analysis.traceio import PHASES
+from fqntrace.analysis.trace_events import PHASES
 
 FIELDS = ("alloc_bytes", "freed_bytes", "peak_bytes", "activation_bytes", "grad_bytes")
 

@@ -20,8 +20,8 @@ import json
 import os
 from typing import NamedTuple
 
-from fqntrace.analysis import traceio, tracestream
-from fqntrace.analysis.traceio import TraceError
+from fqntrace.analysis import trace_events, trace_write, tracestream
+from fqntrace.analysis.errors import TraceError
 
 try:
     from fqntrace.analysis import _native_merge as _native
@@ -46,7 +46,7 @@ class RankTrace(NamedTuple):
 def merge_traces(paths, output, note=lambda message: None):
     """Merges per-rank traces into output; returns (ranks, events written). `note(message)`
     hears about inputs that are merged although cut off."""
-    if traceio.plain_path(output).lower().endswith(".jsonl"):
+    if tracestream.base_name(output).lower().endswith(".jsonl"):
         raise TraceError(f"{output}: merge writes a Chrome trace; name the output .json")
     merger = _native.Merger() if _native is not None else None
     ranks = [_scan_rank(path, note, merger) for path in paths]
@@ -70,13 +70,13 @@ def merge_traces(paths, output, note=lambda message: None):
     counts = {"events": 0, "slices": 0}
     if any(not (0 <= r.rank < 1 << 62 and abs(r.base_ns - base_min) < 1 << 62) for r in ranks):
         merger = None  # numbers beyond the native rewrite's 64 bits: the Python loop
-    traceio.write_atomic_chunks(output, _merged_text(header, ranks, base_min, counts, merger))
+    trace_write.write_atomic_chunks(output, _merged_text(header, ranks, base_min, counts, merger))
     return len(ranks), counts["events"]
 
 
 def _merged_text(header, ranks, base_min, counts, merger):
-    """The merged trace in the core's layout (traceio.chrome_text), a line (or, from the native
-    rewrite, a block of lines as bytes) at a time."""
+    """The merged trace in the core's layout (a header line, one event per line, the tail
+    line), a line (or, from the native rewrite, a block of lines as bytes) at a time."""
     head = json.dumps(header, ensure_ascii=False)
     yield head[:-1] + ", " + '"traceEvents": [\n'
     separator = ""
@@ -97,17 +97,17 @@ try:  # one call per event, in the core's compact layout; times as the core writ
     def _encode_event(event):
         for key in ("ts", "dur"):
             value = event.get(key)
-            if isinstance(value, traceio.Micros):
-                event[key] = msgspec.Raw(traceio.format_us(int(value)).encode())
+            if isinstance(value, trace_write.Micros):
+                event[key] = msgspec.Raw(trace_events.format_us(int(value)).encode())
         try:
             return msgspec.json.encode(event).decode()
         except (msgspec.EncodeError, UnicodeEncodeError, TypeError):
             for key in ("ts", "dur"):  # text the fast encoder refuses (invalid UTF-8 kept)
                 if isinstance(event.get(key), msgspec.Raw):
-                    event[key] = traceio.Micros(traceio.to_ns(float(bytes(event[key]))))
-            return traceio.dump_event(event)
+                    event[key] = trace_write.Micros(trace_events.to_ns(float(bytes(event[key]))))
+            return trace_write.dump_event(event)
 except ImportError:  # pragma: no cover
-    _encode_event = traceio.dump_event
+    _encode_event = trace_write.dump_event
     _native = None  # it writes msgspec's spelling: without msgspec the Python loop does it all
 
 
@@ -123,7 +123,7 @@ def _merged_events(ranks, base_min, counts, merger):
             if merger is None:
                 batches = stream.batches()
             else:
-                merger.start_rank(r.rank, shift, stream.format == traceio.JSONL)
+                merger.start_rank(r.rank, shift, stream.format == tracestream.JSONL)
                 written = []
 
                 def block(chunk, start, end):
@@ -158,10 +158,10 @@ def _rewrite(e, rank, shift, flow_id, counts):
     out = dict(e)
     if "pid" in out or ph != "M":
         out["pid"] = rank
-    if traceio.is_number(out.get("ts")):
-        out["ts"] = traceio.Micros(traceio.to_ns(out["ts"]) + shift)
-    if traceio.is_number(out.get("dur")):
-        out["dur"] = traceio.Micros(traceio.to_ns(out["dur"]))
+    if trace_events.is_number(out.get("ts")):
+        out["ts"] = trace_write.Micros(trace_events.to_ns(out["ts"]) + shift)
+    if trace_events.is_number(out.get("dur")):
+        out["dur"] = trace_write.Micros(trace_events.to_ns(out["dur"]))
     if ph in ("s", "t", "f") and "id" in out:
         out["id"] = flow_id(out.get("cat"), out["id"], ph)
     if ph == "X":
@@ -224,7 +224,7 @@ def _scan_rank(path, note, merger):
             for batch, _ in stream.batches():
                 pids.update({str(e["pid"]) for e in batch if type(e) is dict and "pid" in e})
         else:
-            jsonl = stream.format == traceio.JSONL
+            jsonl = stream.format == tracestream.JSONL
 
             def block(chunk, start, end):
                 n = merger.scan_block(chunk, start, end, jsonl)

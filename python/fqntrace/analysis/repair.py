@@ -4,39 +4,31 @@ Every complete event is kept byte for byte, a partial last line is dropped, and 
 ``complete: false, repaired: true`` closes the file. A complete file is left untouched.
 
 The file is read as a stream (fqntrace.tracestream: where its last complete event ends, and
-whether what follows is a cut or damage; the core's event lines are counted by the native
-engine, analysis/summary_engine.cpp, without being decoded in Python), then its bytes up to that
-point are copied into a temporary file that replaces it: memory holds a read chunk, never the
-file. A file the stream
-cannot read is loaded whole when it is small, for the exact place of the damage (traceio).
+whether what follows is a cut or damage, which it names with its line; the core's event lines
+are counted by the native engine, analysis/summary_engine.cpp, without being decoded in Python),
+then its bytes up to that point are copied into a temporary file that replaces it: memory holds
+a read chunk, never the file.
 """
 import json
-import os
 
-from fqntrace.analysis import summarize, traceio, tracestream
-from fqntrace.analysis.traceio import TraceError
-
-WHOLE_FILE_LIMIT = 32 << 20  # bytes on disk: what may be loaded whole for an exact message
+from fqntrace.analysis import summarize, trace_write, tracestream
+from fqntrace.analysis.errors import TraceError
 
 
 def repair_file(path, output=None):
     """Repairs `path` in place, or into `output`; returns the line that says what was done."""
-    try:
-        with tracestream.TraceStream(path) as stream:
-            _check_is_ours(path, stream.header)
-            n_events, n_slices = _count(stream)
-            fmt, cut, partial, keep_end = (stream.format, stream.cut, stream.dropped_partial,
-                                           stream.keep_end)
-    except TraceError:
-        if not _small(path):
-            raise
-        return _repair_whole(path, output)
+    with tracestream.TraceStream(path) as stream:
+        n_events, n_slices = _count(stream)  # damage is reported before "not ours"
+        _check_is_ours(path, {**stream.header, **stream.after_events})
+        fmt, cut, partial, keep_end = (stream.format, stream.cut, stream.dropped_partial,
+                                       stream.keep_end)
     if not cut:
         extra = f" (nothing written to {output})" if output else ""
         return f"already complete: {n_events} events{extra}"
     target = output or path
-    traceio.write_atomic_chunks(target, _repaired_chunks(path, fmt, keep_end, n_slices, partial),
-                                like=path)
+    trace_write.write_atomic_chunks(target,
+                                    _repaired_chunks(path, fmt, keep_end, n_slices, partial),
+                                    like=path)
     return _repaired_line(n_events, partial, target, output)
 
 
@@ -50,7 +42,7 @@ def _count(stream):
             n_events += len(batch)
             n_slices += sum(1 for e in batch if _is_slice(e))
         return n_events, n_slices
-    engine = summarize._native.Engine(stream.format == traceio.JSONL, count=True)
+    engine = summarize._native.Engine(stream.format == tracestream.JSONL, count=True)
     counted = [0, 0, 0]  # the engine's events, the general path's events and slices among them
 
     def block(chunk, start, end):
@@ -72,14 +64,6 @@ def _is_slice(event):
     return isinstance(event, dict) and event.get("ph") == "X"
 
 
-def _small(path):
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        return True
-    return size < (WHOLE_FILE_LIMIT >> 3 if tracestream.is_gzip(path) else WHOLE_FILE_LIMIT)
-
-
 def _repaired_chunks(path, fmt, keep_end, n_slices, dropped_partial):
     """The first keep_end bytes of the (decompressed) file, then the tail that closes it."""
     source = tracestream.ByteSource(path)
@@ -99,7 +83,7 @@ def _repaired_chunks(path, fmt, keep_end, n_slices, dropped_partial):
 
 
 def _closing(fmt, n_slices, dropped_partial):
-    if fmt == traceio.JSONL:
+    if fmt == tracestream.JSONL:
         footer = {"ph": "footer", "events": n_slices, "complete": False, "repaired": True,
                   "dropped_lines": 1 if dropped_partial else 0}
         return "\n" + json.dumps(footer) + "\n"
@@ -114,19 +98,6 @@ def _repaired_line(n_events, dropped_partial, target, output):
     return f"repaired: kept {n_events} events ({dropped}){wrote}"
 
 
-def _repair_whole(path, output):
-    """The same repair with the file loaded whole (small files the stream cannot read)."""
-    text = traceio.read_text(path)
-    trace = traceio.parse(path, text)
-    _check_is_ours(path, trace.header)
-    if not trace.cut:
-        extra = f" (nothing written to {output})" if output else ""
-        return f"already complete: {len(trace.events)} events{extra}"
-    target = output or path
-    traceio.write_atomic(target, traceio.repaired_text(trace, text), like=path)
-    return _repaired_line(len(trace.events), trace.dropped_partial, target, output)
-
-
 def _check_is_ours(path, header):
     """Only a file the core began (its header is there) is closed: completing anything else
     would write a file that is still not a trace."""
@@ -135,5 +106,5 @@ def _check_is_ours(path, header):
             or not isinstance(info, dict) or not isinstance(info.get("rank"), int)
             or not isinstance(info.get("world_size"), int)
             or not isinstance(header.get("baseTimeNanoseconds"), int)):
-        raise traceio.TraceError(f"{path}: not an fqntrace trace (its header lacks schemaVersion 1, "
-                                 "distributedInfo or baseTimeNanoseconds); nothing repaired")
+        raise TraceError(f"{path}: not an fqntrace trace (its header lacks schemaVersion 1, "
+                         "distributedInfo or baseTimeNanoseconds); nothing repaired")

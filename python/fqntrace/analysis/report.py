@@ -20,8 +20,9 @@ import json
 import os
 import time
 
-from fqntrace.analysis import diff, step_times, steps, summarize, traceio, tracestream
-from fqntrace.analysis.traceio import TraceError
+from fqntrace.analysis import (diff, step_times, steps, summarize, trace_events, trace_write,
+                               tracestream)
+from fqntrace.analysis.errors import TraceError
 
 PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_page.html")
 INSTALL_HINT = ("the report needs plotly: pip install 'fqntrace[report]' (or: pip install plotly "
@@ -129,7 +130,7 @@ def data_of(loaded, mode="auto", note=lambda message: None, alpha=diff.DEFAULT_A
         op_ms = (summary["steps"].get("median_op_ms") if per_step else None)
         runs.append({"label": _label(path, summary), "path": path,
                      "rank": summary.get("rank"),
-                     "op_ms": round(op_ms if traceio.is_number(op_ms)
+                     "op_ms": round(op_ms if trace_events.is_number(op_ms)
                                     else diff.total_op_ms(modules), 6),
                      "per_step": per_step,
                      "step_stats": {k: v for k, v in summary["steps"].items() if k != "per_step"}
@@ -176,7 +177,7 @@ def write_report(paths, output, mode="auto", note=lambda message: None,
     if data is None:
         data = build_data(paths, mode=mode, note=note, exclude_steps=exclude_steps, alpha=alpha)
     text = render_html(data, page_title(paths))
-    traceio.write_atomic(output, text)
+    trace_write.write_atomic(output, text)
     seconds = time.perf_counter() - started
     n_modules = max(len(r["modules"]) for r in data["runs"])
     n_steps = max(len(r["steps"]) for r in data["runs"])

@@ -13,8 +13,9 @@ No torch here: results load where only the analysis half is installed.
 import os
 import sys
 
-from fqntrace.analysis import crossrank, diff, report, step_times, table, traceio
-from fqntrace.analysis.traceio import PHASES, TraceError
+from fqntrace.analysis import crossrank, diff, report, step_times, table, trace_events
+from fqntrace.analysis.errors import TraceError
+from fqntrace.analysis.trace_events import PHASES
 
 PANDAS_HINT = ("needs pandas, which is not installed here: pip install 'fqntrace[notebook]' (or "
                "pip install pandas); frame=False gives the same rows as a list of dicts")
@@ -53,7 +54,7 @@ def _is_scalar(value):
 
 
 def _phase_is_empty(p):
-    return not any(v for k, v in p.items() if k != "top_ops" and traceio.is_number(v))
+    return not any(v for k, v in p.items() if k != "top_ops" and trace_events.is_number(v))
 
 
 def module_rows(summary, rank=None, depth=None):
@@ -64,7 +65,7 @@ def module_rows(summary, rank=None, depth=None):
     for fqn, m in summary.get("modules", {}).items():
         if not isinstance(m, dict):
             continue
-        level = traceio.fqn_depth(fqn)
+        level = trace_events.fqn_depth(fqn)
         if depth is not None and level > depth:
             continue
         for phase in PHASES:
@@ -95,7 +96,7 @@ def cross_rank_rows(result, depth=None):
     """One dict per module and phase of a cross-rank summary: spread over the ranks."""
     rows = []
     for fqn, m in result.get("modules", {}).items():
-        level = traceio.fqn_depth(fqn)
+        level = trace_events.fqn_depth(fqn)
         if depth is not None and level > depth:
             continue
         for phase in PHASES:

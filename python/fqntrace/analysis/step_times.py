@@ -10,8 +10,8 @@ import bisect
 import re
 import statistics
 
-from fqntrace.analysis import stats, traceio
-from fqntrace.analysis.traceio import PHASES
+from fqntrace.analysis import stats, trace_events
+from fqntrace.analysis.trace_events import PHASES
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 DEFAULT_EXCLUDED = frozenset({0})
@@ -204,4 +204,4 @@ def _subtrees(times, kept):
 def has_steps(summary):
     """The summary has per-step medians to show (steps recorded, some not excluded)."""
     s = summary.get("steps")
-    return isinstance(s, dict) and traceio.is_number(s.get("count")) and s["count"] > 0
+    return isinstance(s, dict) and trace_events.is_number(s.get("count")) and s["count"] > 0

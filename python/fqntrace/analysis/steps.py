@@ -9,8 +9,8 @@ without step ranges has no steps (an empty list).
 import bisect
 import re
 
-from fqntrace.analysis import summarize, traceio
-from fqntrace.analysis.traceio import PHASES
+from fqntrace.analysis import summarize, trace_events, tracestream
+from fqntrace.analysis.trace_events import PHASES
 
 STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
 
@@ -52,9 +52,9 @@ def step_ranges(trace):
         if not isinstance(name, str) or e.get("cat") != "user_annotation":
             continue
         match = STEP_NAME.match(name)
-        if match and traceio.is_number(e.get("ts")) and traceio.is_number(e.get("dur")):
-            start = traceio.to_ns(e["ts"])
-            ranges.append((int(match.group(1)), start, start + traceio.to_ns(e["dur"])))
+        if match and trace_events.is_number(e.get("ts")) and trace_events.is_number(e.get("dur")):
+            start = trace_events.to_ns(e["ts"])
+            ranges.append((int(match.group(1)), start, start + trace_events.to_ns(e["dur"])))
     ranges.sort(key=lambda r: r[1])
     return ranges
 
@@ -71,7 +71,7 @@ def per_step(trace):
         return []
     # Sorted by start in the file's own microseconds: cheaper than converting every event to ns,
     # and a step range holds the same events either way. The ranges themselves carry no time.
-    timed = [e for e in trace.slices() if traceio.is_number(e.get("ts"))]
+    timed = [e for e in trace.slices() if trace_events.is_number(e.get("ts"))]
     timed.sort(key=_start_us)
     starts = [e["ts"] for e in timed]
     out = []
@@ -80,7 +80,7 @@ def per_step(trace):
         # and one equal to its end is out, whatever the float rounding of ns / 1000.
         lo = bisect.bisect_left(starts, (start - 0.5) / 1000.0)
         hi = bisect.bisect_left(starts, (end - 0.5) / 1000.0)
-        part = traceio.Trace(trace.path, trace.format, trace.header, timed[lo:hi], trace.tail)
+        part = tracestream.Trace(trace.path, trace.format, trace.header, timed[lo:hi], trace.tail)
         summary = summarize.summarize(part)
         modules = {}
         op_ms = {p: 0.0 for p in PHASES}

@@ -24,8 +24,9 @@ Rules (the same as the C++ summary exporter, so `summary --json` and <stem>.summ
 import json
 import os
 
-from fqntrace.analysis import memory, step_times, traceio, tracestream
-from fqntrace.analysis.traceio import PHASES, TraceError
+from fqntrace.analysis import errors, memory, step_times, trace_events, tracestream
+from fqntrace.analysis.errors import TraceError
+from fqntrace.analysis.trace_events import PHASES
 
 TOP_OPS = 5
 ENGINE_WRAPPER = "autograd::engine::evaluate_function:"
@@ -43,11 +44,11 @@ def _ms(ns):
 def _valid_slices(events):
     """The X events that carry time and a module: numeric ts, dur >= 0, args.fqn a string."""
     for e in events:
-        if not isinstance(e, dict) or e.get("ph") != "X" or traceio.is_module_view(e):
+        if not isinstance(e, dict) or e.get("ph") != "X" or trace_events.is_module_view(e):
             continue
         args = e.get("args")
-        if (traceio.is_number(e.get("ts")) and traceio.is_number(e.get("dur")) and e["dur"] >= 0
-                and isinstance(args, dict) and isinstance(args.get("fqn"), str)):
+        if (trace_events.is_number(e.get("ts")) and trace_events.is_number(e.get("dur"))
+                and e["dur"] >= 0 and isinstance(args, dict) and isinstance(args.get("fqn"), str)):
             yield e
 
 
@@ -70,16 +71,16 @@ class _Totals:
         if isinstance(fqn, str) and fqn not in self.modules:
             self.module(fqn)
             ts = e.get("ts")
-            self.first_seen[fqn] = round(ts * 1000) if traceio.is_number(ts) else 0
+            self.first_seen[fqn] = round(ts * 1000) if trace_events.is_number(ts) else 0
         self.memory.add(e)
 
     def memory_order(self, e):
         """Any event, in file order: what the memory numbers need from it, and the classes of
         the module table's entries."""
-        if not isinstance(e, dict) or traceio.is_module_view(e):
+        if not isinstance(e, dict) or trace_events.is_module_view(e):
             return
         if e.get("ph") == "M":
-            entry = traceio.module_entry(e)
+            entry = trace_events.module_entry(e)
             if entry is not None:
                 self.declared_types[entry[0]] = entry[1]
         elif memory.is_memory_event(e):
@@ -107,7 +108,7 @@ class _Totals:
             self.first_seen[fqn] = start
         phase = args.get("phase")
         cpu = args.get("self_cpu_ns")
-        if phase in PHASES and traceio.is_number(cpu) and cpu >= 0:
+        if phase in PHASES and trace_events.is_number(cpu) and cpu >= 0:
             # A module scope's or outermost backward op's own CPU time, already without that of
             # the measured ranges inside it: counted as it comes, no nesting needed.
             ns = round(cpu)
@@ -115,7 +116,7 @@ class _Totals:
             self.cpu_seen = True
             if self.step_cpu is not None:
                 self.step_cpu.add_cpu(e, start, fqn, phase, ns)
-        if not is_op and e.get("cat") in traceio.DEVICE_CATS:
+        if not is_op and e.get("cat") in trace_events.DEVICE_CATS:
             # a torch.profiler trace annotated by fqntrace: the kernel's launching op's module
             if phase in PHASES:
                 m["phases"][phase]["device_ns"] += round(e["dur"] * 1000)
@@ -165,7 +166,7 @@ def _owner(args):
 
 
 def summarize(trace, exclude_steps=step_times.DEFAULT_EXCLUDED):
-    """The summary of a loaded trace (traceio.Trace) in the JSON shape of <stem>.summary.json.
+    """The summary of a loaded trace (tracestream.Trace) in the JSON shape of <stem>.summary.json.
     Holds every event; summarize_stream() gives the same numbers reading a file as a stream.
     With training steps (ProfilerStep#N ranges) the summary also has per-step numbers;
     `exclude_steps`: step numbers left out of the per-step medians (default {0})."""
@@ -175,7 +176,7 @@ def summarize(trace, exclude_steps=step_times.DEFAULT_EXCLUDED):
 def _summarize_whole(trace, exclude_steps):
     """(summary, step_times.StepTimes) of a loaded trace."""
     slices = list(_valid_slices(trace.events))
-    parents, _, starts, ends = traceio.nest(slices)
+    parents, _, starts, ends = trace_events.nest(slices)
     is_op = [e.get("cat") == "cpu_op" for e in slices]
 
     # The nearest enclosing cpu_op of each slice, and which slices carry time ("counted").
@@ -273,7 +274,7 @@ def _merge_groups(into, groups):
 class StreamSummary:
     """Feed it every event of one trace in file order (add()), then result()."""
 
-    TOL = traceio.NEST_TOLERANCE_NS
+    TOL = trace_events.NEST_TOLERANCE_NS
     # A live view (top) counts each outermost range by itself instead of merging neighbours,
     # so that the time it logs per commit belongs to one step.
     count_outermost_apart = False
@@ -288,13 +289,13 @@ class StreamSummary:
 
     def add(self, e):
         self.totals.memory_order(e)
-        if not isinstance(e, dict) or e.get("ph") != "X" or traceio.is_module_view(e):
+        if not isinstance(e, dict) or e.get("ph") != "X" or trace_events.is_module_view(e):
             return
         args = e.get("args")
         ts = e.get("ts")
         dur = e.get("dur")
         if (type(args) is not dict or type(args.get("fqn")) is not str
-                or not traceio.is_number(ts) or not traceio.is_number(dur) or dur < 0):
+                or not trace_events.is_number(ts) or not trace_events.is_number(dur) or dur < 0):
             return
         start = round(ts * 1000)
         end = start + round(dur * 1000)
@@ -408,7 +409,8 @@ def _step_ranges(path):
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
         step = step_times.step_number(e)
-        if step is not None and traceio.is_number(e.get("ts")) and traceio.is_number(e.get("dur")):
+        if (step is not None and trace_events.is_number(e.get("ts"))
+                and trace_events.is_number(e.get("dur"))):
             start = round(e["ts"] * 1000)
             ranges.setdefault(e.get("pid"), []).append((start, start + round(e["dur"] * 1000), step))
     return ranges or None
@@ -416,7 +418,7 @@ def _step_ranges(path):
 
 def summarize_stream(path, note=lambda message: None, exclude_steps=step_times.DEFAULT_EXCLUDED):
     """The summary of a trace file read as a stream (tracestream): the same numbers as
-    summarize(traceio.load(path)). A trace with training steps is read twice (its step ranges
+    summarize(tracestream.load(path)). A trace with training steps is read twice (its step ranges
     first). A file whose threads are not in end order (not written by the core) is loaded whole
     instead."""
     return summarize_with_steps(path, note, exclude_steps)[0]
@@ -455,7 +457,7 @@ def summarize_with_steps(path, note=lambda message: None,
 
 def _summarize_loaded(path, note, exclude_steps):
     """A file not in end order (not written by the core): loaded whole."""
-    trace = traceio.load(path)
+    trace = tracestream.load(path)
     _note_cut(trace, note, len(trace.events))
     return _summarize_whole(trace, exclude_steps)
 
@@ -510,7 +512,7 @@ def _summarize_native(path, ranges, note, exclude_steps):
     flat = [(_dict_key(pid), start, end, step) for pid, rs in (ranges or {}).items()
             for start, end, step in rs]
     with tracestream.TraceStream(path) as stream:
-        engine = _native.Engine(stream.format == traceio.JSONL, flat)
+        engine = _native.Engine(stream.format == tracestream.JSONL, flat)
 
         def block(chunk, start, end):
             n = engine.feed_block(chunk, start, end)
@@ -582,7 +584,7 @@ def _note_cut(trace, note, n_events=None):
             n_events = trace.events_read
         partial = " (dropped a partial last line)" if trace.dropped_partial else ""
         hint = ("" if tracestream.is_gzip(trace.path)  # repair rewrites plain text only
-                else f"; {traceio.repair_hint(trace.path)} to close the file")
+                else f"; {errors.repair_hint(trace.path)} to close the file")
         note(f"{trace.path} is cut off (no closing tail); summarizing its {n_events} complete "
              f"events{partial}{hint}")
 
@@ -682,11 +684,11 @@ def is_summary_path(path):
 def load_summary(path, text=None):
     """A summary file (the JSON shape above). Raises TraceError."""
     if text is None:
-        text = traceio.read_text(path)
+        text = tracestream.read_text(path)
     try:
         obj = json.loads(text)
     except ValueError as error:
-        detail = traceio.describe_json_error(error)
+        detail = errors.describe_json_error(error)
         raise TraceError(f"{path}: not valid JSON ({detail}); a .summary.json "
                          "is written whole at exit, so this one is damaged or was cut off"
                          ) from None
@@ -703,7 +705,8 @@ def filter_depth(summary, depth):
     if depth is None:
         return summary
     out = dict(summary)
-    out["modules"] = {f: m for f, m in summary["modules"].items() if traceio.fqn_depth(f) <= depth}
+    out["modules"] = {f: m for f, m in summary["modules"].items()
+                      if trace_events.fqn_depth(f) <= depth}
     return out
 
 

@@ -12,8 +12,8 @@ import os
 import re
 import sys
 
-from fqntrace.analysis import step_times, traceio
-from fqntrace.analysis.traceio import PHASES
+from fqntrace.analysis import step_times, trace_events
+from fqntrace.analysis.trace_events import PHASES
 
 PHASE_SHORT = {"forward": "fwd", "backward": "bwd", "recompute": "recomp"}
 TABLE_WIDTH = 100
@@ -30,11 +30,11 @@ class _Node:
         self.fqn = fqn
         self.entry = entry  # None: a path that only exists as a parent (e.g. a ModuleList)
         self.children = []
-        self.depth = traceio.fqn_depth(fqn)
+        self.depth = trace_events.fqn_depth(fqn)
 
 
 def _number(value):
-    return value if traceio.is_number(value) else 0
+    return value if trace_events.is_number(value) else 0
 
 
 def _phase_value(node, phase, field):
@@ -233,7 +233,7 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
 
 def _spread(entry):
     spread = entry.get("step_spread_pct")
-    if not traceio.is_number(spread):
+    if not trace_events.is_number(spread):
         return ""
     text = f"{spread:.0f}" if spread < 1000 else ">999"
     return text + ("!" if entry.get("noisy") is True else " ")

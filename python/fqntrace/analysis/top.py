@@ -26,8 +26,9 @@ import select
 import sys
 import time
 
-from fqntrace.analysis import stats, step_times, summarize, traceio, tracestream
-from fqntrace.analysis.traceio import PHASES, TraceError
+from fqntrace.analysis import stats, step_times, summarize, trace_events, tracestream
+from fqntrace.analysis.errors import TraceError
+from fqntrace.analysis.trace_events import PHASES
 
 INSTALL_HINT = ("fqntrace top needs the optional package rich: pip install 'fqntrace[top]' "
                 "(or: pip install rich)")
@@ -383,7 +384,7 @@ class Row:
 
     def __init__(self, fqn):
         self.fqn = fqn
-        self.depth = traceio.fqn_depth(fqn)
+        self.depth = trace_events.fqn_depth(fqn)
         self.children = []
         self.recent = dict.fromkeys(PHASES, 0)
         self.total = dict.fromkeys(PHASES, 0)

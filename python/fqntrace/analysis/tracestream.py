@@ -1,11 +1,23 @@
 """The one reader of trace files: every verb reads a trace through it, one batch of events at a
 time, in memory bounded by a read chunk (4 MiB) and one event, never by the file. `top` follows a
-growing file with ``Follower`` below.
+growing file with ``Follower`` below. On top of the stream: ``load`` collects a whole trace for a
+verb that needs every event at once, ``read_text`` reads another JSON file whole (a
+torch.profiler trace to annotate, a summary).
 
-* Chrome trace (``.json``): the header up to ``"traceEvents": [``, then the events, then the tail.
-* JSON Lines (``.jsonl``): a header line, event lines, a footer line.
-* ``.gz`` (either format): decompressed on the fly; a gzip stream cut off by a crash ends where
-  its data ends.
+* Chrome trace (``.json``): the header up to ``"traceEvents": [``, then the events (the core
+  writes one per line, joined by ``,\\n``), then the tail ``], "fqntrace": {...}}``, written only
+  at normal exit. After a crash the file stops anywhere, possibly inside a line.
+* JSON Lines (``.jsonl``): a ``{"ph": "header", ...}`` line, event lines, a ``{"ph": "footer",
+  ...}`` line at normal exit.
+* gzip (either format; any file starting with gzip's magic bytes): decompressed on the fly. The
+  core sync-flushes the compressor at every periodic flush, so a gzip stream cut off by a crash
+  ends where its data ends, and is then read as any cut-off text.
+
+**Cut and damage.** A cut-off file is read up to its last complete event: a partial last line is
+dropped (``cut``, ``dropped_partial``). Damage anywhere but at the end (a bad line followed by
+more lines) is not a cut and is reported (``DamagedTrace``, with the line, and where the JSON
+breaks) instead of guessed around; so is a file with no header (``NotATrace`` when it is valid
+JSON of another kind).
 
 **Fast path.** The core writes one event per line, so a chunk cut at its last newline holds only
 whole events: the chunk's lines are decoded in one call of a JSON decoder made for this (msgspec,
@@ -16,17 +28,19 @@ read by the **general path**, ``json.JSONDecoder.raw_decode`` event by event ove
 which accepts any layout and tells a cut (a partial last line: every complete event is kept) from
 damage (a bad event followed by more lines: a DamagedTrace). Both paths give the same events.
 
-A stream also knows, for messages and for `repair`, the line of each event (fast path) and the
-byte offset just past the last complete event (``keep_end``, in the decompressed text).
+A stream also knows, for messages and for `repair`, the line of each event (fast path, and JSON
+Lines' general path) and the byte offset just past the last complete event (``keep_end``, in the
+decompressed text). The line and column of damage are counted only when it is reported, by
+reading the file again.
 """
 import codecs
+import functools
 import json
 import os
 import re
 import zlib
 
-from fqntrace.analysis import traceio
-from fqntrace.analysis.traceio import CHROME, JSONL, DamagedTrace, TraceError, open_trace
+from fqntrace.analysis.errors import DamagedTrace, NotATrace, TraceError, describe_json_error
 
 try:  # a decoder made for bulk JSON: ~2x the standard library's speed on the core's lines
     from msgspec.json import decode as _decode_batch
@@ -35,41 +49,74 @@ except ImportError:  # pragma: no cover - the standard library's C decoder, same
     _decode_batch = json.loads
     _BATCH_ERRORS = (ValueError,)
 
+CHROME = "chrome"
+JSONL = "jsonl"
+GZIP_MAGIC = b"\x1f\x8b"
 CHUNK_BYTES = 1 << 22  # 4 MiB per read
-CHUNK_CHARS = CHUNK_BYTES
 MAX_EVENT_CHARS = 1 << 24  # far more than any event (shapes included) takes
+# What a file with no trace header is, and where a damaged file's JSON first breaks, is told by
+# reading it whole: only a file of up to this much text (an error's detail, never the reading).
+DESCRIBE_BYTES = 32 << 20
 _DECODER = json.JSONDecoder()
 _SEPARATORS = re.compile(r"[\s,]*")
 _TAIL_PREFIX = re.compile(r"\]\s*")
 _TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_TRACE_EVENTS_TEXT_KEY = re.compile(r'"traceEvents"\s*:\s*\[')
+_EMPTY_TAIL = '{"traceEvents": []'
 _FOOTER_MARK = b'"footer"'
 _END_MARK_WINDOW = 1 << 16
 _LEADING_BRACKET = re.compile(rb"\s*\]")
 
 
 def is_gzip(path):
-    return path.lower().endswith(".gz")
+    """Is `path` named as a gzip file (it is written gzip-compressed; a file is read as gzip by
+    its first bytes)?"""
+    return str(path).lower().endswith(".gz")
 
 
 def base_name(path):
     """The path without a trailing .gz: what the format is detected from."""
-    return path[:-3] if is_gzip(path) else path
+    text = str(path)
+    return text[:-3] if is_gzip(text) else text
 
 
 def _text(data):
-    """Bytes as text; invalid UTF-8 is kept (surrogateescape), as traceio does."""
+    """Bytes as text. Invalid UTF-8 is kept byte-exact (surrogateescape), so a repair writes back
+    exactly what it read; a character cut in half at the end lands in the dropped line."""
     return data.decode("utf-8", errors="surrogateescape")
 
 
+def _check_not_binary(path, start):
+    """Raises TraceError when the (decompressed) start of a file holds a NUL byte."""
+    if b"\x00" in start[:4096]:
+        raise TraceError(f"{path}: binary data, not a trace (fqntrace writes .json or .jsonl text)")
+
+
+def open_trace(path):
+    """The file opened for binary reading; a TraceError whose one line says what to do when it
+    cannot be."""
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise TraceError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise TraceError(f"{path}: is a directory, not a trace file") from None
+    except PermissionError:
+        raise TraceError(f"{path}: permission denied (check the file's permissions)") from None
+    except OSError as error:
+        raise TraceError(f"{path}: cannot read ({error.strerror or error})") from None
+
+
 class ByteSource:
-    """A file's bytes in chunks; a .gz file decompressed with zlib as it is read, so a gzip
-    stream cut off by a crash gives every byte that was written (GzipFile raises EOFError and
-    loses the last read instead)."""
+    """A file's bytes in chunks; a gzip file (by its first bytes, whatever its name) decompressed
+    with zlib as it is read, so a gzip stream cut off by a crash gives every byte that was
+    written (GzipFile raises EOFError and loses the last read instead)."""
 
     def __init__(self, path):
         self.path = path
         self._file = open_trace(path)
-        self._inflate = zlib.decompressobj(wbits=31) if is_gzip(path) else None
+        self._inflate = None
+        self._first = True
         self._done = False
         self._inflated_any = False
         self._pending = b""
@@ -92,6 +139,10 @@ class ByteSource:
             if not data:
                 self._done = True
                 return b""
+            if self._first:
+                self._first = False
+                if data.startswith(GZIP_MAGIC):
+                    self._inflate = zlib.decompressobj(wbits=31)
             if self._inflate is None:
                 return data
             self._pending = data
@@ -100,10 +151,10 @@ class ByteSource:
         """Inflates the pending bytes, at most CHUNK_BYTES of output."""
         try:
             out = self._inflate.decompress(self._pending, CHUNK_BYTES)
-        except zlib.error:
+        except zlib.error as error:
             if not self._inflated_any:
-                raise TraceError(f"{self.path}: not a gzip file (a .gz trace is written by "
-                                 "FQNTRACE=….json.gz)") from None
+                raise TraceError(f"{self.path}: damaged gzip data ({error}); the file was not "
+                                 "written by fqntrace or was overwritten") from None
             self._pending = b""
             self._done = True  # damaged compressed data: keep what was decoded
             return b""
@@ -122,8 +173,9 @@ class ByteSource:
 class TraceStream:
     """One trace file read as a stream of events. Iterate it once for the events (or
     ``batches()`` for lists of them); afterwards ``tail`` (None if cut off), ``cut``,
-    ``dropped_partial`` and ``keep_end`` are known. ``header`` is read when the stream is
-    opened. Use as a context manager (or call close())."""
+    ``dropped_partial``, ``keep_end`` and ``after_events`` (a Chrome trace's top-level fields
+    after traceEvents other than the tail: a torch.profiler trace's traceName, say) are known.
+    ``header`` is read when the stream is opened. Use as a context manager (or call close())."""
 
     def __init__(self, path):
         self.path = path
@@ -132,6 +184,7 @@ class TraceStream:
         self.dropped_partial = False
         self.events_read = 0
         self.keep_end = 0  # byte offset just past the last complete event (or the header)
+        self.after_events = {}
         self._source = ByteSource(path)
         self._bbuf = b""  # fast path: bytes not consumed yet start at _bpos
         self._bpos = 0
@@ -144,9 +197,7 @@ class TraceStream:
         self._pos = 0
         try:
             self._fill_bytes()
-            if b"\x00" in self._bbuf[:4096]:
-                raise TraceError(f"{path}: binary data, not a trace (fqntrace writes .json or "
-                                 ".jsonl text)")
+            _check_not_binary(path, self._bbuf)
             self.format = self._detect()
             self.header = self._read_chrome_header() if self.format == CHROME else \
                 self._read_jsonl_header()
@@ -171,8 +222,15 @@ class TraceStream:
 
     @property
     def incomplete(self):
-        return traceio.Trace(self.path, self.format, self.header, [], self.tail,
-                             cut=self.cut).incomplete
+        return _incomplete(self.cut, self.tail)
+
+    def _line_at(self, pos):
+        """General path: the line of _buf[pos], for a message."""
+        return _positions(self.path, self._byte_offset_at(pos))[0][0]
+
+    def _json_error(self, pos, reason):
+        """Where the JSON first breaks, found when asked (validate says it): see _json_error_at."""
+        return functools.partial(_json_error_at, self.path, self._byte_offset_at(pos), reason)
 
     def _fill_bytes(self):
         """Appends the next chunk to the byte buffer (dropping what was consumed)."""
@@ -338,22 +396,49 @@ class TraceStream:
                 break
         if not self._bbuf.strip():
             raise self._empty()
-        if match is None:
-            if not self._bbuf.lstrip().startswith(b"{"):
-                raise DamagedTrace(f"{self.path}: not valid JSON; not a trace file")
-            raise DamagedTrace(f"{self.path}: no valid header (the file must start with "
-                               "'{\"schemaVersion\": 1, ... \"traceEvents\": ['); it was cut off "
-                               "before the header was complete or is not an fqntrace trace")
-        try:
-            obj = json.loads(_text(self._bbuf[:match.end()]) + "]}")
-        except ValueError:
-            obj = None
+        obj = None
+        if match is not None:
+            try:
+                obj = json.loads(_text(self._bbuf[:match.end()]) + "]}")
+            except ValueError:
+                pass
         if not isinstance(obj, dict):
-            raise DamagedTrace(f"{self.path}: no valid header before \"traceEvents\"; not an "
-                               "fqntrace trace")
+            raise self._no_header()
         self._consume(match.end())
         self.keep_end = self._offset + self._bpos
         return {k: v for k, v in obj.items() if k not in ("traceEvents", "fqntrace")}
+
+    def _no_header(self):
+        """The error for a Chrome file without a trace header. A file of up to DESCRIBE_BYTES is
+        read whole to say what it is: JSON of another kind (NotATrace), or where its JSON
+        breaks."""
+        while len(self._bbuf) < DESCRIBE_BYTES and self._fill_bytes():
+            pass
+        text = _text(self._bbuf) if self._beof else None  # nothing was consumed yet
+        json_error = None
+        if text is not None:
+            try:
+                document = json.loads(text)
+            except ValueError as error:
+                json_error = describe_json_error(error)
+            else:
+                if not isinstance(document, dict):
+                    return NotATrace(f"{self.path}: not a trace (the JSON is a "
+                                     f"{type(document).__name__}, not an object with "
+                                     "traceEvents)", document)
+                if not isinstance(document.get("traceEvents"), list):
+                    return NotATrace(f"{self.path}: not a trace (no traceEvents list)", document)
+        if not self._bbuf.lstrip().startswith(b"{"):
+            detail = f" ({json_error})" if json_error else ""
+            return DamagedTrace(f"{self.path}: not valid JSON{detail}; not a trace file",
+                                json_error)
+        stripped = text.strip() if text is not None else ""
+        return DamagedTrace(f"{self.path}: no valid header (the file must start with "
+                            "'{\"schemaVersion\": 1, ... \"traceEvents\": ['); it was cut off "
+                            "before the header was complete or is not an fqntrace trace, nothing "
+                            "to recover", json_error,
+                            header_cut=stripped.startswith('{"schemaVersion"')
+                            and "\n" not in stripped)
 
     def _chrome_batches(self):
         while not self._text_mode:
@@ -432,27 +517,43 @@ class TraceStream:
         rest = self._buf[self._pos:]
         after = _TAIL_PREFIX.match(rest).end()
         try:
-            obj = json.loads('{"traceEvents": []' + (", " if rest[after:after + 1] not in
-                                                       (",", "}") else "") + rest[after:])
-        except ValueError as error:
+            obj = json.loads(_EMPTY_TAIL + (", " if rest[after:after + 1] not in (",", "}")
+                                            else "") + rest[after:])
+        except ValueError:
             if "\n" in rest.strip():
-                raise DamagedTrace(f"{self.path}: the text after traceEvents is not a valid tail "
-                                   f"({error}) and more lines follow: the file is damaged") \
-                    from None
+                raise self._damaged_tail(rest, after) from None
             self.cut = True
             self.dropped_partial = True
             return
         tail = obj.get("fqntrace") if isinstance(obj, dict) else None
         self.tail = tail if isinstance(tail, dict) else {}
+        self.after_events = {k: v for k, v in obj.items() if k not in ("traceEvents", "fqntrace")}
+
+    def _damaged_tail(self, rest, after):
+        """rest (from the ']' closing traceEvents on) is no tail and more lines follow."""
+        line = self._line_at(self._pos)
+        try:
+            json.loads(_EMPTY_TAIL + rest[after:])  # as it is: no missing ',' supplied
+        except ValueError as error:
+            json_error = self._json_error(self._pos + after + error.pos - len(_EMPTY_TAIL),
+                                          error.msg)
+        else:
+            json_error = None
+        # The file as a whole was parsed as JSON (for the reason) only when it ends in a '}'.
+        detail = f" ({json_error()})" if json_error and rest.rstrip().endswith("}") else ""
+        return DamagedTrace(f"{self.path}: the text after traceEvents (line {line}) is not a "
+                            f"valid tail{detail} and more lines follow: the file is damaged; "
+                            "repair only completes cut-off traces", json_error)
 
     def _cut_or_damaged(self, error):
         rest = self._buf[self._pos:]
         newline = rest.find("\n")
         if newline >= 0 and rest[newline:].strip():
-            raise DamagedTrace(f"{self.path}: an event after event {self.events_read} is not "
-                               f"valid JSON ({getattr(error, 'msg', error)}) and more lines "
-                               "follow: the file is damaged, not just cut off; repair only "
-                               "completes cut-off traces")
+            line = self._line_at(self._pos)
+            raise DamagedTrace(f"{self.path}: line {line} is not valid JSON ({error.msg}) and "
+                               "more lines follow: the file is damaged, not just cut off; repair "
+                               "only completes cut-off traces",
+                               self._json_error(error.pos, error.msg))
         self.cut = True
         self.dropped_partial = bool(rest.strip())
 
@@ -477,9 +578,8 @@ class TraceStream:
                 if not terminated:
                     raise TraceError(f"{self.path}: no valid header (the first line is cut off)"
                                      "; nothing to recover") from None
-                raise TraceError(f"{self.path}: no valid header (the first line is not JSON: "
-                                 f"{getattr(error, 'msg', error)}); not an fqntrace .jsonl "
-                                 "trace") from None
+                raise TraceError(f"{self.path}: no valid header (line {self._line} is not JSON: "
+                                 f"{error.msg}); not an fqntrace .jsonl trace") from None
             if not isinstance(obj, dict) or obj.get("ph") != "header":
                 raise TraceError(f"{self.path}: no valid header (the first line must be "
                                  '{"ph": "header", "schemaVersion": 1, ...}); '
@@ -525,8 +625,14 @@ class TraceStream:
                 break
         if not self._text_mode:
             self._to_text()
-        for event in self._jsonl_events():
-            yield [event], None
+        # Each line is one event: its line is known, unless a sink took blocks uncounted.
+        line = self._line if self._block_sink is None else None
+        for event, skipped in self._jsonl_events():
+            if line is not None:
+                line += skipped
+            yield [event], line
+            if line is not None:
+                line += 1
 
     def _lines(self):
         """General path: (line, terminated, end) for each line of the rest, in chunks."""
@@ -545,9 +651,12 @@ class TraceStream:
             yield line, True, newline
 
     def _jsonl_events(self):
+        """General path: (event, lines skipped since the last event) of the rest."""
         loads = json.loads
+        skipped = 0
         for line, terminated, end in self._lines():
             if not line.strip():
+                skipped += 1
                 continue
             try:
                 obj = loads(line)
@@ -556,26 +665,173 @@ class TraceStream:
                     self.cut = True
                     self.dropped_partial = True
                     return
-                raise TraceError(f"{self.path}: a line after event {self.events_read} is not "
+                raise TraceError(f"{self.path}: line {self._line_at(end - len(line))} is not "
                                  f"valid JSON ({error.msg}) and more lines follow: the file is "
-                                 "damaged, not just cut off") from None
+                                 "damaged, not just cut off; repair only completes cut-off "
+                                 "traces") from None
             if self.tail is not None:
-                raise TraceError(f"{self.path}: a line follows the footer line: two traces were "
-                                 "written into one file; keep one")
+                raise TraceError(f"{self.path}: line {self._line_at(end - len(line))} follows "
+                                 "the footer line: two traces were written into one file; keep "
+                                 "one")
             if isinstance(obj, dict) and obj.get("ph") == "footer":
                 self.tail = {k: v for k, v in obj.items() if k != "ph"}
+                skipped += 1
                 continue
             self.keep_end = self._byte_offset_at(end)
             self.events_read += 1
-            yield obj
+            yield obj, skipped
+            skipped = 0
         if self.tail is None:
             self.cut = True
+
+
+def _positions(path, *offsets):
+    """(line, column) of each byte offset of the file's text (ascending), as json counts them,
+    for a message. Counted by reading the file again: only an error needs them, so reading the
+    core's lines counts nothing."""
+    found = []
+    source = ByteSource(path)
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
+    line, column, done, rest = 1, 1, 0, b""
+    try:
+        for offset in offsets:
+            while done < offset:
+                data = rest or source.read()
+                if not data:
+                    break
+                rest = data[offset - done:]
+                data = data[:offset - done]
+                done += len(data)
+                newline = data.rfind(b"\n")
+                if newline >= 0:
+                    line += data.count(b"\n")
+                    decoder.reset()  # a newline never splits a character
+                    column = 1 + len(decoder.decode(data[newline + 1:]))
+                else:
+                    column += len(decoder.decode(data))
+            found.append((line, column))
+    finally:
+        source.close()
+    return found
+
+
+def _json_error_at(path, offset, reason):
+    """Where the JSON of a damaged file first breaks, as "reason: line L column C": json's own
+    verdict on the whole text when the file has at most DESCRIBE_BYTES (the stream passes what
+    json does not, a missing ',' between events, so it may have stopped later), else `reason`
+    at byte `offset`, where the stream stopped."""
+    source = ByteSource(path)
+    chunks, size = [], 0
+    try:
+        while size <= DESCRIBE_BYTES:
+            data = source.read()
+            if not data:
+                try:
+                    json.loads(_text(b"".join(chunks)))
+                except ValueError as error:
+                    return describe_json_error(error)
+                break
+            chunks.append(data)
+            size += len(data)
+    finally:
+        source.close()
+    line, column = _positions(path, offset)[0]
+    return f"{reason}: line {line} column {column}"
 
 
 def events(path):
     """(stream, iterator of events): the stream's header is read; its tail once iterated."""
     stream = TraceStream(path)
     return stream, iter(stream)
+
+
+def _incomplete(cut, tail):
+    """May events be missing: cut off, repaired, or the writer dropped events?"""
+    if cut or not isinstance(tail, dict):
+        return True
+    if tail.get("complete") is False:
+        return True
+    dropped = tail.get("dropped_events")
+    return isinstance(dropped, int) and dropped > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole files, on top of the stream
+
+
+class Trace:
+    """One trace file in memory (``load``).
+
+    header: the top-level fields (Chrome: everything but traceEvents and the fqntrace tail;
+            JSONL: the header line without its "ph").
+    events: the event objects, in file order.
+    tail:   the ``fqntrace`` tail object (Chrome) or the footer line (JSONL); None if cut off.
+    cut:    the file stops before its tail (its complete events are kept).
+    dropped_partial: a partial last line was dropped (only when cut).
+    event_lines: the 1-based line of each event, when every event has a line of its own.
+    """
+
+    def __init__(self, path, fmt, header, events, tail, cut=False, dropped_partial=False,
+                 event_lines=None):
+        self.path = path
+        self.format = fmt
+        self.header = header
+        self.events = events
+        self.tail = tail
+        self.cut = cut
+        self.dropped_partial = dropped_partial
+        self.event_lines = event_lines
+
+    @property
+    def incomplete(self):
+        """True when events may be missing: cut off, repaired, or the writer dropped events."""
+        return _incomplete(self.cut, self.tail)
+
+    @property
+    def rank(self):
+        info = self.header.get("distributedInfo")
+        return info.get("rank") if isinstance(info, dict) else None
+
+    def slices(self):
+        """The complete ("X") events."""
+        return [e for e in self.events if isinstance(e, dict) and e.get("ph") == "X"]
+
+
+def load(path):
+    """The whole trace in memory (a Trace), read by the stream: for a verb that needs every
+    event at once (nesting a file whose threads are not in end order). Raises TraceError as the
+    stream does."""
+    with TraceStream(path) as stream:
+        events = []
+        lines = []
+        for batch, first_line in stream.batches():
+            events += batch
+            if first_line is None:
+                lines = None
+            elif lines is not None:
+                lines.extend(range(first_line, first_line + len(batch)))
+        header = {**stream.header, **stream.after_events}
+        return Trace(path, stream.format, header, events, stream.tail, cut=stream.cut,
+                     dropped_partial=stream.dropped_partial, event_lines=lines)
+
+
+def read_text(path):
+    """A whole JSON file as text (gzip inflated, invalid UTF-8 kept byte-exact): a file that is
+    not read event by event, a torch.profiler trace to annotate or a summary. Raises
+    TraceError."""
+    source = ByteSource(path)
+    try:
+        chunks = []
+        while True:
+            data = source.read()
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        source.close()
+    data = b"".join(chunks)
+    _check_not_binary(path, data)
+    return _text(data)
 
 
 def lines_with(path, mark):
@@ -813,7 +1069,7 @@ class Follower:
         return out
 
     def _header_line(self, text):
-        match = traceio.TRACE_EVENTS_KEY.search(text)
+        match = _TRACE_EVENTS_TEXT_KEY.search(text)
         try:
             obj = json.loads(text[:match.end()] + "]}" if match else text)
         except ValueError:

@@ -9,8 +9,7 @@ The trace is read as a stream (fqntrace.tracestream), in memory bounded by what 
 (a thread's pending ranges, flows whose "f" has not come, the modules), never by the file: the
 core writes each range when it ends, so a range comes after everything it encloses and nesting
 is checked with one stack per thread (siblings at the same args.depth merged). A file not in
-that order (not written by the core), or one the stream cannot read (damage; small files only,
-for the exact place of the damage) is checked whole (traceio).
+that order (not written by the core) is loaded whole (tracestream.load) and checked so.
 
 When the native engine is built (fqntrace.analysis._native_summary) the per-event, nesting, flow
 and span checks run there first, on the reader's blocks of event lines: a file they pass (the
@@ -20,20 +19,17 @@ through the Python checks below, which name the problem exactly as without the e
 """
 import bisect
 import json
-import os
 from typing import NamedTuple
 
-from fqntrace.analysis import summarize, traceio, tracestream
-from fqntrace.analysis.traceio import PHASES, TraceError
+from fqntrace.analysis import summarize, trace_events, tracestream
+from fqntrace.analysis.errors import DamagedTrace, NotATrace, TraceError, repair_hint
+from fqntrace.analysis.trace_events import PHASES
 
 
 class Relaxations(NamedTuple):
     """What an incomplete trace was allowed to lack."""
     flows: int  # flows missing one end
     fqns: int   # fqns whose module span is missing
-
-
-WHOLE_FILE_LIMIT = 32 << 20  # bytes on disk: what may be loaded whole for an exact message
 
 
 def validate_file(path):
@@ -46,34 +42,23 @@ def validate_file(path):
         if passed is not None:
             return _ok_line(*passed)
     try:
-        n_events, n_threads, relaxed, incomplete = _check_stream(path)
-    except (_NotPostOrder, TraceError) as error:
-        if isinstance(error, TraceError) and not _small(path):
-            raise
-        n_events, n_threads, relaxed, incomplete = _check_whole(path)
+        try:
+            n_events, n_threads, relaxed, incomplete = _check_stream(path)
+        except _NotPostOrder:
+            n_events, n_threads, relaxed, incomplete = _check_whole(path)
+    except TraceError as error:
+        raise _reworded(path, error) from None
     except _Problem as problem:
         raise TraceError(f"{path}: {problem}") from None
     return _ok_line(n_events, n_threads, relaxed, incomplete)
 
 
-def _small(path):
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        return True  # the whole-file reader says what is wrong with it
-    return size < (WHOLE_FILE_LIMIT >> 3 if tracestream.is_gzip(path) else WHOLE_FILE_LIMIT)
-
-
 def _check_whole(path):
-    """The checks on the whole file in memory: (events, threads, relaxations, incomplete)."""
-    text = traceio.read_text(path)
-    if not text.strip():
-        raise TraceError(f"{path}: empty file (the traced program wrote nothing)")
-    try:
-        trace = _read(path, text)
-        n_threads, relaxed = _check_events(trace)
-    except _Problem as problem:
-        raise TraceError(f"{path}: {problem}") from None
+    """The checks on the whole trace in memory: (events, threads, relaxations, incomplete)."""
+    trace = tracestream.load(path)
+    _raise_if_cut(path, trace, len(trace.events))
+    _check_top_level(trace.header, need_events=False)
+    n_threads, relaxed = _check_events(trace)
     return len(trace.events), n_threads, relaxed, trace.incomplete
 
 
@@ -91,40 +76,25 @@ def _ok_line(n_events, n_threads, relaxed, incomplete):
     return line
 
 
-def _read(path, text):
-    """The trace, complete, with its top level checked. The reader's errors are reworded where
-    validate says more than "cannot read" (which field is missing, where the JSON breaks)."""
-    try:
-        trace = traceio.parse(path, text)
-    except traceio.NotATrace as error:
+def _reworded(path, error):
+    """The reader's error, reworded where validate says more than "cannot read" (which field is
+    missing, where the JSON breaks)."""
+    if isinstance(error, NotATrace):
         document = error.document
         if not isinstance(document, dict):
-            raise _Problem(f"the JSON is a {type(document).__name__}, expected an object with "
-                           "schemaVersion, distributedInfo and traceEvents") from None
-        _check_top_level(document, need_events=True)  # names what is missing
-        raise  # not reached: a trace object without a traceEvents list fails the check above
-    except traceio.DamagedTrace as damage:
-        if _cut_in_header(text):
-            raise _Problem("truncated inside the header line: the traced program "
-                           "stopped at start, there are no events to recover") from None
-        json_error = damage.json_error or traceio.first_json_error(text)
-        raise _Problem(f"not valid JSON ({traceio.describe_json_error(json_error)})") from None
-    if trace.cut:
-        if trace.format == traceio.JSONL:
-            what = "its last line is partial" if trace.dropped_partial else "no footer line"
-        else:
-            what = "no closing tail"
-        raise _Problem(f"truncated ({what}; {len(trace.events)} complete events); "
-                       + traceio.repair_hint(path))
-    _check_top_level(trace.header, need_events=False)
-    if trace.event_lines is None:
-        trace.event_lines = traceio.standard_chrome_lines(text, len(trace.events))
-    return trace
-
-
-def _cut_in_header(text):
-    stripped = text.strip()
-    return stripped.startswith('{"schemaVersion"') and "\n" not in stripped
+            return TraceError(f"{path}: the JSON is a {type(document).__name__}, expected an "
+                              "object with schemaVersion, distributedInfo and traceEvents")
+        try:
+            _check_top_level(document, need_events=True)  # names what is missing
+        except _Problem as problem:
+            return TraceError(f"{path}: {problem}")
+    elif isinstance(error, DamagedTrace):
+        if error.header_cut:
+            return TraceError(f"{path}: truncated inside the header line: the traced program "
+                              "stopped at start, there are no events to recover")
+        if error.json_error is not None:
+            return TraceError(f"{path}: not valid JSON ({error.json_error})")
+    return error
 
 
 class _Problem(Exception):
@@ -157,7 +127,7 @@ def _check_top_level(header, need_events):
 
 
 def _where(trace, i, line=None):
-    label = "traceEvents" if trace.format == traceio.CHROME else "event"
+    label = "traceEvents" if trace.format == tracestream.CHROME else "event"
     where = f"{label}[{i}]"
     lines = getattr(trace, "event_lines", None)
     if line is None and lines is not None and i < len(lines):
@@ -186,14 +156,14 @@ def _check_event(trace, i, e, line=None):
         if not isinstance(e.get("name"), str):
             raise _Problem(f"{here()}: X event without a name")
         for key in ("ts", "dur"):
-            if not traceio.is_number(e.get(key)):
+            if not trace_events.is_number(e.get(key)):
                 raise _Problem(f"{here()}: \"{key}\" is missing or not a number")
         if e["dur"] < 0:
             raise _Problem(f"{here()}: dur is negative ({e['dur']})")
         for key in ("pid", "tid"):
             if e.get(key) is None:
                 raise _Problem(f"{here()}: \"{key}\" is missing")
-        if e.get("cat") in ("cpu_op", "user_annotation", traceio.MODULE_VIEW_CAT):
+        if e.get("cat") in ("cpu_op", "user_annotation", trace_events.MODULE_VIEW_CAT):
             args = e.get("args")
             if not isinstance(args, dict):
                 raise _Problem(f"{here()}: {e['cat']} event without args")
@@ -209,7 +179,7 @@ def _check_event(trace, i, e, line=None):
     elif ph in ("s", "f"):
         if e.get("id") is None:
             raise _Problem(f"{here()}: flow event without an id")
-        if not traceio.is_number(e.get("ts")):
+        if not trace_events.is_number(e.get("ts")):
             raise _Problem(f"{here()}: \"ts\" is missing or not a number")
         for key in ("pid", "tid"):
             if e.get(key) is None:
@@ -217,7 +187,7 @@ def _check_event(trace, i, e, line=None):
     elif ph == "M":
         if not isinstance(e.get("name"), str):
             raise _Problem(f"{here()}: metadata event without a name")
-        if e["name"] == traceio.MODULE_ENTRY and traceio.module_entry(e) is None:
+        if e["name"] == trace_events.MODULE_ENTRY and trace_events.module_entry(e) is None:
             raise _Problem(f"{here()}: a module table entry needs args.fqn (not empty) and "
                            "args.module_type, both strings")
 
@@ -232,14 +202,14 @@ def _check_events(trace):
         if e["ph"] == "X":
             index_of[len(slices)] = i
             slices.append(e)
-    parents, overlap = traceio.nest(slices)[:2]
+    parents, overlap = trace_events.nest(slices)[:2]
     if overlap is not None:
         a, b = (slices[k] for k in overlap)
 
         def span(e):
-            start = traceio.to_ns(e["ts"])
-            end = start + traceio.to_ns(e["dur"])
-            return f"{traceio.format_us(start)}..{traceio.format_us(end)} us"
+            start = trace_events.to_ns(e["ts"])
+            end = start + trace_events.to_ns(e["dur"])
+            return f"{trace_events.format_us(start)}..{trace_events.format_us(end)} us"
 
         raise _Problem(f"slices on pid {a.get('pid')} tid {a.get('tid')} overlap without nesting: "
                        f"{_where(trace, index_of[overlap[0]])}{_describe_event(a)} [{span(a)}] and "
@@ -265,16 +235,17 @@ def _check_events(trace):
         parent = parents[k]
         # The module tracks' spans are a view whose depth is the fqn level (_StreamChecks._slice);
         # a trace that lost events (dropped, cut) may lack the range a depth counts.
-        if parent >= 0 and not trace.incomplete and not traceio.is_module_view(e) \
-                and not traceio.is_module_view(slices[parent]):
+        if parent >= 0 and not trace.incomplete and not trace_events.is_module_view(e) \
+                and not trace_events.is_module_view(slices[parent]):
             _check_depth(trace, (index_of[k], None, e), (index_of[parent], None, slices[parent]))
 
-    spans = {f for f in (traceio.module_span_fqn(e) for e in slices) if f is not None}
-    spans |= {entry[0] for entry in map(traceio.module_entry, trace.events) if entry is not None}
+    spans = {f for f in (trace_events.module_span_fqn(e) for e in slices) if f is not None}
+    spans |= {entry[0] for entry in map(trace_events.module_entry, trace.events)
+              if entry is not None}
     # Compiled code names submodules whose forward never ran as a module of its own (their
     # hooks were compiled away): names the kernels of compiled graphs carry are known, and in a
     # trace with compiled code so is any module below a module that ran (docs/compile.md).
-    in_compiled = traceio.CompiledCode(slices)
+    in_compiled = trace_events.CompiledCode(slices)
     spans |= {e["args"]["fqn"] for e in slices
               if e.get("cat") == "cpu_op" and in_compiled.contains(e)}
     missing = set()
@@ -284,7 +255,7 @@ def _check_events(trace):
         fqn = e["args"]["fqn"]
         if fqn == "Global" or fqn in spans:
             continue
-        if in_compiled and traceio.has_ancestor_in(fqn, spans):
+        if in_compiled and trace_events.has_ancestor_in(fqn, spans):
             continue
         if incomplete:
             missing.add(fqn)
@@ -292,7 +263,7 @@ def _check_events(trace):
         raise _Problem(f"{_where(trace, index_of[k])}{_describe_event(e)} has fqn "
                        f"{json.dumps(fqn)} but the trace has no module span for it "
                        f"(\"nn.Module: {fqn}\" with args.module_type)")
-    threads = {traceio.thread_key(e) for e in slices}
+    threads = {trace_events.thread_key(e) for e in slices}
     return len(threads), Relaxations(loose_flows, len(missing))
 
 
@@ -305,9 +276,9 @@ class _NotPostOrder(Exception):
 
 
 def _span_text(e):
-    start = traceio.to_ns(e["ts"])
-    end = start + traceio.to_ns(e["dur"])
-    return f"{traceio.format_us(start)}..{traceio.format_us(end)} us"
+    start = trace_events.to_ns(e["ts"])
+    end = start + trace_events.to_ns(e["dur"])
+    return f"{trace_events.format_us(start)}..{trace_events.format_us(end)} us"
 
 
 def _depth_of(e):
@@ -384,7 +355,7 @@ class _StreamChecks:
     """validate's checks fed event by event (file order). Holds per thread the ranges whose
     enclosing range has not come yet, the flows still open and the modules: never the events."""
 
-    TOL = traceio.NEST_TOLERANCE_NS
+    TOL = trace_events.NEST_TOLERANCE_NS
 
     def __init__(self, trace):
         self.trace = trace  # the stream: format (for messages); incomplete once it is read
@@ -404,7 +375,7 @@ class _StreamChecks:
         if ph == "X":
             self._slice(i, line, e)
         elif ph == "M":
-            entry = traceio.module_entry(e)
+            entry = trace_events.module_entry(e)
             if entry is not None:
                 self.spans.add(entry[0])  # a module the trace knows, as a span does
         elif ph == "s" or ph == "f":
@@ -420,22 +391,22 @@ class _StreamChecks:
                 self.closed.add(key[0], key[1])
 
     def _slice(self, i, line, e):
-        start = traceio.to_ns(e["ts"])
-        end = start + traceio.to_ns(e["dur"])
+        start = trace_events.to_ns(e["ts"])
+        end = start + trace_events.to_ns(e["dur"])
         args = e.get("args")
         if e.get("cat") == "cpu_op":
             fqn = args["fqn"]
             if fqn not in self.spans and fqn not in self.first_op and fqn != "Global":
                 self.first_op[fqn] = (i, line, e)
         else:
-            fqn = traceio.module_span_fqn(e)
+            fqn = trace_events.module_span_fqn(e)
             if fqn is not None:
                 self.spans.add(fqn)
         name = e.get("name")
-        if isinstance(name, str) and (name in traceio.COMPILED_CODE_NAMES
-                                      or name.startswith(traceio.COMPILED_REGION_PREFIX)):
+        if isinstance(name, str) and (name in trace_events.COMPILED_CODE_NAMES
+                                      or name.startswith(trace_events.COMPILED_REGION_PREFIX)):
             self.compiled.append(e)
-        if e.get("cat") == traceio.MODULE_VIEW_CAT:
+        if e.get("cat") == trace_events.MODULE_VIEW_CAT:
             # The drain's backward module spans: a view on tracks of their own, written when a
             # stretch closes (not in end order, and their depth is the fqn level, not the
             # nesting: a recompute copied into a backward stretch keeps its forward levels).
@@ -452,7 +423,7 @@ class _StreamChecks:
             thread[1] = end
         stack = thread[0]
         tol = self.TOL
-        while stack:  # the pending ranges this one encloses (traceio.nest's rule)
+        while stack:  # the pending ranges this one encloses (trace_events.nest's rule)
             c = stack[-1]
             if c[0] < start or c[1] > end + tol or not (c[0] < end or c[0] == start):
                 break
@@ -505,14 +476,14 @@ class _StreamChecks:
                                "exactly one of each")
         missing = {f: where for f, where in self.first_op.items() if f not in self.spans}
         if missing and self.compiled:
-            in_compiled = traceio.CompiledCode(self.compiled)
+            in_compiled = trace_events.CompiledCode(self.compiled)
             spans = set(self.spans)
             for _, _, e in stream_again():
                 if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") == "cpu_op" \
                         and e["args"]["fqn"] in missing and in_compiled.contains(e):
                     spans.add(e["args"]["fqn"])
             missing = {f: where for f, where in missing.items()
-                       if f not in spans and not traceio.has_ancestor_in(f, spans)}
+                       if f not in spans and not trace_events.has_ancestor_in(f, spans)}
         if missing and not incomplete:
             fqn, (i, line, e) = min(missing.items(), key=lambda kv: kv[1][0])
             raise _Problem(f"{_where(trace, i, line)}{_describe_event(e)} has fqn "
@@ -547,9 +518,9 @@ def _check_stream(path):
         except _Problem as problem:
             for _ in stream:  # a cut file is reported as cut, whatever else is wrong
                 pass
-            _raise_if_cut(path, stream)
+            _raise_if_cut(path, stream, stream.events_read)
             raise problem from None
-        _raise_if_cut(path, stream)
+        _raise_if_cut(path, stream, stream.events_read)
 
         def again():
             with tracestream.TraceStream(path) as second:
@@ -572,7 +543,7 @@ def _check_native(path):
             _check_top_level(stream.header, need_events=False)
         except _Problem:
             return None
-        engine = summarize._native.Engine(stream.format == traceio.JSONL, checks=True)
+        engine = summarize._native.Engine(stream.format == tracestream.JSONL, checks=True)
 
         def block(chunk, start, end):
             n = engine.feed_block(chunk, start, end)
@@ -593,7 +564,8 @@ def _check_native(path):
         except (_NativeDeclined, TraceError):
             return None
         if stream.cut:
-            return None if engine.check_result(True) is None else _raise_if_cut(path, stream)
+            return None if engine.check_result(True) is None else \
+                _raise_if_cut(path, stream, stream.events_read)
         incomplete = stream.incomplete
         found = engine.check_result(incomplete)
         if found is None:
@@ -606,12 +578,12 @@ class _NativeDeclined(Exception):
     """The native checks found something: the Python checks read the file and name it."""
 
 
-def _raise_if_cut(path, stream):
-    if not stream.cut:
+def _raise_if_cut(path, trace, n_events):
+    """A cut trace (a stream or a loaded Trace) is reported as cut, whatever else is wrong."""
+    if not trace.cut:
         return
-    if stream.format == traceio.JSONL:
-        what = "its last line is partial" if stream.dropped_partial else "no footer line"
+    if trace.format == tracestream.JSONL:
+        what = "its last line is partial" if trace.dropped_partial else "no footer line"
     else:
         what = "no closing tail"
-    raise _Problem(f"truncated ({what}; {stream.events_read} complete events); "
-                   + traceio.repair_hint(path))
+    raise _Problem(f"truncated ({what}; {n_events} complete events); " + repair_hint(path))
