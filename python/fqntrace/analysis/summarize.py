@@ -1,6 +1,11 @@
 """Per-module aggregation of a trace: the summary dict `python -m fqntrace summary` prints as a
 table (fqntrace.table) or as JSON.
 
+Where the rules live: the native engine (fqntrace.analysis._native_summary, analysis/engine_*.cpp)
+is the definition on every stream it takes; StreamSummary below is its Python reference (the same
+rules, held equal by test_native_summary) for where the engine is not built or cannot take an
+event; a file not in end order is put in end order and counted by StreamSummary (summarize()).
+
 Rules (the same as the C++ summary exporter, so `summary --json` and <stem>.summary.json agree):
 
 * Only *top-level* cpu_ops carry time: a cpu_op (op, autograd node or engine wrapper) that no
@@ -174,51 +179,43 @@ def summarize(trace, exclude_steps=step_times.DEFAULT_EXCLUDED):
 
 
 def _summarize_whole(trace, exclude_steps):
-    """(summary, step_times.StepTimes) of a loaded trace."""
+    """(summary, step_times.StepTimes) of a loaded trace in any order (one not written by the
+    core: a torch.profiler trace, an edited one). Not a definition of its own: the memory and
+    module-table events are read in file order, as a stream reads them, and the slices are put in
+    end order per thread (post-order of nest()'s tree) and counted by StreamSummary."""
     slices = list(_valid_slices(trace.events))
     parents, _, starts, ends = trace_events.nest(slices)
-    is_op = [e.get("cat") == "cpu_op" for e in slices]
-
-    # The nearest enclosing cpu_op of each slice, and which slices carry time ("counted").
-    op_parent = [-1] * len(slices)
-    for i in range(len(slices)):
-        j = parents[i]
-        while j >= 0 and not is_op[j]:
-            j = parents[j]
-        op_parent[i] = j
-
-    def owner_of(k):
-        return _owner(slices[k]["args"])
-
-    # As the observer's kPhaseTop: an op whose phase or module differs from the op around it
-    # (recompute inside a backward node, a compiled graph's kernel inside CompiledFunction) has
-    # time of its own.
-    counted = [is_op[i] and (op_parent[i] < 0 or owner_of(op_parent[i]) != owner_of(i))
-               for i in range(len(slices))]
-    excluded = [0] * len(slices)  # time of counted slices nested in a counted slice
-    for i in range(len(slices)):
-        if counted[i] and op_parent[i] >= 0:
-            j = op_parent[i]
-            while j >= 0 and not counted[j]:
-                j = op_parent[j]
-            if j >= 0:
-                excluded[j] += ends[i] - starts[i]
-
-    totals = _Totals()
-    for e in trace.events:
-        totals.memory_order(e)
     per_step = step_times.StepTimes(slices, starts, ends)
-    totals.step_cpu = per_step
-    for i, e in enumerate(slices):
-        p = totals.add_event(e, starts[i], is_op[i])
-        if p is not None and counted[i]:
-            own = max(ends[i] - starts[i] - excluded[i], 0)
-            totals.add_time(p, _name(e), own)
-            per_step.add(e, starts[i], e["args"]["fqn"], e["args"].get("phase"), own)
-    merged = trace.header.get("ranks")
-    return _result(totals, trace.header, trace.tail, trace.incomplete, trace.path,
-                   merged if isinstance(merged, list) else None, per_step,
-                   exclude_steps), per_step
+    acc = StreamSummary(per_step)
+    acc.exclude_steps = exclude_steps
+    acc.in_end_order = False
+    for e in trace.events:
+        acc.totals.memory_order(e)
+    for i in _post_order(parents, starts, ends):
+        acc.add_slice(slices[i])
+    return acc.result(trace.header, trace.tail, trace.incomplete, trace.path), per_step
+
+
+def _post_order(parents, starts, ends):
+    """The slices' indices with every slice after the slices it encloses (as the core writes
+    them), siblings in order of start: the order StreamSummary counts in."""
+    children = {}
+    for i, parent in enumerate(parents):
+        children.setdefault(parent, []).append(i)
+    for kids in children.values():
+        kids.sort(key=lambda i: (starts[i], -ends[i], -i))
+    order = []
+    stack = [(-1, iter(children.get(-1, ())))]
+    while stack:
+        node, kids = stack[-1]
+        child = next(kids, None)
+        if child is None:
+            stack.pop()
+            if node >= 0:
+                order.append(node)
+        else:
+            stack.append((child, iter(children.get(child, ()))))
+    return order
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,7 +269,13 @@ def _merge_groups(into, groups):
 
 
 class StreamSummary:
-    """Feed it every event of one trace in file order (add()), then result()."""
+    """Feed it every event of one trace in file order (add()), then result().
+
+    The Python reference of the summary's rules: the native engine (analysis/engine_*.cpp) is the
+    definition every verb uses where it is built, and applies these same rules; this class runs
+    where it is not built (no simdjson at install time), for traces not in end order
+    (_summarize_whole puts them in it), for events the engine does not take (a >64-bit integer),
+    and in the tests that hold the engine to it (test_native_summary)."""
 
     TOL = trace_events.NEST_TOLERANCE_NS
     # A live view (top) counts each outermost range by itself instead of merging neighbours,
@@ -287,8 +290,16 @@ class StreamSummary:
         # self time is then also kept per step (contributions keyed by (name, step)).
         self.per_step = per_step
 
+    # False: slices come in any order on a thread, already put in post-order by the caller
+    # (_summarize_whole), so a range ending before one read earlier is no reason to stop.
+    in_end_order = True
+
     def add(self, e):
         self.totals.memory_order(e)
+        self.add_slice(e)
+
+    def add_slice(self, e):
+        """What a slice adds, without the file-order part (memory, module table) add() does."""
         if not isinstance(e, dict) or e.get("ph") != "X" or trace_events.is_module_view(e):
             return
         args = e.get("args")
@@ -309,7 +320,7 @@ class StreamSummary:
         thread = self.threads.get(key)
         if thread is None:
             thread = self.threads[key] = [[], end]
-        elif end < thread[1] - self.TOL:
+        elif end < thread[1] - self.TOL and self.in_end_order:
             raise NotPostOrder(key)
         else:
             thread[1] = max(thread[1], end)
@@ -322,6 +333,7 @@ class StreamSummary:
             if c.start < start or c.end > end + self.TOL or not (c.start < end or c.start == start):
                 break
             if c.start == start and c.end == end and depth is not None and c.depth is not None \
+                    and self.in_end_order \
                     and c.depth < depth:
                 raise NotPostOrder(key)  # an outer range written before its inner one
             children.append(stack.pop())
