@@ -124,6 +124,24 @@ def test_damage_in_the_middle_is_reported_not_skipped(traced, tmp_path):
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "damaged" in proc.stderr
 
 
+def test_a_json_lines_line_broken_inside_a_string_is_damage(traced, tmp_path):
+    # The fast path reads JSON Lines as one array with commas for newlines: a newline inside a
+    # string must not make two lines one event (a key "pha,se") but send the file to the general
+    # path, which calls it damaged.
+    _, jsonl = traced
+    lines = open(jsonl).read().split("\n")
+    middle = next(i for i in range(len(lines) // 2, len(lines)) if '"phase"' in lines[i])
+    lines[middle] = lines[middle].replace('"phase"', '"pha\nse"', 1)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(lines))
+    with pytest.raises(errors.TraceError, match="damaged"):
+        list(tracestream.events(str(bad))[1])
+    for verb in ("summary", "validate"):
+        proc = subprocess.run([sys.executable, "-m", "fqntrace", verb, str(bad)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 1 and "damaged" in proc.stdout + proc.stderr, (verb, proc)
+
+
 def peak_rss_mb(args):
     """Peak RSS of `python -m fqntrace ARGS` (MiB), measured in a fresh parent so no other
     child of this test process counts."""

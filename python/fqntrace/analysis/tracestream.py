@@ -610,15 +610,16 @@ class TraceStream:
             stripped = block.strip()
             if stripped:
                 events, n = self._block(stripped, None)
-                if n is None:
+                # One event a line, or not this layout: a newline inside a string (a damaged
+                # line) became a comma in _block and would join two lines into one event.
+                if n is None or stripped.count(b"\n") + 1 != n:
                     break
                 start = self._bpos + block.find(stripped[:1])
                 first_line = self._line + buf.count(b"\n", self._bpos, start)
-                lines_known = stripped.count(b"\n") + 1 == n
                 self.keep_end = self._offset + start + len(stripped)
                 self.events_read += n
                 self._consume(newline + 1)
-                yield events, first_line if lines_known else None
+                yield events, first_line
             else:
                 self._consume(newline + 1)
             if footer >= 0:
