@@ -91,6 +91,22 @@ def test_out_of_order_events_fall_back_to_the_whole_file(traced, tmp_path):
     assert streamed(str(shuffled))[0] == whole(chrome)
 
 
+def test_out_of_order_trace_counts_alike_in_the_engine_and_the_python_reference(
+        traced, tmp_path, monkeypatch):
+    # A loaded trace in any order is put in end order and counted by the engine, or without it
+    # by StreamSummary: one set of rules, so the same summary either way.
+    chrome, _ = traced
+    doc = json.load(open(chrome))
+    random.Random(5).shuffle(doc["traceEvents"])
+    shuffled = tmp_path / "shuffled.json"
+    shuffled.write_text(json.dumps(doc))
+    expected = streamed(chrome)[0]
+    assert whole(str(shuffled)) == expected
+    monkeypatch.setattr(summarize, "_native", None)
+    assert whole(str(shuffled)) == expected
+    assert streamed(chrome)[0] == expected
+
+
 def test_cut_off_trace_streams_as_far_as_it_goes(traced, tmp_path):
     chrome, jsonl = traced
     for source in (chrome, jsonl):

@@ -179,21 +179,47 @@ def summarize(trace, exclude_steps=step_times.DEFAULT_EXCLUDED):
 
 
 def _summarize_whole(trace, exclude_steps):
-    """(summary, step_times.StepTimes) of a loaded trace in any order (one not written by the
-    core: a torch.profiler trace, an edited one). Not a definition of its own: the memory and
-    module-table events are read in file order, as a stream reads them, and the slices are put in
-    end order per thread (post-order of nest()'s tree) and counted by StreamSummary."""
+    """(summary, step_times.StepTimes or None) of a loaded trace in any order (one not written by
+    the core: a torch.profiler trace, an edited one). Not a definition of its own: the slices are
+    put in end order per thread (post-order of nest()'s tree) and counted by the native engine
+    when it is built and the trace has no memory reports, else by StreamSummary, with the other
+    events (memory, the module table) read in file order, as a stream reads them."""
     slices = list(_valid_slices(trace.events))
     parents, _, starts, ends = trace_events.nest(slices)
-    per_step = step_times.StepTimes(slices, starts, ends)
+    order = _post_order(parents, starts, ends)
+    ranges = {}
+    for i, e in enumerate(slices):
+        step = step_times.step_number(e)
+        if step is not None:
+            ranges.setdefault(e.get("pid"), []).append((starts[i], ends[i], step))
+    if _native is not None and not any(memory.is_memory_event(e) for e in trace.events):
+        # Without memory reports, no event but a slice depends on where it stands: the other
+        # events first, then the slices in end order, is the engine's stream.
+        in_order = {id(e) for e in slices}
+        events = [e for e in trace.events if id(e) not in in_order]
+        events += [slices[i] for i in order]
+        try:
+            engine = _native.Engine(True, _flat_ranges(ranges))  # fed as JSON Lines blocks
+            for k in range(0, len(events), _BLOCK_EVENTS):
+                block = b"\n".join([encode_event(e) for e in events[k:k + _BLOCK_EVENTS]])
+                if engine.feed_block(block, 0, len(block)) < 0:
+                    raise _NativeCannot(trace.path)
+            return _native_result(engine, ranges, exclude_steps, trace.header, trace.tail,
+                                  trace.incomplete, trace.path)
+        except (_NativeCannot, TypeError, ValueError, UnicodeError, OverflowError):
+            pass  # an event the engine does not take, or partial overlaps: the Python loop
+    per_step = step_times.StepTimes.from_ranges(ranges) if ranges else None
     acc = StreamSummary(per_step)
     acc.exclude_steps = exclude_steps
     acc.in_end_order = False
     for e in trace.events:
         acc.totals.memory_order(e)
-    for i in _post_order(parents, starts, ends):
+    for i in order:
         acc.add_slice(slices[i])
     return acc.result(trace.header, trace.tail, trace.incomplete, trace.path), per_step
+
+
+_BLOCK_EVENTS = 8192
 
 
 def _post_order(parents, starts, ends):
@@ -520,11 +546,14 @@ class _NativeMemory(memory.MemoryStats):
         pass
 
 
-def _summarize_native(path, ranges, note, exclude_steps):
-    flat = [(_dict_key(pid), start, end, step) for pid, rs in (ranges or {}).items()
+def _flat_ranges(ranges):
+    return [(_dict_key(pid), start, end, step) for pid, rs in (ranges or {}).items()
             for start, end, step in rs]
+
+
+def _summarize_native(path, ranges, note, exclude_steps):
     with tracestream.TraceStream(path) as stream:
-        engine = _native.Engine(stream.format == tracestream.JSONL, flat)
+        engine = _native.Engine(stream.format == tracestream.JSONL, _flat_ranges(ranges))
 
         def block(chunk, start, end):
             n = engine.feed_block(chunk, start, end)
@@ -544,20 +573,26 @@ def _summarize_native(path, ranges, note, exclude_steps):
                 raise _NativeCannot(path)
 
         stream.feed(block, event)
-        sums = engine.result()
-        totals = _totals_from(sums)
-        per_step = None
-        if ranges:
-            per_step = step_times.StepTimes.from_ranges(ranges)
-            for step, fqn, phase, ns in sums["step_times"]:
-                per_step.add_to_step(step, fqn, PHASES[phase], ns)
-            for step, fqn, phase, ns in sums["step_cpu"]:
-                per_step.add_cpu_to_step(step, fqn, PHASES[phase], ns)
-        acc = StreamSummary(per_step)
-        acc.totals = totals
-        acc.exclude_steps = exclude_steps
         _note_cut(stream, note)
-        return acc.result(stream.header, stream.tail, stream.incomplete, path), per_step
+        return _native_result(engine, ranges, exclude_steps, stream.header, stream.tail,
+                              stream.incomplete, path)
+
+
+def _native_result(engine, ranges, exclude_steps, header, tail, incomplete, path):
+    """(summary, StepTimes or None) from an engine that has read every event."""
+    sums = engine.result()
+    totals = _totals_from(sums)
+    per_step = None
+    if ranges:
+        per_step = step_times.StepTimes.from_ranges(ranges)
+        for step, fqn, phase, ns in sums["step_times"]:
+            per_step.add_to_step(step, fqn, PHASES[phase], ns)
+        for step, fqn, phase, ns in sums["step_cpu"]:
+            per_step.add_cpu_to_step(step, fqn, PHASES[phase], ns)
+    acc = StreamSummary(per_step)
+    acc.totals = totals
+    acc.exclude_steps = exclude_steps
+    return acc.result(header, tail, incomplete, path), per_step
 
 
 def _totals_from(sums):
