@@ -51,20 +51,24 @@ def step_number(event):
     return int(m.group(1)) if m else None
 
 
+def step_ranges(slices, starts, ends):
+    """{pid: [(start_ns, end_ns, step)]} of the ProfilerStep#N ranges among loaded slices (their
+    times in ns: starts, ends)."""
+    ranges = {}
+    for i, e in enumerate(slices):
+        step = step_number(e)
+        if step is not None:
+            ranges.setdefault(e.get("pid"), []).append((starts[i], ends[i], step))
+    return ranges
+
+
 class StepTimes:
     """Per-step op time of every (fqn, phase), filled op by op by summarize()."""
 
-    def __init__(self, slices, starts, ends):
-        ranges = {}  # pid -> [(start, end, step)]
-        for i, e in enumerate(slices):
-            step = step_number(e)
-            if step is not None:
-                ranges.setdefault(e.get("pid"), []).append((starts[i], ends[i], step))
-        self._set_ranges(ranges)
-
     @classmethod
     def from_ranges(cls, ranges):
-        """From {pid: [(start_ns, end_ns, step)]} (a first pass over a streamed trace)."""
+        """From {pid: [(start_ns, end_ns, step)]} (a first pass over a streamed trace, or
+        step_ranges() of a loaded one)."""
         self = cls.__new__(cls)
         self._set_ranges(ranges)
         return self
@@ -88,11 +92,6 @@ class StepTimes:
             return None
         start, end, step = self._ranges[pid][k]
         return step if ts_ns < end else None
-
-    def add(self, event, start_ns, fqn, phase, ns):
-        if not self._ranges:
-            return
-        self.add_to_step(self.step_of(event.get("pid"), start_ns), fqn, phase, ns)
 
     def add_to_step(self, step, fqn, phase, ns):
         if step is None:

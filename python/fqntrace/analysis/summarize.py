@@ -187,11 +187,7 @@ def _summarize_whole(trace, exclude_steps):
     slices = list(_valid_slices(trace.events))
     parents, _, starts, ends = trace_events.nest(slices)
     order = _post_order(parents, starts, ends)
-    ranges = {}
-    for i, e in enumerate(slices):
-        step = step_times.step_number(e)
-        if step is not None:
-            ranges.setdefault(e.get("pid"), []).append((starts[i], ends[i], step))
+    ranges = step_times.step_ranges(slices, starts, ends)
     if _native is not None and not any(memory.is_memory_event(e) for e in trace.events):
         # Without memory reports, no event but a slice depends on where it stands: the other
         # events first, then the slices in end order, is the engine's stream.
