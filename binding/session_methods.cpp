@@ -17,11 +17,11 @@
 namespace fqntrace::binding {
 namespace {
 
-// start(path, steps=None, memory=None): `steps` (FIRST:END[:PERIOD]) stands in for
-// FQNTRACE_STEPS, `memory` (a bool) for FQNTRACE_MEMORY.
+// start(path, steps=None, memory=None, sample=None): `steps` (FIRST:END[:PERIOD]) stands in for
+// FQNTRACE_STEPS, `memory` (a bool) for FQNTRACE_MEMORY, `sample` (a str) for FQNTRACE_SAMPLE.
 PyObject* py_start(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs < 1 || nargs > 3) {
-    PyErr_SetString(PyExc_TypeError, "start(path, steps=None, memory=None)");
+  if (nargs < 1 || nargs > 4) {
+    PyErr_SetString(PyExc_TypeError, "start(path, steps=None, memory=None, sample=None)");
     return nullptr;
   }
   const char* value = PyUnicode_AsUTF8(args[0]);
@@ -32,14 +32,20 @@ PyObject* py_start(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     if (steps == nullptr) return nullptr;
   }
   const char* memory = nullptr;
-  if (nargs == 3 && args[2] != Py_None) {
+  if (nargs >= 3 && args[2] != Py_None) {
     int on = PyObject_IsTrue(args[2]);
     if (on < 0) return nullptr;
     memory = on != 0 ? "1" : "0";
   }
-  EnvLookup env = [steps, memory](const char* name) -> const char* {
+  const char* sample = nullptr;
+  if (nargs == 4 && args[3] != Py_None) {
+    sample = PyUnicode_AsUTF8(args[3]);
+    if (sample == nullptr) return nullptr;
+  }
+  EnvLookup env = [steps, memory, sample](const char* name) -> const char* {
     if (steps != nullptr && std::string(name) == "FQNTRACE_STEPS") return steps;
     if (memory != nullptr && std::string(name) == "FQNTRACE_MEMORY") return memory;
+    if (sample != nullptr && std::string(name) == "FQNTRACE_SAMPLE") return sample;
     return std::getenv(name);
   };
   ConfigResult result = config_from_value(value, env, static_cast<long>(getpid()));
@@ -168,7 +174,7 @@ PyObject* py_record_function_attribution(PyObject*, PyObject*) {
 
 void add_session_methods(std::vector<PyMethodDef>& methods) {
   methods.push_back({"start", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_start)),
-                     METH_FASTCALL, "start(path, steps=None) -> expanded path; starts a session"});
+                     METH_FASTCALL, "start(path, steps=None, memory=None, sample=None) -> expanded path; starts a session"});
   methods.push_back({"step", py_step, METH_NOARGS, "the current training step ends"});
   methods.push_back({"optimizer_step", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_optimizer_step)),
                      METH_FASTCALL, "global optimizer step post hook (optimizer, args, kwargs)"});

@@ -40,6 +40,10 @@ struct NodePayload {
 
 struct ModulePayload {
   uint32_t type_id;  // interned class name ("Linear")
+  uint32_t reserved;
+  // kModuleSpan of a sampled trace: the time of this module's own autograd nodes inside the span
+  // (ns), nodes not written included; 0 otherwise.
+  uint64_t node_ns;
 };
 
 // Whether it is the backend's work range and whether it was opened as a USER_SCOPE range travel
@@ -129,6 +133,11 @@ constexpr uint8_t kHasCpu = 16;
 constexpr uint64_t kCpuUnitNs = 16;  // self_cpu's unit: 32 bits reach 68 s, in 16 ns steps
 // kMemory only: the report came under an AccumulateGrad node (a parameter's .grad).
 constexpr uint8_t kMemGrad = 1;
+// kNode only: no autograd node encloses it on its thread (a reentrant backward's nodes do not).
+constexpr uint8_t kTopNode = 32;
+// kNode only, sampled mode: a node not picked for the trace. The drain adds its time to its
+// module's backward span and writes nothing for it; ranges inside it are written a level higher.
+constexpr uint8_t kSilentNode = 64;
 
 // Is this range a cpu_op in the trace (category "cpu_op"), rather than a user annotation?
 inline bool is_cpu_op(const RawEvent& e) {

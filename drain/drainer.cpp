@@ -6,12 +6,12 @@
 namespace fqntrace {
 
 Drainer::Drainer(std::vector<std::unique_ptr<Exporter>> exporters, uint64_t mono_origin_ns,
-                 bool shapes, bool module_spans)
+                 bool shapes, bool module_spans, bool sampled)
     : exporters_(std::move(exporters)),
       origin_ns_(mono_origin_ns),
       shapes_(shapes),
       module_spans_(module_spans),
-      spans_([this](const ModuleSpan& span) { deliver_span(span); }) {}
+      spans_([this](const ModuleSpan& span) { deliver_span(span); }, sampled) {}
 
 uint64_t Drainer::drain(ThreadBuffer& b, uint64_t generation) {
   if (b.announced_generation != generation && !b.ring.empty()) {
@@ -35,14 +35,13 @@ uint64_t Drainer::drain(ThreadBuffer& b, uint64_t generation) {
     }
     bool shaped = assembler != nullptr && e.kind == EventKind::kOp &&
                   assembler->take(e.depth, &dims_json_, &types_json_);
-    deliver(e, b.os_tid, shaped, spans);
-    ++delivered;
+    if (deliver(e, b.os_tid, shaped, spans)) ++delivered;
   });
   events_written_ += delivered;
   return delivered;
 }
 
-void Drainer::deliver(const RawEvent& raw, uint32_t tid, bool shaped, ModuleSpans::Thread& spans) {
+bool Drainer::deliver(const RawEvent& raw, uint32_t tid, bool shaped, ModuleSpans::Thread& spans) {
   static const std::string kNone;
   const InternTable& names = InternTable::instance();
   if (raw.kind == EventKind::kMemory) {
@@ -51,12 +50,17 @@ void Drainer::deliver(const RawEvent& raw, uint32_t tid, bool shaped, ModuleSpan
     EventRecord record{raw,   tid, kMemoryName, names.str(raw.memory.fqn_id), kNone, kNone,
                        ts > origin_ns_ ? ts - origin_ns_ : 0, 0, 0, 0};
     for (const auto& ex : exporters_) ex->event(record);
-    return;
+    return true;
   }
   const Range& r = raw.range;
   // Callbacks stamp ticks; everything past this point sees monotonic ns.
   uint64_t start_ns = ticks_.to_ns(r.start_ns);
   uint64_t end_ns = ticks_.to_ns(r.end_ns);
+  if (raw.kind == EventKind::kNode && (raw.flags & kSilentNode) != 0) {
+    uint64_t ts = start_ns > origin_ns_ ? start_ns - origin_ns_ : 0;
+    if (module_spans_) spans_.add(spans, raw, ts, ts + (end_ns > start_ns ? end_ns - start_ns : 0));
+    return false;
+  }
   uint64_t flow_id = 0;
   uint64_t flow_src_ts = 0;
   if (raw.kind == EventKind::kNode && r.node.flow_src_ns != 0) {
@@ -84,6 +88,7 @@ void Drainer::deliver(const RawEvent& raw, uint32_t tid, bool shaped, ModuleSpan
     rf_.add({r.rf_id, r.fqn_id, raw.kind == EventKind::kModule ? r.module.type_id : 0, raw.phase});
   }
   if (module_spans_) spans_.add(spans, raw, record.ts_ns, record.ts_ns + record.dur_ns);
+  return true;
 }
 
 void Drainer::deliver_span(const ModuleSpan& span) {

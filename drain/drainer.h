@@ -23,9 +23,11 @@ class Drainer {
   // `exporters` are open; `mono_origin_ns` is TraceInfo::mono_origin_ns; `shapes`: kShapes
   // chunks are reassembled into the ops' input shapes (else they are skipped). `module_spans`:
   // build the backward and recompute module spans (off only in the exporter benchmark's
-  // comparison of their cost).
+  // comparison of their cost). `sampled` (FQNTRACE_SAMPLE < 1): the spans are built from the
+  // autograd nodes, which are complete, and carry their time; silent nodes (kSilentNode) feed
+  // the spans and are not written.
   Drainer(std::vector<std::unique_ptr<Exporter>> exporters, uint64_t mono_origin_ns, bool shapes,
-          bool module_spans = true);
+          bool module_spans = true, bool sampled = false);
 
   // Session start, before the first event is recorded: the tick map's first measurement.
   void start_clock() { ticks_.start(); }
@@ -54,7 +56,8 @@ class Drainer {
   RfAttribution& rf_attribution() { return rf_; }
 
  private:
-  void deliver(const RawEvent& raw, uint32_t tid, bool shaped, ModuleSpans::Thread& spans);
+  // false: the event was not written (a silent node, which only feeds the spans).
+  bool deliver(const RawEvent& raw, uint32_t tid, bool shaped, ModuleSpans::Thread& spans);
   void deliver_span(const ModuleSpan& span);
   void declare_new_modules();
 

@@ -14,6 +14,12 @@
 // time. A stretch ends at an event at its depth or above that is not a wrapper (the forward of
 // the next step, an optimizer op, a range around the backward), or when the thread was idle for
 // more than kIdleGapNs between two wrappers (an autograd device thread runs nothing else).
+//
+// A sampled trace (FQNTRACE_SAMPLE < 1) has few wrappers (they are ops) but every node: there the
+// stretches are made of the nodes that no node encloses (kTopNode), whatever their depth (it
+// depends on whether their wrapper was picked), and a stretch ends at a forward event or an idle
+// gap. Each span then also carries the time of its module's own nodes inside it (node_ns), the
+// nodes not written (kSilentNode) included: a sampled trace's backward time per module.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -40,7 +46,8 @@ struct ModuleSpan {
 class ModuleSpans {
  public:
   using Sink = std::function<void(const ModuleSpan&)>;
-  explicit ModuleSpans(Sink sink) : sink_(std::move(sink)) {}
+  explicit ModuleSpans(Sink sink, bool from_nodes = false)
+      : sink_(std::move(sink)), from_nodes_(from_nodes) {}
 
   struct Run;
   struct Thread {
@@ -51,6 +58,10 @@ class ModuleSpans {
   Thread& thread(uint32_t tid);
   // Every range of that thread, in the order its ring gives them; times relative to the origin.
   void add(Thread& t, const RawEvent& e, uint64_t ts_ns, uint64_t end_ns) {
+    if (from_nodes_) {
+      add_from_nodes(t, e, ts_ns, end_ns);
+      return;
+    }
     if (t.runs.empty() && e.kind != EventKind::kEngineEval &&
         !(e.kind == EventKind::kModule && e.phase == Phase::kRecompute)) {
       return;  // the common case: forward ops, nothing open on the module track
@@ -68,6 +79,7 @@ class ModuleSpans {
     uint32_t fqn_id;
     uint32_t name_id;
     uint64_t start_ns;
+    uint64_t node_ns;  // sampled: the time of this level's own nodes so far
   };
   struct Run {
     uint8_t depth;
@@ -81,14 +93,18 @@ class ModuleSpans {
     uint32_t name_id;  // "nn.Module: <fqn>"
   };
   void add_slow(Thread& t, const RawEvent& e, uint64_t ts_ns, uint64_t end_ns);
+  void add_from_nodes(Thread& t, const RawEvent& e, uint64_t ts_ns, uint64_t end_ns);
+  void extend(Thread& t, Run& run, uint32_t fqn_id, uint64_t ts_ns, uint64_t end_ns);
+  void copy_recompute(Thread& t, const RawEvent& e, uint64_t ts_ns, uint64_t end_ns);
   void learn_type(uint32_t fqn_id, uint32_t type_id);
   const std::vector<Level>& chain(uint32_t fqn_id);
   void close_above(Thread& t, uint8_t depth);  // ends the runs at `depth` and deeper
   void end_run(Thread& t, Run& run, size_t keep);
   void emit(uint32_t tid, uint32_t fqn_id, uint32_t name_id, Phase phase, uint8_t level,
-            uint64_t start_ns, uint64_t end_ns);
+            uint64_t start_ns, uint64_t end_ns, uint64_t node_ns = 0);
 
   Sink sink_;
+  const bool from_nodes_;
   std::unordered_map<uint32_t, Thread> threads_;
   std::unordered_map<uint32_t, std::vector<Level>> chains_;  // fqn id → its prefixes' levels
   std::unordered_map<uint32_t, uint32_t> types_;             // fqn id → class name id

@@ -14,6 +14,7 @@ class ChromeTraceExporter final : public EventStreamExporter {
     json::append_distributed_info(head, info, distributed_offset);
     head += ", \"baseTimeNanoseconds\": ";
     json::append_uint(head, info.base_time_ns);
+    json::append_sample(head, info);
     head += ", \"displayTimeUnit\": \"ms\", \"traceName\": ";
     json::append_string(head, info.trace_name);
     head += ", \"traceEvents\": [\n";

@@ -251,6 +251,11 @@ void EventLines::append(std::string& out, const EventRecord& e, const char* sepa
   if (raw.kind == EventKind::kNode || raw.kind == EventKind::kEngineEval) {
     p = known(p, ",\"Fwd thread id\":", 17, &marks_.fwd_tid);
     p = put_uint(p, r.node.fwd_thread_id);
+  } else if (raw.kind == EventKind::kModuleSpan) {
+    if (r.module.node_ns != 0) {  // as json::append_module_span writes it
+      p = known(p, ",\"node_ns\":", 11, &marks_.node_ns);
+      p = put_uint(p, r.module.node_ns);
+    }
   } else if (raw.kind == EventKind::kOp) {
     if (r.op.flops != 0) {
       p = known(p, ",\"flops\":", 9, &marks_.flops);

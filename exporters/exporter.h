@@ -23,6 +23,8 @@ struct TraceInfo {
   std::string process_name;
   std::string version;
   bool memory = false;          // FQNTRACE_MEMORY: kMemory records may come (summary numbers)
+  double sample = 1.0;          // FQNTRACE_SAMPLE: the probability an op was recorded
+  bool sample_spans = false;    // sampled, and the backward spans carry the nodes' time (node_ns)
 };
 
 // A raw event with its strings resolved and its times relative to TraceInfo::base_time_ns.

@@ -12,6 +12,7 @@ class JsonLinesExporter final : public EventStreamExporter {
     json::append_distributed_info(head, info, distributed_offset);
     head += ", \"baseTimeNanoseconds\": ";
     json::append_uint(head, info.base_time_ns);
+    json::append_sample(head, info);
     head += ", \"traceName\": ";
     json::append_string(head, info.trace_name);
     head += "}\n";

@@ -283,6 +283,15 @@ std::string distributed_slot(const TraceInfo& info) {
   return value;
 }
 
+void append_sample(std::string& out, const TraceInfo& info) {
+  if (!(info.sample < 1.0)) return;
+  char text[32];
+  auto result = std::to_chars(text, text + sizeof(text), info.sample);
+  out += ", \"sample\": ";
+  out.append(text, result.ptr);
+  if (info.sample_spans) out += ", \"sampleNodeSpans\": true";
+}
+
 void append_distributed_info(std::string& out, const TraceInfo& info, size_t* slot_offset) {
   out += "\"distributedInfo\": {";
   if (slot_offset != nullptr) *slot_offset = out.size();

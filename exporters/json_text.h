@@ -46,6 +46,9 @@ void append_process_name(std::string& out, long pid, const std::string& name, in
 constexpr size_t kDistributedSlot = 96;
 constexpr size_t kLabelsSlot = 24;
 void append_distributed_info(std::string& out, const TraceInfo& info, size_t* slot_offset = nullptr);
+// `, "sample": p` for a sampled trace (FQNTRACE_SAMPLE < 1), shortest text that reads back as p;
+// nothing for a full trace.
+void append_sample(std::string& out, const TraceInfo& info);
 std::string distributed_slot(const TraceInfo& info);
 std::string labels_slot(int rank);  // the process_labels value, "rank R"
 

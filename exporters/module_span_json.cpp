@@ -26,6 +26,10 @@ void append_module_span(std::string& out, const EventRecord& e, long pid, const 
     out += ",\"module_type\":";
     append_string(out, e.module_type);
   }
+  if (e.raw.range.module.node_ns != 0) {  // a sampled trace's backward span: its nodes' time
+    out += ",\"node_ns\":";
+    append_uint(out, e.raw.range.module.node_ns);
+  }
   out += ",\"depth\":";
   append_uint(out, e.raw.depth);
   out += "}}";

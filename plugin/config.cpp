@@ -227,6 +227,17 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
   config.module_spans =
       env_switch_on(env, "FQNTRACE_MODULE_SPANS", "module spans stay on", &config.warnings);
   config.cpu_time = env_switch_on(env, "FQNTRACE_CPU", "CPU time stays on", &config.warnings);
+  if (const char* sample = env("FQNTRACE_SAMPLE"); sample != nullptr && *sample != '\0') {
+    char* end = nullptr;
+    double p = std::strtod(sample, &end);
+    if (end != sample && *end == '\0' && p > 0.0 && p <= 1.0) {
+      config.sample = p;
+    } else {
+      config.warnings.push_back("FQNTRACE_SAMPLE=" + printable(sample) +
+                                " is not a probability in (0, 1]; every op is traced. Set it to "
+                                "e.g. 0.01 to record 1 op in 100.");
+    }
+  }
   if (const char* steps = env("FQNTRACE_STEPS"); steps != nullptr && *steps != '\0') {
     std::string problem;
     if (!parse_step_window(steps, &config.steps, &problem)) {

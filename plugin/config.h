@@ -34,6 +34,9 @@ struct Config {
   bool module_ranges = false;
   bool module_spans = true;     // FQNTRACE_MODULE_SPANS=0: no backward/recompute module tracks
   bool cpu_time = true;         // FQNTRACE_CPU=0: no thread CPU time (plugin/thread_cpu.h)
+  // FQNTRACE_SAMPLE=p (0 < p <= 1): each op is recorded with probability p, through torch's own
+  // sampling; module scopes, steps, user scopes and backward nodes stay complete. 1: every op.
+  double sample = 1.0;
   StepWindow steps;             // FQNTRACE_STEPS: the steps recorded (default: all)
   int rank = 0;
   int world_size = 1;

@@ -3,7 +3,9 @@
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <ATen/SequenceNumber.h>
 #include <torch/csrc/autograd/graph_task.h>
+#include <torch/csrc/autograd/node.h>
 
 #include <algorithm>
 #include <atomic>
@@ -46,6 +48,10 @@ struct Frame {
   bool in_flop;  // this range or an enclosing one is a FLOP-counted op
   uint32_t issue_mark;  // issuing collective: what collectives::end_issue needs (0: none)
   bool grad;     // this range or an enclosing one is an AccumulateGrad node
+  bool in_node;  // this range or an enclosing one is an autograd node
+  // Sampled mode: a node not picked (kSilentNode): its event only feeds the module spans, so it
+  // counts for no level of the depth of what is written inside it.
+  bool silent;
   // The depth its event is written with: how many written ranges enclose it on this thread.
   // Serve frames write nothing, so they count for no level (their index in `frames` does).
   uint8_t out_depth;
@@ -63,6 +69,10 @@ struct Frame {
   int16_t cpu_up;
   uint64_t cpu_start;
   uint64_t cpu_inside;
+  // Sampled mode, module frames: the autograd sequence numbers this module's forward creates
+  // are its own from seq_next on, until a submodule opens or it ends (seq_range: it keeps one).
+  bool seq_range;
+  int64_t seq_next;
 };
 
 // A compiled graph running on this thread: ops opened at `depth` are the graph's own calls.
@@ -95,6 +105,7 @@ struct ThreadState {
   bool cpu_chain = false;
   int16_t cpu_chain_owner = -1;
   uint64_t cpu_chain_ns = 0;
+  uint64_t node_rng = 0;     // sampled mode: pick_node's generator, seeded at attach
   uint32_t graphs_open = 0;  // compiled graphs running (nested ones past the array are ignored)
   // A step range waiting for the range it ends with (steps::end_step(at_enclosing_end)): written
   // when a range opened below depth `step_close_above` ends. 0: none waiting.
@@ -140,6 +151,7 @@ ThreadState* attach(uint64_t generation) {
     (void)&tls_exit_hook;  // touch it so its destructor runs at thread exit
     ts = new ThreadState();
     ts->os_tid = os_thread_id();
+    ts->node_rng = 0x9E3779B97F4A7C15ull ^ (uint64_t{ts->os_tid} << 32) ^ reinterpret_cast<uintptr_t>(ts);
     ts->seq_table = SeqMap::instance().table_for(at::RecordFunction::currentThreadId(), ts->os_tid);
     tls_state = ts;
   }
@@ -194,6 +206,25 @@ void attribute_node(const at::RecordFunction& fn, Frame& f, const Frame* parent)
     f.range.fqn_id = parent != nullptr ? parent->range.fqn_id : kGlobalFqnId;
   }
   f.phase = Phase::kBackward;
+}
+
+// Sampled mode: an op in backward that no recorded range encloses runs inside a node or its
+// engine wrapper that were not picked (summing a gradient into the next node's input, after the
+// node): the node the engine runs on this thread names its module, as the wrapper would.
+__attribute__((noinline)) void attribute_to_current_node(Frame& f) {
+  c10::intrusive_ptr<torch::autograd::Node> node = torch::autograd::get_current_node();
+  if (!node) return;
+  uint32_t fqn = 0;
+  uint64_t start = 0;
+  uint32_t tid = 0;
+  uint64_t seq = node->sequence_nr();
+  if (seq == UINT64_MAX) {
+    fqn = param_owners::of_current_node();  // AccumulateGrad: no sequence number
+  } else if (!SeqMap::instance().lookup(node->thread_id(), static_cast<int64_t>(seq), &fqn, &start,
+                                        &tid)) {
+    fqn = 0;
+  }
+  if (fqn != 0) f.range.fqn_id = fqn;
 }
 
 // An op a compiled graph calls directly: the module the call was generated from. Calls that
@@ -258,6 +289,11 @@ __attribute__((noinline)) void special_op_start(const at::RecordFunction& fn, co
   if (info.collective != 0) attribute_collective(fn, info, f);
 }
 
+// The depth of what is written right inside frame f: one level more, unless f writes nothing.
+inline uint8_t depth_within(const Frame& f) {
+  return f.out_depth + (f.kind != EventKind::kServe && !f.silent);
+}
+
 // The fields every new frame starts with, whatever opened it: `rf` identifies it when it ends.
 inline void begin_frame(Frame& f, const Frame* parent, const at::RecordFunction* rf, int64_t seq,
                         uint64_t rf_id) {
@@ -271,10 +307,68 @@ inline void begin_frame(Frame& f, const Frame* parent, const at::RecordFunction*
   f.issue_mark = 0;
   f.alloc_bytes = 0;
   f.grad = parent != nullptr && parent->grad;
+  f.in_node = parent != nullptr && parent->in_node;
+  f.silent = false;
   f.in_flop = parent != nullptr && parent->in_flop;
-  f.out_depth = parent == nullptr ? 0 : parent->out_depth + (parent->kind != EventKind::kServe);
+  f.out_depth = parent == nullptr ? 0 : depth_within(*parent);
   f.cpu = false;
   f.cpu_owner = parent == nullptr ? -1 : parent->cpu_owner;
+  f.seq_range = false;
+}
+
+// Sampled mode: most forward ops are never seen, so a node cannot find its module through the op
+// that created it (SeqMap::record). Module scopes are complete, and sequence numbers grow by one
+// per node on the thread that creates them: every number taken between a module's start and end,
+// outside its submodules, is one of its nodes. The frames fill the map with those ranges, a
+// stretch at a time: the enclosing module's when a submodule opens, a module's own when it ends.
+void fill_seq(const ThreadState* ts, int64_t from, int64_t to, uint32_t fqn_id) {
+  if (ts->seq_table == nullptr) return;
+  constexpr int64_t kSlots = int64_t{1} << SeqMap::kSlotsLog2;
+  if (to - from > kSlots) from = to - kSlots;  // older numbers' slots are taken again anyway
+  for (int64_t seq = from; seq < to; ++seq) SeqMap::fill(ts->seq_table, seq, fqn_id);
+}
+
+// Sampled mode: a node is written with probability p (the op's, the same for every node), by
+// this thread's own generator. The others are silent: their time still reaches the trace,
+// through their module's backward span, which the drain builds from every node. A node of no
+// module has no span: it is always written, as it is when the spans are off.
+void pick_node(ThreadState* ts, Frame& f) {
+  if (f.range.fqn_id == kGlobalFqnId || !session_state::module_spans()) return;
+  uint64_t x = ts->node_rng;  // xorshift64
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  ts->node_rng = x;
+  if (static_cast<double>(x >> 11) * 0x1.0p-53 >= session_state::sample()) {
+    f.silent = true;
+    f.flags |= kSilentNode;
+  }
+}
+
+// The innermost module frame keeping a range among frames [0, below).
+Frame* enclosing_seq_range(ThreadState* ts, uint32_t below) {
+  for (uint32_t i = below; i > 0; --i) {
+    if (ts->frames[i - 1].seq_range) return &ts->frames[i - 1];
+  }
+  return nullptr;
+}
+
+__attribute__((noinline)) void open_seq_range(ThreadState* ts, Frame& f) {
+  int64_t now = static_cast<int64_t>(at::sequence_number::peek());
+  if (Frame* up = enclosing_seq_range(ts, ts->depth)) {
+    fill_seq(ts, up->seq_next, now, up->range.fqn_id);
+    up->seq_next = now;
+  }
+  f.seq_range = true;
+  f.seq_next = now;
+  f.special_end = true;
+}
+
+void close_seq_range(ThreadState* ts, uint32_t i) {
+  Frame& f = ts->frames[i];
+  int64_t now = static_cast<int64_t>(at::sequence_number::peek());
+  fill_seq(ts, f.seq_next, now, f.range.fqn_id);
+  if (Frame* up = enclosing_seq_range(ts, i)) up->seq_next = now;
 }
 
 // Frame f (opening at index ts->depth) measures CPU time: a module's forward or recompute, or
@@ -316,8 +410,7 @@ uint32_t finish_cpu(ThreadState* ts, const Frame& f) {
 // The depth of an event written under the thread's innermost open frame (a memory sample).
 inline uint8_t depth_inside(const ThreadState* ts) {
   if (ts->depth == 0) return 0;
-  const Frame& top = ts->frames[ts->depth - 1];
-  return top.out_depth + (top.kind != EventKind::kServe);
+  return depth_within(ts->frames[ts->depth - 1]);
 }
 
 // The thread's outermost range holds the memory reporter's slot (FQNTRACE_MEMORY); its end gives
@@ -345,7 +438,9 @@ __attribute__((always_inline)) inline void finish_start(ThreadState* ts, Frame& 
     if (!parent_in_op) {
       // The frame below stays this range's parent until it ends: outermost cpu_op is known now.
       f.flags |= kTopOp;
-      measured = f.phase == Phase::kBackward && session_state::cpu_time();
+      // Sampled mode reads no clock per node: two system calls would cost more than its event.
+      measured = f.phase == Phase::kBackward && session_state::cpu_time() &&
+                 !session_state::sampled();
     }
     if (measured) {
       start_cpu(ts, f);  // may start at the last backward op's end reading
@@ -357,8 +452,9 @@ __attribute__((always_inline)) inline void finish_start(ThreadState* ts, Frame& 
     if (parent_in_op && (parent->op_phase != f.phase || parent->op_fqn != f.range.fqn_id)) {
       f.flags |= kPhaseTop;
     }
-  } else if (f.kind == EventKind::kModule && session_state::cpu_time()) {
-    start_cpu(ts, f);
+  } else if (f.kind == EventKind::kModule) {
+    if (session_state::sampled()) open_seq_range(ts, f);
+    if (session_state::cpu_time()) start_cpu(ts, f);
   }
   ++ts->depth;
   f.range.start_ns = now_ticks();  // last: our own bookkeeping stays outside the range's time
@@ -394,6 +490,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
           } else {
             f.range.fqn_id = kGlobalFqnId;
             f.phase = in_graph_task(ts) ? Phase::kBackward : Phase::kForward;
+            if (f.phase == Phase::kBackward && session_state::sampled()) attribute_to_current_node(f);
           }
           // Backward ops too: with create_graph they create the nodes of a double backward.
           record_seq = f.range.seq >= 0 && ts->seq_table != nullptr;
@@ -419,6 +516,9 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
         } else {
           attribute_node(fn, f, parent);
         }
+        if (!f.in_node) f.flags |= kTopNode;
+        f.in_node = true;
+        if (session_state::sampled()) pick_node(ts, f);
         // The engine's wrapper opens before the node and carries no sequence number: it takes
         // the node's attribution, so work it does after the node (summing gradients into the
         // next node's input) lands on the same module.
@@ -489,6 +589,7 @@ __attribute__((always_inline)) inline void write_event(ThreadState* ts, const Fr
 // serve frame, CPU time.
 __attribute__((noinline)) void close_special_frame(ThreadState* ts, uint32_t i, uint64_t end_ns) {
   const Frame& f = ts->frames[i];
+  if (f.seq_range) close_seq_range(ts, i);
   uint32_t self_cpu = f.cpu ? finish_cpu(ts, f) : 0;
   if (f.issue_mark != 0) collectives::end_issue(f.issue_mark);
   if (f.alloc_bytes != 0 && i > 0) {
@@ -551,17 +652,31 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
 
 }  // namespace
 
-at::CallbackHandle install(bool need_inputs, bool need_ids) {
+Callbacks install(bool need_inputs, bool need_ids) {
   schema_names::init();
-  return at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
-                                   .needsInputs(need_inputs)
-                                   .needsIds(need_ids)
-                                   .scopes({at::RecordScope::FUNCTION,
-                                            at::RecordScope::BACKWARD_FUNCTION,
-                                            at::RecordScope::USER_SCOPE}));
+  auto callback = [&] {
+    return at::RecordFunctionCallback(&on_start, &on_end).needsInputs(need_inputs).needsIds(need_ids);
+  };
+  Callbacks out;
+  double p = session_state::sample();
+  if (p >= 1.0) {
+    out.ops = at::addGlobalCallback(callback().scopes(
+        {at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE}));
+    return out;
+  }
+  // torch decides per op, on the op's own thread, with a countdown: an op not picked builds no
+  // RecordFunction at all. Nodes (one per several ops, and what backward attribution and the
+  // module tracks need) and user scopes (steps, record_function) are not sampled.
+  out.ops = at::addGlobalCallback(callback().scopes({at::RecordScope::FUNCTION}).samplingProb(p));
+  out.rest = at::addGlobalCallback(
+      callback().scopes({at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE}));
+  return out;
 }
 
-void uninstall(at::CallbackHandle handle) { at::removeCallback(handle); }
+void uninstall(Callbacks callbacks) {
+  if (callbacks.rest != 0) at::removeCallback(callbacks.rest);
+  at::removeCallback(callbacks.ops);
+}
 
 bool defer_step_range(uint32_t name_id, uint64_t start_ticks) {
   ThreadState* ts = session_state::running() ? current_state() : nullptr;

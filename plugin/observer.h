@@ -13,10 +13,17 @@ class CompiledGraph;
 
 namespace fqntrace::observer {
 
-// Installs the global callback; the session calls this once per session start. With
+// The global callbacks of a session: one for every scope, or, when ops are sampled
+// (session_state::sampled()), one sampled for ops (FUNCTION) and `rest`, unsampled, for backward
+// nodes and user scopes (0 when there is none).
+struct Callbacks {
+  at::CallbackHandle ops = 0;
+  at::CallbackHandle rest = 0;
+};
+// Installs the global callbacks; the session calls this once per session start. With
 // need_inputs, the dispatcher hands op inputs to the callback (for FLOPs; costs a little per op).
-at::CallbackHandle install(bool need_inputs, bool need_ids = false);
-void uninstall(at::CallbackHandle handle);
+Callbacks install(bool need_inputs, bool need_ids = false);
+void uninstall(Callbacks callbacks);
 
 // Side channels, set on the current thread just before the range they describe opens.
 // The next USER_SCOPE range opened on this thread is the module `fqn_id` of class `type_id`.

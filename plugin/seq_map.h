@@ -35,6 +35,18 @@ class SeqMap {
     s.key.store(pack(seq, fqn_id), std::memory_order_release);
   }
 
+  // Sampled mode: node `seq` was created inside module `fqn_id` (its scope's range of sequence
+  // numbers). A slot already holding this seq and module keeps its start: a sampled op of this
+  // module recorded it, and the node's flow can point at that op. A sampled op elsewhere that
+  // only carried the number (ops that create no node see the next one) is overwritten.
+  static void fill(Table* t, int64_t seq, uint32_t fqn_id) {
+    Slot& s = t->slots[static_cast<uint64_t>(seq) & ((1u << kSlotsLog2) - 1)];
+    uint64_t key = pack(seq, fqn_id);
+    if (s.key.load(std::memory_order_relaxed) == key) return;
+    s.ts.store(0, std::memory_order_relaxed);
+    s.key.store(key, std::memory_order_release);
+  }
+
   bool lookup(uint64_t logical_tid, int64_t seq, uint32_t* fqn_id, uint64_t* start_ns,
               uint32_t* os_tid) const;
 

@@ -105,7 +105,7 @@ struct Session {
   Config config;
   TraceInfo info;
   std::unique_ptr<Drainer> drain;     // owns the exporters; guarded by drain_mu
-  at::CallbackHandle callback = 0;
+  observer::Callbacks callback;
   bool callback_installed = false;
   bool callback_inputs = false;  // the callback asks the dispatcher for op inputs
   uint64_t dropped_before = 0;   // the process-wide drop count when this session started
@@ -214,6 +214,8 @@ bool start_session(const Config& config, std::string* error) {
   info.process_name = read_process_name();
   info.version = FQNTRACE_VERSION;
   info.memory = config.memory;
+  info.sample = config.sample;
+  info.sample_spans = config.sample < 1.0 && config.module_spans;
   uint64_t wall = wall_ns();
   uint64_t mono = monotonic_ns();
   info.base_time_ns = wall - wall % 1000000000ull;  // a whole second, as Kineto does
@@ -230,7 +232,7 @@ bool start_session(const Config& config, std::string* error) {
     exporters.push_back(std::move(ex));
   }
   session->drain = std::make_unique<Drainer>(std::move(exporters), info.mono_origin_ns, config.shapes,
-                                             config.module_spans);
+                                             config.module_spans, config.sample < 1.0);
 
   // Events left in a thread's ring by an earlier session are not this session's.
   session_state::buffers().for_each_and_reap([](ThreadBuffer& b) { b.ring.drain([](const RawEvent&) {}); });
@@ -250,6 +252,8 @@ bool start_session(const Config& config, std::string* error) {
   session_state::g_shapes.store(config.shapes, std::memory_order_relaxed);
   session_state::g_module_ranges.store(config.module_ranges, std::memory_order_relaxed);
   session_state::g_cpu_time.store(config.cpu_time, std::memory_order_relaxed);
+  session_state::g_sample.store(config.sample, std::memory_order_relaxed);
+  session_state::g_module_spans.store(config.module_spans, std::memory_order_relaxed);
   // Op inputs cost every op (the dispatcher boxes its arguments), so only when something needs
   // them: FLOPs, shapes, or a distributed job (collectives' bytes and group size).
   session->callback_inputs = config.flops || config.shapes || config.world_size > 1;

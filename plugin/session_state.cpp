@@ -14,6 +14,8 @@ std::atomic<bool> g_shapes{false};
 std::atomic<bool> g_recording{false};
 std::atomic<bool> g_module_ranges{false};
 std::atomic<bool> g_cpu_time{false};
+std::atomic<double> g_sample{1.0};
+std::atomic<bool> g_module_spans{true};
 
 namespace {
 

@@ -17,12 +17,19 @@ extern std::atomic<bool> g_shapes;  // FQNTRACE_SHAPES=1
 extern std::atomic<bool> g_recording;
 extern std::atomic<bool> g_module_ranges;  // FQNTRACE_MODULE_RANGES=1
 extern std::atomic<bool> g_cpu_time;       // on unless FQNTRACE_CPU=0 (plugin/thread_cpu.h)
+// FQNTRACE_SAMPLE=p < 1: ops are sampled by torch; module scopes fill the sequence-number map
+// (plugin/seq_map.h) so every backward node still finds its module. 1: the full trace.
+extern std::atomic<double> g_sample;
+extern std::atomic<bool> g_module_spans;  // on unless FQNTRACE_MODULE_SPANS=0 (drain/module_spans.h)
 
 inline bool running() { return g_running.load(std::memory_order_relaxed); }
 inline uint64_t generation() { return g_generation.load(std::memory_order_relaxed); }
 inline bool shapes() { return g_shapes.load(std::memory_order_relaxed); }
 inline bool module_ranges() { return g_module_ranges.load(std::memory_order_relaxed); }
 inline bool cpu_time() { return g_cpu_time.load(std::memory_order_relaxed); }
+inline double sample() { return g_sample.load(std::memory_order_relaxed); }
+inline bool sampled() { return sample() < 1.0; }
+inline bool module_spans() { return g_module_spans.load(std::memory_order_relaxed); }
 inline bool recording() {
   return g_recording.load(std::memory_order_relaxed) && g_running.load(std::memory_order_relaxed);
 }

@@ -73,8 +73,18 @@ def _steps_text(steps):
                      "range(FIRST, END) or (FIRST, END[, PERIOD])")
 
 
+def _sample_text(sample):
+    """profile()'s sample as FQNTRACE_SAMPLE's text; a value that is not a probability raises."""
+    if sample is None:
+        return None
+    if isinstance(sample, bool) or not isinstance(sample, (int, float)) or not 0 < sample <= 1:
+        raise ValueError(f"fqntrace: sample={sample!r} is not a probability in (0, 1]; "
+                         "e.g. sample=0.01 records 1 op in 100")
+    return repr(float(sample))
+
+
 @contextlib.contextmanager
-def profile(path=None, steps=None, memory=None):
+def profile(path=None, steps=None, memory=None, sample=None):
     """Traces everything the body runs to `path` (.json: Chrome trace, .jsonl: JSON Lines, .gz
     after either: gzip; {pid} and {rank} are expanded; None: a new file under the temporary
     directory). Yields the expanded path, a str whose .summary(), .steps(), .diff(), .report()
@@ -82,8 +92,10 @@ def profile(path=None, steps=None, memory=None):
     `steps`: only these training steps are recorded ("10:20", range(10, 20), "10:20:100"; the
     FQNTRACE_STEPS syntax, docs/trace-format.md); a step ends at every optimizer step or
     fqntrace.step(). `memory=True` records the allocator's reports per module
-    (FQNTRACE_MEMORY, docs/memory.md); None: as FQNTRACE_MEMORY says. Raises ValueError for a
-    bad path or steps and RuntimeError if a session is already running (e.g. FQNTRACE is set).
+    (FQNTRACE_MEMORY, docs/memory.md); None: as FQNTRACE_MEMORY says. `sample=p` (0 < p <= 1)
+    records each op with probability p, for a long job traced all along (FQNTRACE_SAMPLE,
+    docs/sampling.md); None: as FQNTRACE_SAMPLE says. Raises ValueError for a
+    bad path, steps or sample and RuntimeError if a session is already running (e.g. FQNTRACE is set).
     When the tracer cannot be loaded here (built for another torch, or missing), the body runs
     untraced, the block yields None, and one line on stderr says what rebuilds it."""
     try:
@@ -94,7 +106,7 @@ def profile(path=None, steps=None, memory=None):
         return
     if path is None:
         path = temporary_path()
-    expanded = TracePath(C.start(str(path), _steps_text(steps), memory))
+    expanded = TracePath(C.start(str(path), _steps_text(steps), memory, _sample_text(sample)))
     # First of the parts: a body that never ends (os._exit, abort) still leaves a file.
     _features.install_all()
     try:

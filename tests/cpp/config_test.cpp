@@ -234,6 +234,29 @@ TEST(ConfigTest, CpuTimeIsOnUnlessTurnedOff) {
       << r.config->warnings[0];
 }
 
+// FQNTRACE_SAMPLE: a probability in (0, 1]; anything else is one warning and the full trace.
+TEST(ConfigTest, SampleIsAProbabilityOrTheFullTrace) {
+  ConfigResult r = parse_with("/tmp/t.json", {});
+  ASSERT_TRUE(r.config);
+  EXPECT_EQ(r.config->sample, 1.0);
+  r = parse_with("/tmp/t.json", {{"FQNTRACE_SAMPLE", "0.01"}});
+  ASSERT_TRUE(r.config);
+  EXPECT_EQ(r.config->sample, 0.01);
+  EXPECT_TRUE(r.config->warnings.empty());
+  r = parse_with("/tmp/t.json", {{"FQNTRACE_SAMPLE", "1"}});
+  ASSERT_TRUE(r.config);
+  EXPECT_EQ(r.config->sample, 1.0);
+  for (const char* bad : {"0", "-0.5", "1.5", "nan", "inf", "0.01x", "often", " "}) {
+    r = parse_with("/tmp/t.json", {{"FQNTRACE_SAMPLE", bad}});
+    ASSERT_TRUE(r.config) << bad;
+    EXPECT_EQ(r.config->sample, 1.0) << bad;
+    ASSERT_EQ(r.config->warnings.size(), 1u) << bad;
+    EXPECT_NE(r.config->warnings[0].find("is not a probability in (0, 1]; every op is traced"),
+              std::string::npos)
+        << r.config->warnings[0];
+  }
+}
+
 // A rank at or above the world size is a broken launcher environment: the trace could not say
 // which process it is (validate would reject it), so tracing is off with one line.
 TEST(ConfigTest, RankOutsideTheWorldIsABadValue) {

@@ -21,31 +21,37 @@ struct Seen {
   uint64_t start, end;
   uint32_t track;
   std::string name;
+  uint64_t node_ns;
 };
 
 class Spans {
  public:
-  Spans()
+  explicit Spans(bool from_nodes = false)
       : spans_([this](const ModuleSpan& s) {
           const InternTable& names = InternTable::instance();
           seen.push_back({names.str(s.raw.range.fqn_id), s.raw.phase, s.raw.depth, s.ts_ns,
-                          s.ts_ns + s.dur_ns, s.track_tid, names.str(s.raw.range.name_id)});
-        }),
+                          s.ts_ns + s.dur_ns, s.track_tid, names.str(s.raw.range.name_id),
+                          s.raw.range.module.node_ns});
+        }, from_nodes),
         thread_(spans_.thread(kTid)) {}
 
   // One event of the thread: [start, end) in ns.
   void event(EventKind kind, const std::string& fqn, Phase phase, uint8_t depth, uint64_t start,
-             uint64_t end) {
+             uint64_t end, uint8_t flags = 0) {
     RawEvent e{};
     e.kind = kind;
     e.phase = phase;
     e.depth = depth;
+    e.flags = flags;
     e.range.seq = -1;
     e.range.fqn_id = InternTable::instance().intern(fqn);
     spans_.add(thread_, e, start, end);
   }
   void wrapper(const std::string& fqn, uint8_t depth, uint64_t start, uint64_t end) {
     event(EventKind::kEngineEval, fqn, Phase::kBackward, depth, start, end);
+  }
+  void node(const std::string& fqn, uint8_t depth, uint64_t start, uint64_t end, uint8_t flags) {
+    event(EventKind::kNode, fqn, Phase::kBackward, depth, start, end, flags);
   }
   void op(uint8_t depth, uint64_t start, uint64_t end, Phase phase = Phase::kForward) {
     event(EventKind::kOp, "Global", phase, depth, start, end);
@@ -92,6 +98,28 @@ TEST(ModuleSpansTest, StretchOfNodesNestsByFqnLevel) {
   EXPECT_EQ(s.find("M.b.fc1", 210)->level, 2);
   ASSERT_NE(s.find("M.a", 310), nullptr);
   EXPECT_EQ(s.find("M.a", 310)->end, 400u);
+}
+
+// A sampled trace: stretches of the outermost nodes at any depth (a picked wrapper puts its node
+// one deeper), silent or not; each span carries its module's own nodes' time; a node inside a
+// node is not counted again; a wrapper does not end it, a forward event does.
+TEST(ModuleSpansTest, SampledTraceBuildsSpansFromNodesWithTheirTime) {
+  Spans s(/*from_nodes=*/true);
+  s.node("M.b.fc2", 0, 100, 180, kTopNode | kSilentNode);
+  s.node("M.b.fc2", 1, 190, 200, kTopNode);
+  s.wrapper("M.b.fc2", 0, 185, 205);
+  s.node("M.b.fc2", 2, 220, 230, 0);  // inside the next node (reentrant): not its own element
+  s.node("M.b", 0, 210, 260, kTopNode | kSilentNode);
+  s.node("M.a", 0, 300, 400, kTopNode | kSilentNode);
+  s.op(1, 500, 600, Phase::kBackward);  // an op of backward outside the nodes: no end
+  s.op(0, 1000, 1100);  // the next forward ends the stretch
+  std::vector<std::pair<std::string, uint64_t>> got;
+  for (const Seen& x : s.seen) got.push_back({x.fqn, x.node_ns});
+  std::vector<std::pair<std::string, uint64_t>> want = {
+      {"M.b.fc2", 90}, {"M.b", 50}, {"M.a", 100}, {"M", 0}};
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(s.find("M", 100)->end, 400u);
+  EXPECT_EQ(s.find("M.b", 100)->end, 260u);
 }
 
 // Ops inside a wrapper (deeper, written before it) do not end the stretch; a Global node ends

@@ -41,6 +41,27 @@ TEST(SeqMapTest, SlotReusedAfter65536NodesFailsGracefully) {
   EXPECT_EQ(ts, 200u);
 }
 
+// Sampled mode: a module scope fills its range of sequence numbers. It overwrites what an op of
+// another module left under the same number (an op that creates no node carries the next
+// number) and keeps an op's own record of this module, whose start the flow points at.
+TEST(SeqMapTest, FillOverwritesOtherModulesAndKeepsThisModulesOp) {
+  SeqMap::Table* t = SeqMap::instance().table_for(kOtherThread, 4343);
+  ASSERT_NE(t, nullptr);
+  SeqMap::record(t, 40, 7, 500);  // an op of module 7 carried number 40, created no node
+  SeqMap::record(t, 41, 9, 600);  // the op of module 9 that created node 41
+  for (int64_t seq = 40; seq < 43; ++seq) SeqMap::fill(t, seq, 9);
+  uint32_t fqn = 0, tid = 0;
+  uint64_t ts = 0;
+  ASSERT_TRUE(SeqMap::instance().lookup(kOtherThread, 40, &fqn, &ts, &tid));
+  EXPECT_EQ(fqn, 9u);
+  EXPECT_EQ(ts, 0u);  // no op to point a flow at
+  ASSERT_TRUE(SeqMap::instance().lookup(kOtherThread, 41, &fqn, &ts, &tid));
+  EXPECT_EQ(fqn, 9u);
+  EXPECT_EQ(ts, 600u);
+  ASSERT_TRUE(SeqMap::instance().lookup(kOtherThread, 42, &fqn, &ts, &tid));
+  EXPECT_EQ(fqn, 9u);
+}
+
 TEST(SeqMapTest, UnknownThreadsAndSequenceNumbersAreNotFound) {
   uint32_t fqn = 0, tid = 0;
   uint64_t ts = 0;

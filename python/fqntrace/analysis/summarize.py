@@ -29,22 +29,10 @@ Rules (the same as the C++ summary exporter, so `summary --json` and <stem>.summ
 import json
 import os
 
-from fqntrace.analysis import errors, memory, step_times, trace_events, tracestream
+from fqntrace.analysis import errors, memory, sampled, step_times, trace_events, tracestream
 from fqntrace.analysis.errors import TraceError
+from fqntrace.analysis.summary_totals import Totals, event_name, summary_result
 from fqntrace.analysis.trace_events import PHASES
-
-TOP_OPS = 5
-ENGINE_WRAPPER = "autograd::engine::evaluate_function:"
-
-
-def _new_phase():
-    return {"self_ns": 0, "self_ops": 0, "self_flops": 0, "comm_ns": 0, "comm_bytes": 0,
-            "collectives": 0, "device_ns": 0, "cpu_ns": 0, "top": {}}
-
-
-def _ms(ns):
-    return round(ns / 1e6, 6)
-
 
 def _valid_slices(events):
     """The X events that carry time and a module: numeric ts, dur >= 0, args.fqn a string."""
@@ -55,115 +43,6 @@ def _valid_slices(events):
         if (trace_events.is_number(e.get("ts")) and trace_events.is_number(e.get("dur"))
                 and e["dur"] >= 0 and isinstance(args, dict) and isinstance(args.get("fqn"), str)):
             yield e
-
-
-class _Totals:
-    """Per-module sums, filled event by event. Everything but op *self time* is known from the
-    event alone; self time needs the nesting (which op encloses which), added by add_time()."""
-
-    def __init__(self):
-        self.modules = {}
-        self.first_seen = {}
-        self.declared_types = {}  # fqn -> class, from the module table (modules that never ran)
-        self.memory = memory.MemoryStats()
-        self.device_seen = False  # device events with an fqn (annotated torch.profiler trace)
-        self.cpu_seen = False  # ranges with self_cpu_ns (plugin/thread_cpu.h)
-        self.step_cpu = None  # step_times.StepTimes the CPU times also go to, per step
-
-    def memory_event(self, e):
-        """A "[memory]" event, in file order (its module gets a row even without ops)."""
-        fqn = e["args"].get("fqn")
-        if isinstance(fqn, str) and fqn not in self.modules:
-            self.module(fqn)
-            ts = e.get("ts")
-            self.first_seen[fqn] = round(ts * 1000) if trace_events.is_number(ts) else 0
-        self.memory.add(e)
-
-    def memory_order(self, e):
-        """Any event, in file order: what the memory numbers need from it, and the classes of
-        the module table's entries."""
-        if not isinstance(e, dict) or trace_events.is_module_view(e):
-            return
-        if e.get("ph") == "M":
-            entry = trace_events.module_entry(e)
-            if entry is not None:
-                self.declared_types[entry[0]] = entry[1]
-        elif memory.is_memory_event(e):
-            self.memory_event(e)
-        elif e.get("ph") == "X" and isinstance(e.get("args"), dict) and "module_type" in e["args"]:
-            self.memory.module_end(e)
-
-    def module(self, fqn):
-        m = self.modules.get(fqn)
-        if m is None:
-            m = self.modules[fqn] = {"module_type": "", "calls": 0,
-                                     "phases": {p: _new_phase() for p in PHASES}}
-        return m
-
-    def add_event(self, e, start, is_op):
-        """The counts of one valid slice; returns its phase record when its time may count
-        as self time (an op in a known phase, not a collective's backend work), else None."""
-        args = e["args"]
-        fqn = args["fqn"]
-        m = self.modules.get(fqn)
-        if m is None:
-            m = self.module(fqn)
-            self.first_seen[fqn] = start
-        elif start < self.first_seen[fqn]:
-            self.first_seen[fqn] = start
-        phase = args.get("phase")
-        cpu = args.get("self_cpu_ns")
-        if phase in PHASES and trace_events.is_number(cpu) and cpu >= 0:
-            # A module scope's or outermost backward op's own CPU time, already without that of
-            # the measured ranges inside it: counted as it comes, no nesting needed.
-            ns = round(cpu)
-            m["phases"][phase]["cpu_ns"] += ns
-            self.cpu_seen = True
-            if self.step_cpu is not None:
-                self.step_cpu.add_cpu(e, start, fqn, phase, ns)
-        if not is_op and e.get("cat") in trace_events.DEVICE_CATS:
-            # a torch.profiler trace annotated by fqntrace: the kernel's launching op's module
-            if phase in PHASES:
-                m["phases"][phase]["device_ns"] += round(e["dur"] * 1000)
-                self.device_seen = True
-            return None
-        if not is_op and e.get("cat") == "user_annotation" and "module_type" in args:
-            if not m["module_type"] and isinstance(args.get("module_type"), str):
-                m["module_type"] = args["module_type"]
-            if phase == "forward":
-                m["calls"] += 1
-            return None
-        if phase in PHASES and args.get("async_work"):
-            # a collective's backend work range (written as a user_annotation, as Kineto
-            # does; older traces had cpu_op): communication time, as the C++ exporter counts it
-            m["phases"][phase]["comm_ns"] += round(e["dur"] * 1000)
-            return None
-        if phase not in PHASES or not is_op:
-            return None  # record_function ranges carry no time of their own
-        p = m["phases"][phase]
-        if "collective" in args:
-            p["collectives"] += 1
-            if isinstance(args.get("bytes"), int):
-                p["comm_bytes"] += args["bytes"]
-        elif isinstance(args.get("flops"), int):
-            p["self_flops"] += args["flops"]
-        if "Fwd thread id" not in args and not _name(e).startswith(ENGINE_WRAPPER):
-            p["self_ops"] += 1  # an operator, not an autograd node or the engine's wrapper
-        return p
-
-    @staticmethod
-    def add_time(p, name, ns, count=1):
-        p["self_ns"] += ns
-        top = p["top"].get(name)
-        if top is None:
-            top = p["top"][name] = [0, 0]
-        top[0] += ns
-        top[1] += count
-
-
-def _name(e):
-    name = e.get("name")
-    return name if isinstance(name, str) else "?"
 
 
 def _owner(args):
@@ -305,7 +184,7 @@ class StreamSummary:
     count_outermost_apart = False
 
     def __init__(self, per_step=None):
-        self.totals = _Totals()
+        self.totals = Totals()
         self.totals.step_cpu = per_step
         self.threads = {}  # (pid, tid) -> [stack of _Pending, last end]
         # step_times.StepTimes with the trace's step ranges (a first pass), or None: each op's
@@ -370,7 +249,7 @@ class StreamSummary:
                     else:
                         excluded += g[1]
             step = None if self.per_step is None else self.per_step.step_of(e.get("pid"), start)
-            contrib = {} if p is None else {(_name(e), step): [max(end - start - excluded, 0), 1]}
+            contrib = {} if p is None else {(event_name(e), step): [max(end - start - excluded, 0), 1]}
             groups = {owner: [end - start, excluded, contrib, p]}
         else:
             groups = {}
@@ -400,7 +279,7 @@ class StreamSummary:
         if p is not None:
             phase, fqn = owner
             for (name, step), (ns, count) in group[2].items():
-                _Totals.add_time(p, name, ns, count)
+                Totals.add_time(p, name, ns, count)
                 if self.per_step is not None:
                     self.per_step.add_to_step(step, fqn, phase, ns)
 
@@ -420,7 +299,7 @@ class StreamSummary:
     def result(self, header, tail, incomplete, path):
         self.commit_pending()
         merged = header.get("ranks")
-        return _result(self.totals, header, tail, incomplete, path,
+        return summary_result(self.totals, header, tail, incomplete, path,
                        merged if isinstance(merged, list) else None, self.per_step,
                        self.exclude_steps)
 
@@ -464,6 +343,17 @@ def summarize_with_steps(path, note=lambda message: None,
     engine when it is built (the one definition of op time on this path), else by
     StreamSummary."""
     ranges = _step_ranges(path)
+    with tracestream.TraceStream(path) as stream:
+        p = sampled.sample_of(stream.header)
+        if p is not None:  # FQNTRACE_SAMPLE: exact ranges and scaled ops (sampled.py)
+            acc = sampled.SampledSummary(p, step_times.StepTimes.from_ranges(ranges) if ranges else None,
+                                         stream.header.get("sampleNodeSpans") is True)
+            acc.exclude_steps = exclude_steps
+            for batch, _ in stream.batches():
+                for e in batch:
+                    acc.add(e)
+            _note_cut(stream, note)
+            return acc.result(stream.header, stream.tail, stream.incomplete, path), acc.per_step
     if _native is not None:
         try:
             return _summarize_native(path, ranges, note, exclude_steps)
@@ -499,7 +389,7 @@ def _summarize_loaded(path, note, exclude_steps):
 # ---------------------------------------------------------------------------------------------
 # The native engine (fqntrace.analysis._native_summary, analysis/summary_engine.cpp): the same
 # per-event rules as StreamSummary above, fed the core's event lines as bytes; the sums it returns
-# become the summary through _result() like StreamSummary's.
+# become the summary through summary_result() like StreamSummary's.
 
 try:
     from fqntrace.analysis import _native_summary as _native
@@ -592,7 +482,7 @@ def _native_result(engine, ranges, exclude_steps, header, tail, incomplete, path
 
 
 def _totals_from(sums):
-    totals = _Totals()
+    totals = Totals()
     for fqn, module_type, calls, first_seen, phases in sums["modules"]:
         totals.first_seen[fqn] = first_seen
         totals.modules[fqn] = {"module_type": module_type, "calls": calls, "phases": {
@@ -630,94 +520,6 @@ def _note_cut(trace, note, n_events=None):
                 else f"; {errors.repair_hint(trace.path)} to close the file")
         note(f"{trace.path} is cut off (no closing tail); summarizing its {n_events} complete "
              f"events{partial}{hint}")
-
-
-def _result(totals, header, tail, incomplete, path, merged_ranks, per_step=None,
-            exclude_steps=step_times.DEFAULT_EXCLUDED):
-    modules = totals.modules
-    first_seen = totals.first_seen
-
-    def module(fqn):
-        return totals.module(fqn)
-
-    # Containers that never run a forward of their own (a ModuleList) still get a row, as in
-    # the C++ summary exporter, so every level of the tree has its total.
-    for fqn in list(modules):
-        parts = fqn.split(".")
-        for k in range(1, len(parts)):
-            ancestor = ".".join(parts[:k])
-            if ancestor not in modules:
-                module(ancestor)
-                first_seen[ancestor] = first_seen.get(fqn, 0)
-            else:
-                first_seen[ancestor] = min(first_seen.get(ancestor, 0), first_seen.get(fqn, 0))
-    order = sorted(modules, key=lambda f: (f == "Global", first_seen.get(f, 0), f))
-    step_ns = sum(p["self_ns"] for m in modules.values() for p in m["phases"].values())
-    # Subtree sums through the tree, not a scan of every module per module.
-    below = {fqn: {p: [] for p in PHASES} for fqn in modules}
-    below_fqns = {fqn: [] for fqn in modules}
-    for fqn, m in modules.items():
-        parts = fqn.split(".")
-        for k in range(1, len(parts) + 1):
-            path_k = ".".join(parts[:k])
-            if path_k in below:
-                below_fqns[path_k].append(fqn)
-                for phase in PHASES:
-                    below[path_k][phase].append(m["phases"][phase])
-    tail = tail if isinstance(tail, dict) else {}
-    with_memory = tail.get("memory") is True or totals.memory.seen
-    totals.memory.finish()
-    out_modules = {}
-    for fqn in order:
-        m = modules[fqn]
-        entry = {"module_type": m["module_type"] or totals.declared_types.get(fqn, ""),
-                 "calls": m["calls"]}
-        for phase in PHASES:
-            p = m["phases"][phase]
-            subtree = below[fqn][phase]
-            tops = sorted(p["top"].items(), key=lambda kv: (-kv[1][0], kv[0]))[:TOP_OPS]
-            entry[phase] = {
-                "total_ms": _ms(sum(s["self_ns"] for s in subtree)),
-                "self_ms": _ms(p["self_ns"]),
-                "ops": sum(s["self_ops"] for s in subtree),
-                "self_ops": p["self_ops"],
-                "flops": sum(s["self_flops"] for s in subtree),
-                "self_flops": p["self_flops"],
-                "comm_ms": _ms(p["comm_ns"]),
-                "comm_bytes": p["comm_bytes"],
-                "collectives": p["collectives"],
-            }
-            if with_memory:
-                entry[phase].update(totals.memory.fields(fqn, phase, below_fqns[fqn]))
-            if totals.device_seen:
-                entry[phase]["device_ms"] = _ms(sum(s["device_ns"] for s in subtree))
-                entry[phase]["self_device_ms"] = _ms(p["device_ns"])
-            if totals.cpu_seen:
-                entry[phase]["cpu_ms"] = _ms(sum(s["cpu_ns"] for s in subtree))
-                entry[phase]["self_cpu_ms"] = _ms(p["cpu_ns"])
-            entry[phase]["top_ops"] = [{"name": name, "ms": _ms(ns), "count": count}
-                                       for name, (ns, count) in tops]
-        out_modules[fqn] = entry
-    out = {
-        "trace": header.get("traceName", path),
-        "rank": _rank_of(header),
-        "step_ms": _ms(step_ns),
-        "dropped_events": tail.get("dropped_events", 0),
-        "complete": not incomplete,
-        "modules": out_modules,
-    }
-    step_summary = per_step.summary(exclude_steps, out_modules) if per_step is not None else None
-    if step_summary is not None:
-        out["steps"] = step_summary
-    if merged_ranks is not None:  # a merged trace: every rank's time is added up
-        out["rank"] = None
-        out["ranks"] = [r.get("rank") for r in merged_ranks if isinstance(r, dict)]
-    return out
-
-
-def _rank_of(header):
-    info = header.get("distributedInfo")
-    return info.get("rank") if isinstance(info, dict) else None
 
 
 def is_summary_path(path):

@@ -1,0 +1,185 @@
+"""The summary of a sampled trace (FQNTRACE_SAMPLE=p < 1, the header's "sample"): what is
+exact stays exact, what was sampled is scaled by 1/p, with its error.
+
+A sampled trace holds every module scope, step, user scope and autograd node, and each op with
+probability p (torch's own sampling: an op not picked leaves no trace at all, so an op in the file
+does not know whether an op around it ran). Op time as the full trace counts it (the outermost
+ops, summed per module) cannot be rebuilt from such ops: most of those seen are nested in an op
+that was not picked. So a module's time here is what the complete ranges measure:
+
+* forward and recompute: the module scope's own wall time (its duration less its submodules'),
+  exact — it holds the module's ops and the Python between them;
+* backward: its autograd nodes' time (every node is recorded and attributed through the
+  sequence numbers its forward created), exact. Only a fraction p of the nodes is written; the
+  backward module spans carry the time of all of them (args.node_ns, header
+  "sampleNodeSpans": true). A node of no module, and every node when the spans are off, is
+  written and counted itself;
+* outside every module: a top-level user scope (the optimizer's `Optimizer.step#…`,
+  `record_function`) by its own wall time, exact; an op outside any of these (a loss computed
+  outside the model) by its sampled ops, each counted at dur/p — an estimate, with its 95 %
+  interval (Bernoulli sampling: variance (1-p)/p^2 * sum dur^2);
+* op counts, FLOPs and the op mix (top ops: each sampled op at dur/p and 1/p calls, nested ones
+  included): estimates.
+
+docs/sampling.md says when to use which mode and how close the two come on a real model.
+"""
+import math
+
+from fqntrace.analysis import step_times, trace_events
+from fqntrace.analysis.summary_totals import ENGINE_WRAPPER, Totals, event_name, ms, summary_result
+from fqntrace.analysis.trace_events import PHASES
+
+STEP_PREFIX = "ProfilerStep#"
+_Z95 = 1.959963984540054
+
+
+def sample_of(header):
+    """The header's sampling probability when the trace is sampled (0 < p < 1), else None."""
+    p = header.get("sample") if isinstance(header, dict) else None
+    if trace_events.is_number(p) and not isinstance(p, bool) and 0 < p < 1:
+        return float(p)
+    return None
+
+
+class _Thread:
+    __slots__ = ("walls", "nodes", "loose")
+
+    def __init__(self):
+        self.walls = []  # finished module scopes and top-level scopes: (start, end, dur)
+        self.nodes = []  # finished autograd nodes: (start, end, dur)
+        self.loose = []  # sampled ops outside every complete range: (start, end, event)
+
+
+def _pop_enclosed(items, start, end, tol=trace_events.NEST_TOLERANCE_NS):
+    """Removes and returns the items inside [start, end]: on a thread in end order they are the
+    last ones (everything a range encloses ends before it)."""
+    out = []
+    while items and items[-1][0] >= start - tol and items[-1][1] <= end + tol:
+        out.append(items.pop())
+    return out
+
+
+def _add_top(record, name, ns):
+    """A sampled op in its module's op mix (not in its time: the complete ranges give that)."""
+    top = record["top"].get(name)
+    if top is None:
+        top = record["top"][name] = [0, 0]
+    top[0] += ns
+    top[1] += 1
+
+
+class SampledSummary:
+    """Feed it every event of a sampled trace in file order (add()), then result()."""
+
+    def __init__(self, p, per_step=None, node_spans=False):
+        self.p = p
+        self.node_spans = node_spans  # the spans carry the nodes' time: written nodes are a sample
+        self.totals = Totals()
+        self.totals.step_cpu = per_step
+        self.per_step = per_step
+        self.threads = {}
+        self.variance = {}  # (fqn, phase) -> variance of the estimated part, ns^2
+        self.exclude_steps = step_times.DEFAULT_EXCLUDED
+
+    def _time(self, e, fqn, phase, start, ns):
+        if phase not in PHASES:
+            return
+        self.totals.module(fqn)["phases"][phase]["self_ns"] += ns
+        if self.per_step is not None:
+            self.per_step.add_to_step(self.per_step.step_of(e.get("pid"), start), fqn, phase, ns)
+
+    def _estimate(self, e, start, end):
+        args = e["args"]
+        fqn, phase = args["fqn"], args.get("phase")
+        dur = end - start
+        self._time(e, fqn, phase, start, round(dur / self.p))
+        key = (fqn, phase)
+        self.variance[key] = self.variance.get(key, 0.0) + (1 - self.p) / self.p ** 2 * dur * dur
+
+    def _settle_loose(self, thread, start=None, end=None):
+        """Counts the loose ops that nothing can enclose any more: all of them, or those outside
+        [start, end] (a range at depth 0 that does not enclose them came after their own)."""
+        keep = []
+        for item in thread.loose:
+            if start is not None and item[0] >= start and item[1] <= end:
+                keep.append(item)
+            else:
+                self._estimate(item[2], item[0], item[1])
+        thread.loose = keep
+
+    def add(self, e):
+        self.totals.memory_order(e)
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            return
+        if trace_events.is_module_view(e):
+            self._span(e)
+            return
+        args = e.get("args")
+        ts, dur = e.get("ts"), e.get("dur")
+        if (type(args) is not dict or type(args.get("fqn")) is not str
+                or not trace_events.is_number(ts) or not trace_events.is_number(dur) or dur < 0):
+            return
+        start = round(ts * 1000)
+        end = start + round(dur * 1000)
+        is_op = e.get("cat") == "cpu_op"
+        record = self.totals.add_event(e, start, is_op)
+        name = event_name(e)
+        if name.startswith(STEP_PREFIX):
+            return
+        thread = self.threads.setdefault((str(e.get("pid")), str(e.get("tid"))), _Thread())
+        fqn, phase = args["fqn"], args.get("phase")
+        ns = end - start
+        if is_op and "Fwd thread id" in args and not name.startswith(ENGINE_WRAPPER):
+            # an autograd node; a node inside it (a reentrant backward) counts apart
+            inner = _pop_enclosed(thread.nodes, start, end)
+            _pop_enclosed(thread.loose, start, end)
+            if not self.node_spans or fqn == "Global":
+                self._time(e, fqn, phase, start, ns - sum(d for _, _, d in inner))
+            thread.nodes.append((start, end, ns))
+        elif is_op:
+            if record is not None and not name.startswith(ENGINE_WRAPPER):
+                _add_top(record, name, round(ns / self.p))
+            if fqn == "Global" and record is not None and "Fwd thread id" not in args:
+                _pop_enclosed(thread.loose, start, end)  # the outer op's time holds theirs
+                thread.loose.append((start, end, e))
+        elif e.get("cat") == "user_annotation" and not args.get("async_work") and (
+                "module_type" in args or fqn == "Global"):
+            # a module scope, or a user scope outside every module: complete, counted by its
+            # own wall time (less the complete ranges inside it, counted on their own)
+            inner = _pop_enclosed(thread.walls, start, end) + _pop_enclosed(thread.nodes, start, end)
+            _pop_enclosed(thread.loose, start, end)
+            self._time(e, fqn, phase, start, max(ns - sum(d for _, _, d in inner), 0))
+            thread.walls.append((start, end, ns))
+        if args.get("depth") == 0:
+            self._settle_loose(thread, start, end)
+
+    def _span(self, e):
+        """A backward module span: its module's nodes' time, all of them (sampled trace)."""
+        args = e.get("args")
+        if not self.node_spans or type(args) is not dict:
+            return
+        node_ns, ts = args.get("node_ns"), e.get("ts")
+        if (type(node_ns) is int and node_ns > 0 and type(args.get("fqn")) is str
+                and trace_events.is_number(ts)):
+            self._time(e, args["fqn"], args.get("phase"), round(ts * 1000), node_ns)
+
+    def result(self, header, tail, incomplete, path):
+        for thread in self.threads.values():
+            self._settle_loose(thread)
+        scale = 1 / self.p
+        for m in self.totals.modules.values():
+            for rec in m["phases"].values():
+                rec["self_ops"] = round(rec["self_ops"] * scale)
+                rec["self_flops"] = round(rec["self_flops"] * scale)
+                for top in rec["top"].values():
+                    top[1] = round(top[1] * scale)
+        merged = header.get("ranks")
+        out = summary_result(self.totals, header, tail, incomplete, path,
+                      merged if isinstance(merged, list) else None, self.per_step,
+                      self.exclude_steps)
+        out["sample"] = self.p
+        for (fqn, phase), var in self.variance.items():
+            entry = out["modules"].get(fqn, {}).get(phase)
+            if entry is not None:
+                entry["estimate_ci_ms"] = ms(round(_Z95 * math.sqrt(var)))
+        return out
