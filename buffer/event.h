@@ -138,6 +138,10 @@ constexpr uint8_t kTopNode = 32;
 // kNode only, sampled mode: a node not picked for the trace. The drain adds its time to its
 // module's backward span and writes nothing for it; ranges inside it are written a level higher.
 constexpr uint8_t kSilentNode = 64;
+// kOp only, sampled mode: an op no recorded range encloses. `self_cpu` holds how deep its
+// RecordFunction lies on the thread's stack (bytes below the stack's top): an op the program
+// called lies higher than one an op it called (not picked) called in turn (docs/sampling.md).
+constexpr uint8_t kStackDepth = 64;
 
 // Is this range a cpu_op in the trace (category "cpu_op"), rather than a user annotation?
 inline bool is_cpu_op(const RawEvent& e) {

@@ -270,6 +270,10 @@ void EventLines::append(std::string& out, const EventRecord& e, const char* sepa
     p = known(p, ",\"self_cpu_ns\":", 15, &marks_.cpu);
     p = put_uint(p, uint64_t{raw.self_cpu} * kCpuUnitNs);
   }
+  if (raw.kind == EventKind::kOp && (raw.flags & kStackDepth) != 0) {  // as json::append_event
+    p = known(p, ",\"stack_depth\":", 15, &marks_.stack);
+    p = put_uint(p, raw.self_cpu);
+  }
   if (e.input_dims != nullptr) {
     p = known(p, ",\"Input Dims\":", 14, &marks_.dims);
     p = put(p, *e.input_dims);

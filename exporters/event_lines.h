@@ -64,7 +64,7 @@ class EventLines {
   // The same for the keys written between numbers (GzipStream::repeat).
   struct KeyMarks {
     uint64_t dur = 0, seq = 0, fwd_tid = 0, flops = 0, alloc = 0, cpu = 0, dims = 0, types = 0;
-    uint64_t depth = 0, node_ns = 0;
+    uint64_t depth = 0, node_ns = 0, stack = 0;
     uint64_t flow_s = 0, flow_f = 0, flow_pid = 0, flow_tid = 0, flow_ts = 0;
     // `,"depth":D}}` for each one-digit depth: an event's last text in one back-reference.
     uint64_t depth_end[10] = {};

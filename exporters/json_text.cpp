@@ -165,6 +165,10 @@ void append_event(std::string& out, const EventRecord& e, long pid, const char* 
     out += ",\"self_cpu_ns\":";  // an integer: the same text whatever reads and rewrites it
     append_uint(out, uint64_t{raw.self_cpu} * kCpuUnitNs);
   }
+  if (raw.kind == EventKind::kOp && (raw.flags & kStackDepth) != 0) {
+    out += ",\"stack_depth\":";
+    append_uint(out, raw.self_cpu);
+  }
   if (e.input_dims != nullptr) {
     out += ",\"Input Dims\":";
     out += *e.input_dims;

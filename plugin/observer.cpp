@@ -69,6 +69,7 @@ struct Frame {
   int16_t cpu_up;
   uint64_t cpu_start;
   uint64_t cpu_inside;
+  uint32_t stack_depth;  // kStackDepth: what the event's self_cpu carries instead of CPU time
   // Sampled mode, module frames: the autograd sequence numbers this module's forward creates
   // are its own from seq_next on, until a submodule opens or it ends (seq_range: it keeps one).
   bool seq_range;
@@ -106,6 +107,7 @@ struct ThreadState {
   int16_t cpu_chain_owner = -1;
   uint64_t cpu_chain_ns = 0;
   uint64_t node_rng = 0;     // sampled mode: pick_node's generator, seeded at attach
+  uintptr_t stack_top = 0;   // the highest address of this thread's stack (0: unknown)
   uint32_t graphs_open = 0;  // compiled graphs running (nested ones past the array are ignored)
   // A step range waiting for the range it ends with (steps::end_step(at_enclosing_end)): written
   // when a range opened below depth `step_close_above` ends. 0: none waiting.
@@ -153,6 +155,15 @@ ThreadState* attach(uint64_t generation) {
     ts->os_tid = os_thread_id();
     ts->node_rng = 0x9E3779B97F4A7C15ull ^ (uint64_t{ts->os_tid} << 32) ^ reinterpret_cast<uintptr_t>(ts);
     ts->seq_table = SeqMap::instance().table_for(at::RecordFunction::currentThreadId(), ts->os_tid);
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      void* low = nullptr;
+      size_t size = 0;
+      if (pthread_attr_getstack(&attr, &low, &size) == 0) {
+        ts->stack_top = reinterpret_cast<uintptr_t>(low) + size;
+      }
+      pthread_attr_destroy(&attr);
+    }
     tls_state = ts;
   }
   if (ts->buffer == nullptr) {
@@ -225,6 +236,17 @@ __attribute__((noinline)) void attribute_to_current_node(Frame& f) {
     fqn = 0;
   }
   if (fqn != 0) f.range.fqn_id = fqn;
+}
+
+// Sampled mode, an op no recorded range encloses: how deep its RecordFunction (a local of the
+// dispatcher's frame that runs the op) lies on the stack, so the summary can tell the ops the
+// program called from those called by an op that was not picked (kStackDepth).
+inline void note_stack_depth(const ThreadState* ts, const at::RecordFunction& fn, Frame& f) {
+  uintptr_t at = reinterpret_cast<uintptr_t>(&fn);
+  if (ts->stack_top > at && ts->stack_top - at < (uintptr_t{1} << 32)) {
+    f.stack_depth = static_cast<uint32_t>(ts->stack_top - at);
+    f.flags |= kStackDepth;
+  }
 }
 
 // An op a compiled graph calls directly: the module the call was generated from. Calls that
@@ -314,6 +336,7 @@ inline void begin_frame(Frame& f, const Frame* parent, const at::RecordFunction*
   f.cpu = false;
   f.cpu_owner = parent == nullptr ? -1 : parent->cpu_owner;
   f.seq_range = false;
+  f.stack_depth = 0;
 }
 
 // Sampled mode: most forward ops are never seen, so a node cannot find its module through the op
@@ -490,7 +513,10 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
           } else {
             f.range.fqn_id = kGlobalFqnId;
             f.phase = in_graph_task(ts) ? Phase::kBackward : Phase::kForward;
-            if (f.phase == Phase::kBackward && session_state::sampled()) attribute_to_current_node(f);
+            if (session_state::sampled()) {
+              if (f.phase == Phase::kBackward) attribute_to_current_node(f);
+              note_stack_depth(ts, fn, f);
+            }
           }
           // Backward ops too: with create_graph they create the nodes of a double backward.
           record_seq = f.range.seq >= 0 && ts->seq_table != nullptr;
@@ -579,7 +605,7 @@ __attribute__((always_inline)) inline void write_event(ThreadState* ts, const Fr
     e->phase = f.phase;
     e->depth = f.out_depth;
     e->flags = kSpecial && f.cpu ? f.flags | kHasCpu : f.flags;
-    e->self_cpu = self_cpu;
+    e->self_cpu = self_cpu + f.stack_depth;  // never both (kHasCpu, kStackDepth)
     if (kSpecial && e->kind == EventKind::kOp) e->range.op.alloc_bytes = f.alloc_bytes;
     if (ring.publish() == EventRing::Push::kHalfFull) session_state::wake_drain();
   }
