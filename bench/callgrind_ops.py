@@ -186,6 +186,7 @@ def main():
     parser.add_argument("--ddp-steps", type=int, default=0,
                         help="also P8c: this many steps of P8's model per mode (0: not run)")
     parser.add_argument("--only-ddp-step", action="store_true", help="only P8c")
+    parser.add_argument("--modes", help="only these modes (comma-separated; default: all)")
     args = parser.parse_args()
     if args.child:
         child(args.child, args.what, args.count)
@@ -202,6 +203,8 @@ def main():
         jobs += [(m, "whole", n) for m in WHOLE_RUN_MODES for n in (args.whole_ops // 2, args.whole_ops)]
     if args.ddp_steps > 0 or args.only_ddp_step:
         jobs += [(m, "ddpstep", args.ddp_steps or 20) for m in CALLGRIND_DDP_STEP_MODES]
+    if args.modes:
+        jobs = [job for job in jobs if job[0] in args.modes.split(",")]
     try:
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             done = list(pool.map(lambda job: run(*job, outdir), jobs))

@@ -15,6 +15,7 @@ class Mode(NamedTuple):
     traced: bool = False  # FQNTRACE=<tmp>.json
     flops: bool = False   # FQNTRACE_FLOPS=1
     rank_of_two: bool = False  # WORLD_SIZE=2 RANK=0: what a rank of a 2-rank job runs with
+    sample: float = 1.0   # FQNTRACE_SAMPLE (docs/sampling.md)
 
 
 MODES = (
@@ -29,6 +30,9 @@ MODES = (
     Mode("fqntrace_flops", "fqntrace, FQNTRACE_FLOPS=1",
          "the same with FQNTRACE_FLOPS=1 (the callback asks for op inputs to count FLOPs)",
          traced=True, flops=True),
+    Mode("fqntrace_sampled", "fqntrace, FQNTRACE_SAMPLE=0.01 (sampled)",
+         "FQNTRACE=<tmp>.json with FQNTRACE_SAMPLE=0.01: 1 op in 100 recorded (docs/sampling.md)",
+         traced=True, sample=0.01),
     Mode("fqntrace_rank", "fqntrace as a rank of a 2-rank job sees it (op inputs asked for)",
          "the same with WORLD_SIZE=2 RANK=0 (no process group): the callback asks for every op's "
          "inputs, as in a distributed job, for the collectives' bytes", traced=True, rank_of_two=True),
@@ -47,10 +51,11 @@ LABELS_BY_MODE = {mode.name: mode.label for mode in MODES}
 
 # Which modes each benchmark runs. P1 runs all but fqntrace_rank (P6 is P1's loaded_off beside
 # the baseline).
-P1_MODES = tuple(name for name in NAMES if name != "fqntrace_rank")
+P1_MODES = tuple(name for name in NAMES if name not in ("fqntrace_rank", "fqntrace_sampled"))
 P2_MODES = ("baseline", "fqntrace")
-CALLGRIND_OPS_MODES = ("baseline", "loaded_off", "empty", "fqntrace", "fqntrace_flops", "profiler")
-CALLGRIND_MLP_MODES = ("baseline", "empty", "fqntrace", "fqntrace_nohooks")
+CALLGRIND_OPS_MODES = ("baseline", "loaded_off", "empty", "fqntrace", "fqntrace_flops",
+                       "fqntrace_sampled", "profiler")
+CALLGRIND_MLP_MODES = ("baseline", "empty", "fqntrace", "fqntrace_nohooks", "fqntrace_sampled")
 # P8c: the DDP benchmark's model step in one process, by instructions (what P8's wall time hides).
 CALLGRIND_DDP_STEP_MODES = ("baseline", "empty", "fqntrace", "fqntrace_rank")
 
@@ -79,6 +84,8 @@ def environment(mode, trace_path):
     env = {"FQNTRACE": trace_path, "FQNTRACE_FLOPS": "1" if BY_NAME[mode].flops else "0"}
     if BY_NAME[mode].rank_of_two:
         env.update(WORLD_SIZE="2", RANK="0")
+    if BY_NAME[mode].sample < 1:
+        env["FQNTRACE_SAMPLE"] = repr(BY_NAME[mode].sample)
     return env
 
 # bench/cli_bench.py's bound on a verb's peak RSS (issue 24), also in its table's header.

@@ -228,7 +228,30 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
                           + "; a wait for a core is not in it (Global's forward has none)"))
     if show_flops:
         lines.append(line("GFLOPs: FLOPs of the module and its submodules, all phases shown"))
+    lines.extend(line(text) for text in sampled_notes(summary))
     return lines
+
+
+def _printable(text):
+    """A name read from a trace, shown on a terminal: control characters as escapes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def sampled_notes(summary):
+    """What a sampled trace's numbers are (docs/sampling.md); nothing for a full trace."""
+    p = summary.get("sample")
+    if not isinstance(p, (int, float)) or isinstance(p, bool):
+        return []
+    out = [f"sampled trace (FQNTRACE_SAMPLE={p:g}): a module's time is its scopes' own wall time "
+           "(fwd) and its autograd nodes' time (bwd), both complete; ops and GFLOPs are the "
+           f"sampled ops x {1 / p:g}"]
+    for fqn, entry in summary.get("modules", {}).items():
+        for phase in PHASES:
+            ci = (entry.get(phase) or {}).get("estimate_ci_ms")
+            if isinstance(ci, (int, float)) and ci > 0:
+                out.append(f"{_printable(fqn)} {phase}: includes ops outside any module or scope, estimated "
+                           f"from the sampled ones: ±{ci:.3f} ms (95 %) over the whole run")
+    return out
 
 
 def _spread(entry):

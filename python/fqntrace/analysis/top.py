@@ -26,6 +26,7 @@ import select
 import sys
 import time
 
+from fqntrace.analysis import sampled as sampled_trace
 from fqntrace.analysis import stats, step_times, summarize, trace_events, tracestream
 from fqntrace.analysis.errors import TraceError
 from fqntrace.analysis.trace_events import PHASES
@@ -550,6 +551,11 @@ def render(sources, view, window_s, rate, width=None):
     if behind > 1 << 20:
         notes.append(Text(f"reading {behind / (1 << 20):.0f} MiB behind the writer (the job "
                           "writes events faster than this view reads them)", style="yellow"))
+    sampled = [s for s in ordered if sampled_trace.sample_of(s.follower.header) is not None]
+    if sampled:
+        notes.append(Text(f"{len(sampled)} of the traces are sampled (FQNTRACE_SAMPLE): top counts "
+                          "the ops they hold, a fraction of the job's; `python -m fqntrace summary` "
+                          "gives their module times", style="yellow"))
     bad = sum(s.follower.bad_lines for s in ordered)
     if bad:
         notes.append(Text(f"{bad} lines were not valid JSON and were skipped", style="yellow"))

@@ -1,0 +1,211 @@
+"""FQNTRACE_SAMPLE=p (docs/sampling.md): ops are recorded with probability p through torch's own
+sampling; module scopes, steps, user scopes and every autograd node stay complete, each node
+still finds its module, and every verb reads the trace. Real runs of the demo transformer, full
+and sampled, compared event by event; the summary's rules on a hand-made trace."""
+import collections
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fqntrace.analysis import sampled, tracestream
+
+P = 0.05
+STEPS = 12
+
+
+def _demo(path, **env):
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
+    full_env.update({"FQNTRACE": str(path), **env})
+    proc = subprocess.run([sys.executable, "-m", "fqntrace.demo", "--steps", str(STEPS)],
+                          env=full_env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def _events(path):
+    with tracestream.TraceStream(str(path)) as stream:
+        events = [e for batch, _ in stream.batches() for e in batch]
+        return stream.header, events
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The same program traced three ways: full, sampled, sampled without module spans (then
+    every node is written)."""
+    d = tmp_path_factory.mktemp("sampled")
+    out = {"full": d / "full.jsonl", "sampled": d / "sampled.jsonl", "nospans": d / "nospans.jsonl"}
+    _demo(out["full"])
+    _demo(out["sampled"], FQNTRACE_SAMPLE=str(P))
+    _demo(out["nospans"], FQNTRACE_SAMPLE=str(P), FQNTRACE_MODULE_SPANS="0")
+    return {k: (path, *_events(path)) for k, path in out.items()}
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "fqntrace", *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def _ops(events):
+    return [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"
+            and "Fwd thread id" not in e["args"]]
+
+
+def _nodes(events):
+    return [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"
+            and "Fwd thread id" in e["args"] and not e["name"].startswith("autograd::engine")]
+
+
+def _modules(events):
+    return collections.Counter((e["args"]["fqn"], e["args"]["phase"]) for e in events
+                               if e.get("cat") == "user_annotation" and "module_type" in e["args"])
+
+
+def test_the_header_says_p_and_the_trace_validates(runs):
+    _, header, _ = runs["sampled"]
+    assert header["sample"] == P and header["sampleNodeSpans"] is True
+    assert runs["nospans"][1]["sample"] == P and "sampleNodeSpans" not in runs["nospans"][1]
+    assert "sample" not in runs["full"][1]
+    for key in runs:
+        proc = _cli("validate", runs[key][0])
+        assert proc.returncode == 0 and proc.stdout.startswith("ok:"), (key, proc.stdout, proc.stderr)
+
+
+def test_ops_are_sampled_and_the_structure_is_complete(runs):
+    _, _, full = runs["full"]
+    _, _, samp = runs["sampled"]
+    ratio = len(_ops(samp)) / len(_ops(full))
+    assert P / 2 < ratio < 2 * P, (len(_ops(samp)), len(_ops(full)))
+    # every module call, forward and step, as in the full trace
+    assert _modules(samp) == _modules(full)
+    steps = lambda events: sorted(e["name"] for e in events if e.get("name", "").startswith("ProfilerStep#"))
+    assert steps(samp) == steps(full) and len(steps(full)) == STEPS
+    # a fraction of the nodes is written; the backward spans carry all their time
+    assert 0 < len(_nodes(samp)) < len(_nodes(full)) / 2
+    spans = [e for e in samp if e.get("cat") == "module_span" and e["args"]["phase"] == "backward"]
+    leaves = [e for e in spans if e["args"].get("module_type") in ("Linear", "LayerNorm", "Embedding")]
+    assert leaves and all(isinstance(e["args"].get("node_ns"), int) and e["args"]["node_ns"] > 0
+                          for e in leaves)
+    # ops outside every recorded range say how deep they lie on the stack
+    loose = [e for e in _ops(samp) if e["args"]["depth"] == 0 and e["args"]["fqn"] == "Global"
+             and e["args"]["phase"] == "forward"]
+    assert loose and all(isinstance(e["args"].get("stack_depth"), int) for e in loose)
+
+
+def test_every_node_finds_its_module_without_the_forward_ops(runs):
+    """Without spans every node is written: each one names the module the full trace names for
+    it, though 95 % of the forward ops that created them were never seen."""
+    _, _, full = runs["full"]
+    _, _, nospans = runs["nospans"]
+    key = lambda events: collections.Counter((e["name"], e["args"]["fqn"]) for e in _nodes(events))
+    assert key(nospans) == key(full)
+    assert sum(n for (_, fqn), n in key(full).items() if fqn != "Global") > 0.9 * len(_nodes(full))
+    # with spans, the written nodes are a sample of the same pairs
+    assert set(key(runs["sampled"][2])) <= set(key(full))
+
+
+def test_the_summary_counts_the_complete_ranges(runs):
+    full = json.loads(_cli("summary", runs["full"][0], "--json").stdout)
+    proc = _cli("summary", runs["sampled"][0], "--json")
+    samp = json.loads(proc.stdout)
+    assert samp["sample"] == P and "sample" not in full
+    for fqn, entry in full["modules"].items():
+        if entry["calls"]:
+            assert samp["modules"][fqn]["calls"] == entry["calls"], fqn
+        if entry["backward"]["self_ms"] > 0 and fqn != "Global":
+            assert samp["modules"][fqn]["backward"]["self_ms"] > 0, fqn
+    # ops are scaled back: within a factor 2 of the full count (thousands sampled)
+    ops = lambda s: sum(m[p]["self_ops"] for m in s["modules"].values() for p in ("forward", "backward"))
+    assert 0.5 < ops(samp) / ops(full) < 2
+    text = _cli("summary", runs["sampled"][0]).stdout
+    assert f"sampled trace (FQNTRACE_SAMPLE={P:g})" in text
+
+
+def test_every_verb_reads_a_sampled_trace(runs, tmp_path):
+    path = runs["sampled"][0]
+    for args in (["report", path, "-o", tmp_path / "r.html"],
+                 ["report", runs["full"][0], path, "-o", tmp_path / "d.html"],
+                 ["diff", path, path], ["top", path, "--once"],
+                 ["repair", path, "-o", tmp_path / "rep.jsonl"], ["summary", path, path]):
+        proc = _cli(*args)
+        assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
+    assert "sampled (FQNTRACE_SAMPLE)" in _cli("top", path, "--once").stdout
+
+
+def test_a_bad_value_is_one_line_and_the_full_trace(tmp_path, run):
+    path = tmp_path / "t.jsonl"
+    proc = run("import torch\nm = torch.nn.Linear(4, 4)\nm(torch.ones(2, 4)).sum().backward()\n",
+               env_extra={"FQNTRACE": str(path), "FQNTRACE_SAMPLE": "2"}, check_rc=0)
+    lines = [l for l in proc.stderr.splitlines() if "FQNTRACE_SAMPLE" in l]
+    assert len(lines) == 1 and "is not a probability in (0, 1]; every op is traced" in lines[0]
+    header, events = _events(path)
+    assert "sample" not in header and _ops(events)
+
+
+def test_profile_takes_sample(tmp_path, run):
+    code = f"""
+import fqntrace, torch
+m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+with fqntrace.profile({str(tmp_path / 't.jsonl')!r}, sample=0.25) as path:
+    for _ in range(3):
+        m(torch.ones(2, 8)).sum().backward()
+try:
+    with fqntrace.profile({str(tmp_path / 'u.jsonl')!r}, sample=0):
+        pass
+except ValueError as e:
+    print("refused:", e)
+"""
+    proc = run(code, check_rc=0)
+    assert "refused: fqntrace: sample=0 is not a probability in (0, 1]" in proc.stdout
+    header, events = _events(tmp_path / "t.jsonl")
+    assert header["sample"] == 0.25
+    assert _modules(events)[("Sequential", "forward")] == 3
+    assert not (tmp_path / "u.jsonl").exists()
+
+
+def _x(name, ts, dur, fqn, phase="forward", depth=0, cat="cpu_op", tid=1, **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
+            "args": {"fqn": fqn, "phase": phase, "depth": depth, **args}}
+
+
+def test_the_rules_on_a_hand_made_trace():
+    """Forward: a scope's own wall time; backward: the spans' node time, and a Global node's own;
+    outside everything: sampled ops at dur/p, nested ones (by stack depth, or inside a sampled
+    op) not counted again; the optimizer's scope by its wall time."""
+    p = 0.1
+    events = [
+        # forward (end order): M.a inside M
+        _x("aten::mm", 12, 2, "M.a", depth=2),
+        _x("nn.Module: M.a", 10, 5, "M.a", depth=1, cat="user_annotation", module_type="A"),
+        _x("nn.Module: M", 5, 20, "M", cat="user_annotation", module_type="M"),
+        # the loss, outside every module: one op the program called, its nested op sampled
+        # (deeper on the stack), and an op inside it sampled too (enclosed: not counted again)
+        _x("aten::_log_softmax", 30, 3, "Global", stack_depth=6480),
+        _x("aten::x", 41, 1, "Global", depth=1),
+        _x("aten::cross_entropy_loss", 40, 4, "Global", stack_depth=5360),
+        # backward: a Global node written, module nodes through the span
+        _x("NllLossBackward0", 50, 2, "Global", phase="backward", **{"Fwd thread id": 1}),
+        _x("MmBackward0", 60, 3, "M.a", phase="backward", **{"Fwd thread id": 1}),
+        {"ph": "X", "cat": "module_span", "name": "nn.Module: M.a", "pid": 1, "tid": 99,
+         "ts": 55, "dur": 10, "args": {"fqn": "M.a", "phase": "backward", "module_type": "A",
+                                       "node_ns": 7000, "depth": 1}},
+        # the optimizer: a user scope outside every module, with an op inside
+        _x("aten::add_", 71, 1, "Global", depth=1),
+        _x("Optimizer.step#SGD.step", 70, 6, "Global", cat="user_annotation"),
+    ]
+    acc = sampled.SampledSummary(p, node_spans=True)
+    for e in events:
+        acc.add(e)
+    out = acc.result({"sample": p}, {}, False, "x")
+    m = out["modules"]
+    assert m["M.a"]["forward"]["self_ms"] == 0.005
+    assert m["M"]["forward"]["self_ms"] == 0.015  # 20 less M.a's 5
+    assert m["M.a"]["backward"]["self_ms"] == 0.007  # the span's node_ns, not the node's 3 us
+    # Global forward: the loss op at 4/p = 40 us, the optimizer's scope 6 us
+    assert m["Global"]["forward"]["self_ms"] == pytest.approx(0.046)
+    assert m["Global"]["backward"]["self_ms"] == 0.002
+    assert m["Global"]["forward"]["estimate_ci_ms"] > 0
+    assert "estimate_ci_ms" not in m["M"]["forward"]
+    assert out["sample"] == p
