@@ -46,6 +46,10 @@ def child(mode, what, count):
             torch.add(a, b)
     elif what == "ddpstep":
         work = ddp_model_step()
+    elif what == "demo":
+        from sample_cost import demo_step
+
+        work = demo_step()
     else:
         model, x = run_mode.make_mlp()
 
@@ -55,7 +59,7 @@ def child(mode, what, count):
     # torch.profiler is scoped: entered before the warm-up, left after the count (what it does at
     # exit, collecting its events, is not counted: its cost is measured while it records).
     with run_mode.measuring(mode):
-        for _ in range(10 if what == "ddpstep" else max(200, count // 10)):
+        for _ in range(10 if what in ("ddpstep", "demo") else max(200, count // 10)):
             work()
         callgrind_switch("on")
         for _ in range(count):
@@ -153,7 +157,7 @@ def run(mode, what, count, outdir):
     main = os.path.join(outdir, next(f for f in files if f.endswith("-01")))
     if what == "whole":  # every thread, the process's whole window
         return what, mode, {"count": count, "ir": sum(totals(os.path.join(outdir, f)) for f in files)}
-    if what == "ddpstep":
+    if what in ("ddpstep", "demo"):
         return what, mode, {"steps": count,
                             "all_threads_ir_per_step": sum(totals(os.path.join(outdir, f)) for f in files) / count,
                             "main_thread_ir_per_step": totals(main) / count}
@@ -172,7 +176,7 @@ def run(mode, what, count, outdir):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child")
-    parser.add_argument("--what", choices=["ops", "mlp", "whole", "ddpstep"], default="ops")
+    parser.add_argument("--what", choices=["ops", "mlp", "whole", "ddpstep", "demo"], default="ops")
     parser.add_argument("--count", type=int, default=20000, help="child: ops or MLP steps")
     parser.add_argument("--ops", type=int, default=20000)
     parser.add_argument("--mlp-steps", type=int, default=200)
@@ -187,6 +191,10 @@ def main():
                         help="also P8c: this many steps of P8's model per mode (0: not run)")
     parser.add_argument("--only-ddp-step", action="store_true", help="only P8c")
     parser.add_argument("--modes", help="only these modes (comma-separated; default: all)")
+    parser.add_argument("--demo-steps", type=int, default=0,
+                        help="also the demo transformer's training step (bench/sample_cost.py), "
+                             "this many steps per mode (0: not run)")
+    parser.add_argument("--only-demo", action="store_true", help="only the demo step")
     args = parser.parse_args()
     if args.child:
         child(args.child, args.what, args.count)
@@ -203,6 +211,10 @@ def main():
         jobs += [(m, "whole", n) for m in WHOLE_RUN_MODES for n in (args.whole_ops // 2, args.whole_ops)]
     if args.ddp_steps > 0 or args.only_ddp_step:
         jobs += [(m, "ddpstep", args.ddp_steps or 20) for m in CALLGRIND_DDP_STEP_MODES]
+    if args.only_demo:
+        jobs = []
+    if args.demo_steps > 0 or args.only_demo:
+        jobs += [(m, "demo", args.demo_steps or 10) for m in CALLGRIND_MLP_MODES]
     if args.modes:
         jobs = [job for job in jobs if job[0] in args.modes.split(",")]
     try:
@@ -214,8 +226,8 @@ def main():
            "mlp": {}}
     whole = {}
     for what, mode, result in done:
-        if what == "ddpstep":
-            out.setdefault("ddp_step", {})[mode] = result
+        if what in ("ddpstep", "demo"):
+            out.setdefault("ddp_step" if what == "ddpstep" else "demo_step", {})[mode] = result
         elif what == "whole":
             whole.setdefault(mode, []).append(result)
         else:

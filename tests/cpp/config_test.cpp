@@ -255,6 +255,14 @@ TEST(ConfigTest, SampleIsAProbabilityOrTheFullTrace) {
               std::string::npos)
         << r.config->warnings[0];
   }
+  // The in-process summary would count the sampled ops only: left out, with one line.
+  r = parse_with("/tmp/t.json", {{"FQNTRACE_SAMPLE", "0.5"}, {"FQNTRACE_FORMATS", "summary,jsonl"}});
+  ASSERT_TRUE(r.config);
+  for (const Output& o : r.config->outputs) EXPECT_NE(o.kind, Output::Kind::kSummary) << o.path;
+  EXPECT_EQ(r.config->outputs.size(), 2u);
+  ASSERT_EQ(r.config->warnings.size(), 1u);
+  EXPECT_NE(r.config->warnings[0].find("FQNTRACE_FORMATS=summary is not written with FQNTRACE_SAMPLE"),
+            std::string::npos);
 }
 
 // A rank at or above the world size is a broken launcher environment: the trace could not say
