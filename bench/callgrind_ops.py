@@ -59,7 +59,7 @@ def child(mode, what, count):
     # torch.profiler is scoped: entered before the warm-up, left after the count (what it does at
     # exit, collecting its events, is not counted: its cost is measured while it records).
     with run_mode.measuring(mode):
-        for _ in range(10 if what in ("ddpstep", "demo") else max(200, count // 10)):
+        for _ in range(3 if what == "demo" else 10 if what == "ddpstep" else max(200, count // 10)):
             work()
         callgrind_switch("on")
         for _ in range(count):

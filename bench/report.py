@@ -390,6 +390,12 @@ def p1_table(results):
 # Why a row misses its target, in a few words; shown only while the row's "met" is no. Re-read
 # them when a run changes a verdict (the analysis is in the document's Notes and docs/history/).
 REASONS = {
+    "sample-mlp": "every autograd node is recorded (~24 a step here, each a RecordFunction and our "
+                  "two callbacks): the price of exact backward times per module; this MLP's ops "
+                  "are so small that its nodes alone cost more than 2 % (docs/sampling.md)",
+    "sample-demo-ab": "by instructions the step gains 0.34 % (row above); the wall time's extra "
+                      "~0.7 ms a step is not in our code (perf: libfqntrace 0.4 % of samples) "
+                      "and was not found this session (docs/sampling.md)",
     "op-empty": "RecordFunction's own cost (the empty observer) dominates; ours carries the "
                 "contract's fields (Notes)",
     "op-ir": "the same: ~290 instructions of two callbacks that carry required fields; trimming "
@@ -433,6 +439,33 @@ BY_HAND = {
          "≤ 3 % (P2)", True, "2026-11-28", "`bench/cpu_time_cost.py`"),
         ("… P1's small MLP step (30 readings a step, ~350 ns each; `FQNTRACE_CPU=0` drops them)",
          "+10.7 µs (+5.8 %)", "—", None, "2026-11-28", "`bench/cpu_time_cost.py`"),
+    ],
+    # FQNTRACE_SAMPLE=0.01 (docs/sampling.md): (row id, what, measured, target, met, date, command)
+    "sample": [
+        ("sample-op", "Sampled mode (`FQNTRACE_SAMPLE=0.01`): loop-thread instructions added per "
+         "tiny op, vs the empty observer's (callgrind)", "−6 vs +592: **≈ 0 %** (the same as "
+         "untraced, within callgrind's run-to-run spread)", "≤ 10 %", True, "2026-11-28",
+         "`bench/callgrind_ops.py --modes baseline,empty,fqntrace_sampled`"),
+        ("sample-mlp", "… P1's small MLP step: loop-thread instructions added per step "
+         "(callgrind; the empty observer +24.9 %, the full trace +32.3 %)",
+         "+122,548 on 1,113,346: **+11.0 %**", "≤ 2 %", False, "2026-11-28",
+         "`bench/callgrind_ops.py --modes baseline,empty,fqntrace,fqntrace_sampled`"),
+        ("sample-demo", "… the demo transformer's training step (2 layers, dim 128), "
+         "instructions per step (callgrind, 4 steps)", "loop thread +805,105 on 235,102,885: "
+         "**+0.34 %**; all threads (the drain included) +0.48 %", "≤ 1 %", True, "2026-11-28",
+         "`bench/callgrind_ops.py --only-demo --demo-steps 4 --modes baseline,fqntrace_sampled`"),
+        ("sample-demo-ab", "… the same step, in-process A/B (480 steps an arm)",
+         "+2.9 % to +4.3 % in five runs (null A/B: −1.4 % and −0.03 %)", "≤ 1 %", False,
+         "2026-11-28", "`bench/sample_cost.py --only cost --blocks 48`"),
+        ("sample-share", "… per-module share of the step's time, 200 steps of the demo, vs a full "
+         "trace of the same program (modules above 2 %)", "worst module **1.13 pp** (1.70 pp "
+         "with Global left out of the whole); Global itself 19.0 → 25.9 %", "≤ 2 pp", True,
+         "2026-11-28", "`bench/sample_cost.py --only accuracy`"),
+        ("sample-nodes", "… backward nodes that name the module the full trace names (Global "
+         "aside)", "27,600 of 27,600: **100 %**", "≥ 99 %", True, "2026-11-28",
+         "`bench/sample_cost.py --only accuracy`"),
+        ("sample-bytes", "… trace bytes per step, vs the full trace's", "17,942 vs 416,068: "
+         "**4.31 %**", "≤ 5 %", True, "2026-11-28", "`bench/sample_cost.py --only accuracy`"),
     ],
 }
 
@@ -521,6 +554,8 @@ def costs_table(results):
             f"**{f(p2['summary']['slowdown_pct'], 1, sign=True)} %**", "≤ 3 %", p2["summary"]["met"])
     for what, measured, target, met, date, command in BY_HAND["cpu"]:
         row("cpu", None, what, measured, target, met, command, date)
+    for rid, what, measured, target, met, date, command in BY_HAND["sample"]:
+        row(rid, None, what, measured, target, met, command, date)
     d = results.get("ddp")
     if d:
         row("ddp", "ddp", "DDP, 2 gloo ranks on 2 cores (P8): in-process A/B, median over jobs",
