@@ -209,3 +209,5 @@ def test_the_rules_on_a_hand_made_trace():
     assert m["Global"]["forward"]["estimate_ci_ms"] > 0
     assert "estimate_ci_ms" not in m["M"]["forward"]
     assert out["sample"] == p
+    # memory stays bounded: an outermost range leaves nothing behind on its thread
+    assert all(not t.walls and not t.nodes for t in acc.threads.values())

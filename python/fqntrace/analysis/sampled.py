@@ -164,7 +164,11 @@ class SampledSummary:
             self._time(e, fqn, phase, start, max(ns - sum(d for _, _, d in inner), 0))
             thread.walls.append((start, end, ns))
         if args.get("depth") == 0:
+            # Nothing written later encloses what came before a range no written range encloses:
+            # a long job's thread keeps nothing from one outermost range to the next.
             self._settle_loose(thread, start, end)
+            thread.walls.clear()
+            thread.nodes.clear()
 
     def _span(self, e):
         """A backward module span: its module's nodes' time, all of them (sampled trace)."""
