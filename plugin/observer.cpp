@@ -145,6 +145,20 @@ thread_local ThreadExit tls_exit_hook;
 
 uint32_t os_thread_id() { return static_cast<uint32_t>(::syscall(SYS_gettid)); }
 
+// The highest address of this thread's stack, 0 if unknown (note_stack_depth). Only sampled
+// sessions ask: for the main thread glibc reads /proc/self/maps to answer.
+uintptr_t stack_top() {
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return 0;
+  void* low = nullptr;
+  size_t size = 0;
+  uintptr_t top = pthread_attr_getstack(&attr, &low, &size) == 0
+                      ? reinterpret_cast<uintptr_t>(low) + size
+                      : 0;
+  pthread_attr_destroy(&attr);
+  return top;
+}
+
 // Slow path: first callback on this thread, or first since a new session started.
 ThreadState* attach(uint64_t generation) {
   if (tls_exited) return nullptr;
@@ -155,15 +169,6 @@ ThreadState* attach(uint64_t generation) {
     ts->os_tid = os_thread_id();
     ts->node_rng = 0x9E3779B97F4A7C15ull ^ (uint64_t{ts->os_tid} << 32) ^ reinterpret_cast<uintptr_t>(ts);
     ts->seq_table = SeqMap::instance().table_for(at::RecordFunction::currentThreadId(), ts->os_tid);
-    pthread_attr_t attr;
-    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-      void* low = nullptr;
-      size_t size = 0;
-      if (pthread_attr_getstack(&attr, &low, &size) == 0) {
-        ts->stack_top = reinterpret_cast<uintptr_t>(low) + size;
-      }
-      pthread_attr_destroy(&attr);
-    }
     tls_state = ts;
   }
   if (ts->buffer == nullptr) {
@@ -171,6 +176,7 @@ ThreadState* attach(uint64_t generation) {
     pthread_getname_np(pthread_self(), name, sizeof(name));
     ts->buffer = session_state::register_buffer(ts->os_tid, name);
   }
+  if (ts->stack_top == 0 && session_state::sampled()) ts->stack_top = stack_top();
   ts->generation = generation;
   ts->depth = 0;  // ranges opened under an earlier session never end here
   ts->step_close_above = 0;
@@ -231,9 +237,8 @@ __attribute__((noinline)) void attribute_to_current_node(Frame& f) {
   uint64_t seq = node->sequence_nr();
   if (seq == UINT64_MAX) {
     fqn = param_owners::of_current_node();  // AccumulateGrad: no sequence number
-  } else if (!SeqMap::instance().lookup(node->thread_id(), static_cast<int64_t>(seq), &fqn, &start,
-                                        &tid)) {
-    fqn = 0;
+  } else {
+    SeqMap::instance().lookup(node->thread_id(), static_cast<int64_t>(seq), &fqn, &start, &tid);
   }
   if (fqn != 0) f.range.fqn_id = fqn;
 }
