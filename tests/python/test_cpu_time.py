@@ -163,10 +163,16 @@ def test_DiffTestsCpuTimeAndNamesTheModuleWithMoreCpuWork(tmp_path, traced):
     spins = next(r for r in rows if r["fqn"] == "Outer.spins")
     assert spins["regressed"] and spins["measure"].startswith("cpu_")
     assert [spins["cpu_ms_base"], spins["cpu_ms_new"]] == row["cpu_ms"]
-    # --measure wall: the same test on the ops' wall time (spinning in Python is no op's time)
+    # --measure wall: the same test on the ops' wall time. Spinning in Python is no op's time:
+    # the 1.8 ms more spin per step is not in what is tested. (Whether the gate passes is not
+    # asserted: Outer.spins' own op is a ~20 us `mul`, and a run beside another CI job once
+    # slowed it by more than the threshold, the whole interval over it.)
     code, result = gate(traced, slow, "--measure", "wall")
     assert not result["measure"].startswith("cpu_")
-    assert "Outer.spins" not in result["regressions"]
+    row = next(r for r in result["rows"] if r["fqn"] == "Outer.spins")
+    assert row["measure"] in ("ms", "speed_corrected") and "cpu_ms" not in row
+    assert max(row["self_ms"]) < 0.25 * SPIN_MS, row
+    assert abs(row["change_ms"]) < 0.25 * (SPIN_MS * 1.6 - SPIN_MS), row
 
 
 def test_CpuReadingsOffWithFqntraceCpu0AndDiffFallsBackToWallTime(tmp_path, traced, run):
