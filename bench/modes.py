@@ -25,6 +25,11 @@ MODES = (
          "libfqntrace.so loaded with FQNTRACE unset: no session, no callback (P6)"),
     Mode("empty", "empty observer (the limit)",
          "bench/empty_observer: one global callback that does nothing"),
+    Mode("empty_sampled", "empty observer shaped as the sampled mode (its limit)",
+         "bench/empty_observer/empty_sampled_observer: the two callbacks FQNTRACE_SAMPLE=0.01 "
+         "installs (ops sampled at 0.01; nodes and user scopes unsampled), doing nothing"),
+    Mode("empty_sampled_ops", "empty observer on ops alone, sampled at 0.01 (any op sampler's limit)",
+         "the same with FQNTRACE_BENCH_EMPTY_NODES=0: only the ops callback, sampled at 0.01"),
     Mode("fqntrace", "**fqntrace** (FQNTRACE set; FLOPs off: default)",
          "FQNTRACE=<tmp>.json (FLOPs off, the default)", traced=True),
     Mode("fqntrace_flops", "fqntrace, FQNTRACE_FLOPS=1",
@@ -51,11 +56,13 @@ LABELS_BY_MODE = {mode.name: mode.label for mode in MODES}
 
 # Which modes each benchmark runs. P1 runs all but fqntrace_rank (P6 is P1's loaded_off beside
 # the baseline).
-P1_MODES = tuple(name for name in NAMES if name not in ("fqntrace_rank", "fqntrace_sampled"))
+P1_MODES = tuple(name for name in NAMES if name not in ("fqntrace_rank", "fqntrace_sampled",
+                                                        "empty_sampled", "empty_sampled_ops"))
 P2_MODES = ("baseline", "fqntrace")
 CALLGRIND_OPS_MODES = ("baseline", "loaded_off", "empty", "fqntrace", "fqntrace_flops",
                        "fqntrace_sampled", "profiler")
-CALLGRIND_MLP_MODES = ("baseline", "empty", "fqntrace", "fqntrace_nohooks", "fqntrace_sampled")
+CALLGRIND_MLP_MODES = ("baseline", "empty", "fqntrace", "fqntrace_nohooks", "fqntrace_sampled",
+                       "empty_sampled", "empty_sampled_ops")
 # P8c: the DDP benchmark's model step in one process, by instructions (what P8's wall time hides).
 CALLGRIND_DDP_STEP_MODES = ("baseline", "empty", "fqntrace", "fqntrace_rank")
 

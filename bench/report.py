@@ -390,12 +390,13 @@ def p1_table(results):
 # Why a row misses its target, in a few words; shown only while the row's "met" is no. Re-read
 # them when a run changes a verdict (the analysis is in the document's Notes and docs/history/).
 REASONS = {
-    "sample-mlp": "every autograd node is recorded (~24 a step here, each a RecordFunction and our "
-                  "two callbacks): the price of exact backward times per module; this MLP's ops "
-                  "are so small that its nodes alone cost more than 2 % (docs/sampling.md)",
-    "sample-demo-ab": "by instructions the step gains 0.34 % (row above); the wall time's extra "
-                      "~0.7 ms a step is not in our code (perf: libfqntrace 0.4 % of samples) "
-                      "and was not found this session (docs/sampling.md)",
+    "sample-mlp": "below torch's own limit: callbacks that do nothing, installed as the sampled "
+                  "mode installs them, add +9.8 % here (next row), ops sampled alone +4.7 %: the "
+                  "autograd engine rebuilds every scope's callback list twice per node "
+                  "(docs/sampling.md)",
+    "sample-demo-ab": "the sampled mode's callbacks doing nothing already add +1.0 to +1.9 % "
+                      "here, ops sampled alone +0.7 to +0.9 % (next row); fqntrace's own work is "
+                      "the ~2 points above that (docs/sampling.md)",
     "op-empty": "RecordFunction's own cost (the empty observer) dominates; ours carries the "
                 "contract's fields (Notes)",
     "op-ir": "the same: ~290 instructions of two callbacks that carry required fields; trimming "
@@ -450,13 +451,21 @@ BY_HAND = {
          "(callgrind; the empty observer +24.9 %, the full trace +32.3 %)",
          "+122,548 on 1,113,346: **+11.0 %**", "≤ 2 %", False, "2026-11-28",
          "`bench/callgrind_ops.py --modes baseline,empty,fqntrace,fqntrace_sampled`"),
+        ("sample-mlp-limit", "… the limit under it: the sampled mode's two callbacks doing "
+         "nothing (`empty_sampled`); one callback on ops alone, sampled at 0.01, doing nothing "
+         "(`empty_sampled_ops`, the least any op sampler costs)", "+108,737 (**+9.8 %**); +52,210 (+4.7 %)", "—", None,
+         "2026-11-29", "`bench/callgrind_ops.py --modes baseline,empty_sampled,empty_sampled_ops`"),
         ("sample-demo", "… the demo transformer's training step (2 layers, dim 128), "
          "instructions per step (callgrind, 4 steps)", "loop thread +805,105 on 235,102,885: "
          "**+0.34 %**; all threads (the drain included) +0.48 %", "≤ 1 %", True, "2026-11-28",
          "`bench/callgrind_ops.py --only-demo --demo-steps 4 --modes baseline,fqntrace_sampled`"),
         ("sample-demo-ab", "… the same step, in-process A/B (480 steps an arm)",
-         "+2.9 % to +4.3 % in five runs (null A/B: −1.4 % and −0.03 %)", "≤ 1 %", False,
-         "2026-11-28", "`bench/sample_cost.py --only cost --blocks 48`"),
+         "+2.9 % to +4.3 % in five runs, +3.3 % and +4.2 % on 2026-11-29 (null A/B: −1.4 % "
+         "and −0.03 %)", "≤ 1 %", False, "2026-11-28", "`bench/sample_cost.py --only cost --blocks 48`"),
+        ("sample-demo-limit", "… the limit under it, the same A/B with the sampled mode's "
+         "callbacks doing nothing in place of the trace; with the ops callback alone",
+         "+1.0 %, +1.3 %, +1.9 %; +0.7 %, +0.9 %", "—", None, "2026-11-29",
+         "`bench/sample_cost.py --only cost --floor --blocks 48` (`FQNTRACE_BENCH_EMPTY_NODES=0`)"),
         ("sample-share", "… per-module share of the step's time, 200 steps of the demo, vs a full "
          "trace of the same program (modules above 2 %)", "worst module **1.13 pp** (1.70 pp "
          "with Global left out of the whole); Global itself 19.0 → 25.9 %", "≤ 2 pp", True,

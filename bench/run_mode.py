@@ -108,8 +108,11 @@ def set_up(mode):
         assert not facts["running"], "fqntrace runs a session although FQNTRACE is unset"
     if mode == "empty":
         torch.ops.load_library(os.path.join(HELPER_DIR, "libempty_observer.so"))
+    if mode in ("empty_sampled", "empty_sampled_ops"):
+        os.environ["FQNTRACE_BENCH_EMPTY_NODES"] = "1" if mode == "empty_sampled" else "0"
+        torch.ops.load_library(os.path.join(HELPER_DIR, "libempty_sampled_observer.so"))
     facts.update(probe())
-    expect_callback = mode == "empty" or traced
+    expect_callback = mode.startswith("empty") or traced
     assert facts["global_callbacks"] == expect_callback, (mode, facts)
     return facts
 

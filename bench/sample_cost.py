@@ -3,11 +3,14 @@ come to a full trace's, on the demo transformer (fqntrace.demo: TinyTransformer,
 dim 128, batch 8, AdamW, one thread).
 
     .venv/bin/python bench/sample_cost.py [--p 0.01] [--blocks 32] [--steps 20] [--run-steps 200] [--json]
+                                          [--null | --floor]
 
 Cost: in one process, blocks of training steps alternate between untraced and traced with
 fqntrace.profile(sample=p), in the order A B B A A B B A ..., so both arms share the machine's
 noise of the moment; each block's first step is not timed (a session's start). --null traces
-both arms: the A/B's own noise floor.
+both arms: the A/B's own noise floor. --floor puts, in place of the trace, the callbacks the
+sampled mode installs doing nothing (bench/empty_observer's empty_sampled_observer): what torch
+charges before fqntrace does anything.
 
 Accuracy: the demo run --run-steps steps three times, each in its own process: a full trace, a
 sampled one, and a sampled one without module spans (every node is then written). Reported:
@@ -50,8 +53,29 @@ def demo_step():
     return step
 
 
-def cost(p, blocks, steps, folder, null=False):
+class EmptySampledObserver:
+    """The sampled mode's callbacks doing nothing, put in and taken out around a block."""
+
+    def __init__(self, p):
+        import ctypes
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from run_mode import HELPER_DIR
+        os.environ["FQNTRACE_BENCH_SAMPLE"] = repr(p)
+        path = os.path.join(HELPER_DIR, "libempty_sampled_observer.so")
+        torch.ops.load_library(path)  # installs at load: taken out until a block wants it
+        self.lib = ctypes.CDLL(path)
+        self.lib.fqntrace_bench_empty_sampled_remove()
+
+    def __enter__(self):
+        self.lib.fqntrace_bench_empty_sampled_install()
+
+    def __exit__(self, *exc):
+        self.lib.fqntrace_bench_empty_sampled_remove()
+
+
+def cost(p, blocks, steps, folder, null=False, floor=False):
     step = demo_step()
+    empty = EmptySampledObserver(p) if floor else None
     for _ in range(5):
         step()
     arms = {"traced": [], "untraced": []}
@@ -59,13 +83,14 @@ def cost(p, blocks, steps, folder, null=False):
         arm = "traced" if block % 4 in (0, 3) else "untraced"
         if arm == "traced" or null:
             path = os.path.join(folder, f"block{block}.jsonl")
-            with fqntrace.profile(path, sample=p):
+            with empty if floor else fqntrace.profile(path, sample=p):
                 step()  # the session's first step is not timed
                 for _ in range(steps):
                     t0 = time.perf_counter_ns()
                     step()
                     arms[arm].append(time.perf_counter_ns() - t0)
-            os.remove(path)
+            if not floor:
+                os.remove(path)
         else:
             step()
             for _ in range(steps):
@@ -76,7 +101,7 @@ def cost(p, blocks, steps, folder, null=False):
     untraced = statistics.median(arms["untraced"]) / 1e6
     return {"p": p, "steps_per_arm": len(arms["traced"]), "traced_ms": round(traced, 3),
             "untraced_ms": round(untraced, 3), "added_pct": round(100 * (traced - untraced) / untraced, 2),
-            "null": null}
+            "null": null, "floor": floor}
 
 
 def run_demo(path, steps, **env):
@@ -139,6 +164,8 @@ def main():
     parser.add_argument("--steps", type=int, default=20, help="steps per A/B block")
     parser.add_argument("--run-steps", type=int, default=200, help="steps of each accuracy run")
     parser.add_argument("--null", action="store_true", help="both A/B arms traced")
+    parser.add_argument("--floor", action="store_true",
+                        help="the traced arm runs the sampled mode's callbacks doing nothing")
     parser.add_argument("--only", choices=["cost", "accuracy"])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -148,7 +175,7 @@ def main():
     results = {}
     with tempfile.TemporaryDirectory(prefix="fqntrace-sample-") as folder:
         if args.only != "accuracy":
-            results["cost"] = cost(args.p, args.blocks, args.steps, folder, args.null)
+            results["cost"] = cost(args.p, args.blocks, args.steps, folder, args.null, args.floor)
         if args.only != "cost":
             results["accuracy"] = accuracy(args.p, args.run_steps, folder)
     if args.json:
@@ -157,7 +184,8 @@ def main():
     if "cost" in results:
         c = results["cost"]
         print(f"demo step, in-process A/B ({c['steps_per_arm']} steps an arm{', null' if c['null'] else ''}): "
-              f"untraced {c['untraced_ms']} ms, sampled p={c['p']} {c['traced_ms']} ms: "
+              f"untraced {c['untraced_ms']} ms, "
+              f"{'empty callbacks' if c['floor'] else 'sampled'} p={c['p']} {c['traced_ms']} ms: "
               f"{c['added_pct']:+.2f} %")
     if "accuracy" in results:
         a = results["accuracy"]

@@ -51,7 +51,7 @@ if [ ! -f "$HELPERS/build.ninja" ]; then
     || { cat "$HELPERS/cmake-configure.log" >&2; exit 1; }
 fi
 cmake --build "$HELPERS" >/dev/null
-for lib in libempty_observer.so libcallback_probe.so; do
+for lib in libempty_observer.so libempty_sampled_observer.so libcallback_probe.so; do
   [ -f "$HELPERS/$lib" ] || { echo "[bench] $HELPERS/$lib was not built" >&2; exit 1; }
 done
 command -v valgrind >/dev/null || log "valgrind not found: the instruction counts are skipped"
