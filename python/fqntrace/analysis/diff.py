@@ -523,7 +523,7 @@ def render(result, limit=None):
             f"  (not significantly over {result['threshold_pct']:g}%)" if tested and both
             and r["significant"] is not None and result["threshold_pct"] is not None
             and r["gated"] and (r["change_pct"] or 0) > result["threshold_pct"] else "")
-        cells.append(" " + r["fqn"] + mark[r["status"]] + flag)
+        cells.append(" " + trace_events.printable(r["fqn"]) + mark[r["status"]] + flag)
         lines.append(" ".join(cells))
     if limit is not None and len(rows) > limit:
         lines.append(f"... {len(rows) - limit} more modules (--all shows every one)")

@@ -13,7 +13,7 @@ import re
 import sys
 
 from fqntrace.analysis import step_times, trace_events
-from fqntrace.analysis.trace_events import PHASES
+from fqntrace.analysis.trace_events import PHASES, printable
 
 PHASE_SHORT = {"forward": "fwd", "backward": "bwd", "recompute": "recomp"}
 TABLE_WIDTH = 100
@@ -124,7 +124,8 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
         return _fit(text, width, ell) if cut_lines else text
 
     num_w, pct_w, ops_w, calls_w, gf_w = 9, 6, 8, 6, 8
-    type_w = min(16, max([4] + [len(str((n.entry or {}).get("module_type") or "")) for n in rows]))
+    type_w = min(16, max([4] + [len(printable((n.entry or {}).get("module_type") or ""))
+                                for n in rows]))
     # GFLOPs only when the trace counted them (FQNTRACE_FLOPS=1).
     show_flops = any(_phase_value(r, p, "flops") for r in roots for p in phases)
     spread_w = 6  # "±%" of a per-step table: the module's step-to-step spread, "!" when noisy
@@ -142,7 +143,7 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
     for node in rows:
         indent = "  " * min(node.depth, 12)
         label = node.fqn if node.depth == 0 else node.fqn.rsplit(".", 1)[-1]
-        labels.append((indent, label))
+        labels.append((indent, printable(label)))
     name_w = max([len("module")] + [len(i) + len(l) for i, l in labels])
     name_w = max(len("module"), min(name_w, width - fixed))
 
@@ -158,7 +159,7 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
     lines = []
     rank = summary.get("rank")
     total_by_phase = {p: sum(_phase_value(r, p, time_field) for r in roots) for p in PHASES}
-    title = os.path.basename(str(summary.get("trace") or "trace"))
+    title = printable(os.path.basename(str(summary.get("trace") or "trace")))
     if isinstance(summary.get("ranks"), list):
         title = f"merged trace, {len(summary['ranks'])} ranks summed"
     elif rank is not None:
@@ -189,7 +190,7 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
         ops = sum(_phase_value(node, p, "ops") for p in phases)
         pct = 100.0 * sum(values) / step_ms if step_ms else 0.0
         name = indent + _fit(label, max(1, name_w - len(indent)), ell)
-        module_type = _fit(str(entry.get("module_type") or ""), type_w, ell)
+        module_type = _fit(printable(entry.get("module_type") or ""), type_w, ell)
         cells = [name.ljust(name_w), module_type.ljust(type_w)]
         cells += [_format_ms(v, num_w).rjust(num_w) for v in values]
         if show_device:
@@ -232,11 +233,6 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
     return lines
 
 
-def _printable(text):
-    """A name read from a trace, shown on a terminal: control characters as escapes."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def sampled_notes(summary):
     """What a sampled trace's numbers are (docs/sampling.md); nothing for a full trace."""
     p = summary.get("sample")
@@ -249,7 +245,7 @@ def sampled_notes(summary):
         for phase in PHASES:
             ci = (entry.get(phase) or {}).get("estimate_ci_ms")
             if isinstance(ci, (int, float)) and ci > 0:
-                out.append(f"{_printable(fqn)} {phase}: includes ops outside any module or scope, estimated "
+                out.append(f"{printable(fqn)} {phase}: includes ops outside any module or scope, estimated "
                            f"from the sampled ones: ±{ci:.3f} ms (95 %) over the whole run")
     return out
 
@@ -298,8 +294,8 @@ def render_cross_rank(result, depth=None, width=TABLE_WIDTH):
     for p in phases:
         heads += [f"{PHASE_SHORT[p]} med", f"{PHASE_SHORT[p]} max"]
     fixed = (num_w + 1) * (len(heads) + len(comm_heads)) + slow_w + 1
-    labels = [("  " * min(n.depth, 12), n.fqn if n.depth == 0 else n.fqn.rsplit(".", 1)[-1])
-              for n in rows]
+    labels = [("  " * min(n.depth, 12),
+               printable(n.fqn if n.depth == 0 else n.fqn.rsplit(".", 1)[-1])) for n in rows]
     name_w = max([len("module")] + [len(i) + len(l) for i, l in labels])
     name_w = max(len("module"), min(name_w, width - fixed))
 
@@ -310,7 +306,7 @@ def render_cross_rank(result, depth=None, width=TABLE_WIDTH):
                   width, ell)]
     s = result.get("straggler")
     if s:
-        lines.append(_fit(f"straggler: rank {s['rank']} in {s['module']} ({s['phase']}): "
+        lines.append(_fit(f"straggler: rank {s['rank']} in {printable(s['module'])} ({s['phase']}): "
                           f"+{s['over_median_ms']:.3f} ms own op time over the ranks' median",
                           width, ell))
     if result.get("complete") is False or any(_number(v) for v in
@@ -427,10 +423,11 @@ def render_memory_table(summary, depth=None, width=TABLE_WIDTH):
     cell = 12
     name_width = max(width - cell * len(MEMORY_COLUMNS), 16)
     ell = _ellipsis()
-    lines = [f"Memory per module: {summary.get('trace', '')}",
+    lines = [f"Memory per module: {printable(summary.get('trace', ''))}",
              "module".ljust(name_width) + "".join(h.rjust(cell) for _, _, h in MEMORY_COLUMNS)]
     for node in rows:
-        label = "  " * node.depth + (node.fqn.rsplit(".", 1)[-1] if node.depth else node.fqn)
+        label = "  " * node.depth + printable(node.fqn.rsplit(".", 1)[-1] if node.depth
+                                              else node.fqn)
         cells = "".join(format_bytes(_memory_value(node, phase, field)).rjust(cell)
                         for phase, field, _ in MEMORY_COLUMNS)
         lines.append(_fit(label, name_width - 1, ell).ljust(name_width) + cells)

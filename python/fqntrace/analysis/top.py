@@ -585,7 +585,8 @@ def render(sources, view, window_s, rate, width=None):
         name = "  " * min(r.depth, 12) + mark + (r.fqn if r.depth == 0 or r.fqn == "Global"
                                                  else r.fqn.rsplit(".", 1)[-1])
         share = sum(r.recent.values()) / recent_all * 100 if recent_all else 0
-        cells = [name] + [_ms(r.recent[p]) for p in phases]
+        # A Text, not a str: rich would read a name's "[...]" as markup.
+        cells = [Text(trace_events.printable(name))] + [_ms(r.recent[p]) for p in phases]
         cells.append(f"{share:.1f}" if share else "-")
         cells += [_ms(r.total[p]) for p in phases]
         if with_steps:

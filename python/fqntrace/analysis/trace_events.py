@@ -14,6 +14,16 @@ DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 NEST_TOLERANCE_NS = 1  # ts and dur are each rounded to 1 ns when written
 
 
+def printable(text):
+    """A name read from a trace, shown on a terminal: every character that is not printable
+    (an escape sequence's ESC, a newline, a tab) as its Python escape, so a name cannot move
+    the cursor, recolour the screen or break a table's row."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def is_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
