@@ -165,6 +165,36 @@ except ValueError as e:
     assert not (tmp_path / "u.jsonl").exists()
 
 
+def test_a_compiled_model_sampled_validates_and_summarizes(tmp_path, run):
+    # In a compiled graph the submodules' forward runs inside the graph: their backward spans
+    # can name them before any of their events (the summary once failed on that: KeyError).
+    path = tmp_path / "c.json"
+    code = """
+import torch, fqntrace
+from torch import nn
+torch.manual_seed(0)
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__(); self.a = nn.Linear(32, 32); self.b = nn.Linear(32, 32)
+    def forward(self, x): return self.b(torch.relu(self.a(x)))
+class M(nn.Module):
+    def __init__(self):
+        super().__init__(); self.l1 = Block(); self.l2 = Block()
+    def forward(self, x): return self.l2(self.l1(x))
+c, x = torch.compile(M()), torch.randn(16, 32)
+for _ in range(20):
+    c(x).sum().backward()
+    fqntrace.step()
+"""
+    run(code, env_extra={"FQNTRACE": str(path), "FQNTRACE_SAMPLE": "0.01"}, check_rc=0)
+    assert _cli("validate", path).returncode == 0
+    proc = _cli("summary", path, "--json")
+    assert proc.returncode == 0, proc.stderr
+    modules = json.loads(proc.stdout)["modules"]
+    assert modules["M.l1.a"]["backward"]["self_ms"] > 0  # its nodes, through its span
+    assert _cli("summary", path).returncode == 0
+
+
 def _x(name, ts, dur, fqn, phase="forward", depth=0, cat="cpu_op", tid=1, **args):
     return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
             "args": {"fqn": fqn, "phase": phase, "depth": depth, **args}}

@@ -97,7 +97,10 @@ class SampledSummary:
     def _time(self, e, fqn, phase, start, ns):
         if phase not in PHASES:
             return
+        # A backward span can name a module before any of its events (a compiled graph's
+        # submodule, whose forward ran inside the graph and whose picked ops come later).
         self.totals.module(fqn)["phases"][phase]["self_ns"] += ns
+        self.totals.seen(fqn, start)
         if self.per_step is not None:
             self.per_step.add_to_step(self.per_step.step_of(e.get("pid"), start), fqn, phase, ns)
 

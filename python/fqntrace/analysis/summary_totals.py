@@ -60,17 +60,19 @@ class Totals:
                                      "phases": {p: new_phase() for p in PHASES}}
         return m
 
+    def seen(self, fqn, start):
+        """The module's earliest time so far (the table's order among siblings)."""
+        first = self.first_seen.get(fqn)
+        if first is None or start < first:
+            self.first_seen[fqn] = start
+
     def add_event(self, e, start, is_op):
         """The counts of one valid slice; returns its phase record when its time may count
         as self time (an op in a known phase, not a collective's backend work), else None."""
         args = e["args"]
         fqn = args["fqn"]
-        m = self.modules.get(fqn)
-        if m is None:
-            m = self.module(fqn)
-            self.first_seen[fqn] = start
-        elif start < self.first_seen[fqn]:
-            self.first_seen[fqn] = start
+        m = self.module(fqn)
+        self.seen(fqn, start)
         phase = args.get("phase")
         cpu = args.get("self_cpu_ns")
         if phase in PHASES and trace_events.is_number(cpu) and cpu >= 0:
