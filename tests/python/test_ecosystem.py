@@ -2,7 +2,9 @@
 behave identically — same stdout (results, tracebacks, profiler rows), same stderr, same exit
 code —, every trace they write must pass `validate`, and the trace must name the modules of each
 program's final pass exactly as a fresh torch ModTracker names them, with the class each module
-has when it runs (docs/compatibility.md)."""
+has when it runs (docs/compatibility.md). Each program runs traced in full, and those in SAMPLED
+once more sampled (FQNTRACE_SAMPLE=0.01, docs/sampling.md: its module scopes are as complete);
+every trace must also give a `summary` without a word on stderr."""
 import glob
 import json
 import os
@@ -35,19 +37,31 @@ CASES = [
 ]
 
 
-def _env(tmp_path, traced, name):
+# The sampled run: the programs whose machinery the sampled mode meets differently (backward
+# attribution without forward ops, torch.profiler beside it, export and TorchScript, a
+# traceback, two ranks); the others add run time and nothing new.
+SAMPLED = ("surgery.py", "exception_traceback.py", "profiler_rows.py", "peft_lora.py",
+           "lightning_train.py", "export_module.py", "torchscript.py", "fsdp2_ranks.py")
+RUNS = ([(program, named, None) for program, named in CASES]
+        + [(program, named, "0.01") for program, named in CASES if program in SAMPLED])
+
+
+def _env(tmp_path, traced, name, sample=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
     env.update(ECOSYSTEM_FQNS=str(tmp_path / f"{name}.{'traced' if traced else 'plain'}.fqns.json"),
                TMPDIR=str(tmp_path), PYTHONHASHSEED="0", OMP_NUM_THREADS="1",
                TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
     if traced:
         env["FQNTRACE"] = str(tmp_path / f"{name}.json")
+        if sample is not None:
+            env["FQNTRACE_SAMPLE"] = sample
     return env
 
 
-def _start(tmp_path, program, traced):
+def _start(tmp_path, program, traced, sample=None):
     name = program[:-3]
-    return subprocess.Popen([sys.executable, program], cwd=PROGRAMS, env=_env(tmp_path, traced, name),
+    return subprocess.Popen([sys.executable, program], cwd=PROGRAMS,
+                            env=_env(tmp_path, traced, name, sample),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -102,9 +116,10 @@ def _rank0_with_final_pass(paths):
     raise AssertionError(f"no rank-0 trace with the final pass among {paths}")
 
 
-@pytest.mark.parametrize("program,named", CASES, ids=[c[0][:-3] for c in CASES])
-def test_program_behaves_as_untraced(tmp_path, program, named):
-    plain, traced = _start(tmp_path, program, False), _start(tmp_path, program, True)
+@pytest.mark.parametrize("program,named,sample", RUNS,
+                         ids=[p[:-3] + ("-sampled" if s else "") for p, _, s in RUNS])
+def test_program_behaves_as_untraced(tmp_path, program, named, sample):
+    plain, traced = _start(tmp_path, program, False), _start(tmp_path, program, True, sample)
     rc_plain, out_plain, err_plain = _finish(plain)
     rc_traced, out_traced, err_traced = _finish(traced)
     assert rc_plain == 0, f"the program itself fails untraced:\n{err_plain[-3000:]}"
@@ -117,6 +132,9 @@ def test_program_behaves_as_untraced(tmp_path, program, named):
         check = subprocess.run([sys.executable, "-m", "fqntrace", "validate", path],
                                capture_output=True, text=True)
         assert check.returncode == 0, check.stdout + check.stderr
+        summary = subprocess.run([sys.executable, "-m", "fqntrace", "summary", path],
+                                 capture_output=True, text=True)
+        assert summary.returncode == 0 and not summary.stderr, summary.stdout + summary.stderr
     trace = _rank0_with_final_pass(paths) if named else None
     if trace is None:
         with open(paths[0]) as f:
