@@ -1,5 +1,6 @@
 #include "plugin/compiled_graph.h"
 
+#include <algorithm>
 #include <deque>
 
 #include "buffer/intern.h"
@@ -8,7 +9,23 @@ namespace fqntrace {
 
 CompiledGraph::CompiledGraph(std::vector<uint32_t> name_ids, std::vector<std::string> rel_paths,
                              std::string root_type)
-    : name_ids_(std::move(name_ids)), rel_paths_(std::move(rel_paths)), root_type_(std::move(root_type)) {}
+    : name_ids_(std::move(name_ids)), rel_paths_(std::move(rel_paths)), root_type_(std::move(root_type)) {
+  std::vector<std::pair<uint32_t, size_t>> calls;
+  calls.reserve(name_ids_.size());
+  for (size_t i = 0; i < name_ids_.size(); ++i) calls.emplace_back(name_ids_[i], i);
+  std::sort(calls.begin(), calls.end());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    bool repeated = (i > 0 && calls[i - 1].first == calls[i].first) ||
+                    (i + 1 < calls.size() && calls[i + 1].first == calls[i].first);
+    if (!repeated) unique_calls_.push_back(calls[i]);
+  }
+}
+
+size_t CompiledGraph::only_call_named(uint32_t name_id) const {
+  auto it = std::lower_bound(unique_calls_.begin(), unique_calls_.end(),
+                             std::make_pair(name_id, size_t{0}));
+  return it != unique_calls_.end() && it->first == name_id ? it->second : kNotUnique;
+}
 
 const uint32_t* CompiledGraph::fqns_under(uint32_t root_fqn_id) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -23,8 +23,13 @@ class CompiledGraph {
   CompiledGraph(std::vector<uint32_t> name_ids, std::vector<std::string> rel_paths,
                 std::string root_type);
 
+  static constexpr size_t kNotUnique = SIZE_MAX;
+
   size_t size() const { return name_ids_.size(); }
   uint32_t name_id(size_t i) const { return name_ids_[i]; }
+  // The index of the one call named `name_id`, or kNotUnique when the graph makes none or
+  // several (a sampled trace sees a fraction of the calls, so only such a name places an op).
+  size_t only_call_named(uint32_t name_id) const;
 
   // The fqn id of every call when the graph runs for module `root_fqn_id` (the same graph
   // serves every block of the same shape). Built once per root under a mutex; the array lives as
@@ -35,6 +40,7 @@ class CompiledGraph {
   const std::vector<uint32_t> name_ids_;
   const std::vector<std::string> rel_paths_;
   const std::string root_type_;
+  std::vector<std::pair<uint32_t, size_t>> unique_calls_;  // (name id, index), by name id
   std::mutex mu_;
   std::vector<std::pair<uint32_t, std::unique_ptr<uint32_t[]>>> roots_;
 };

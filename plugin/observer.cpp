@@ -259,6 +259,14 @@ inline void note_stack_depth(const ThreadState* ts, const at::RecordFunction& fn
 void name_graph_op(ThreadState* ts, Frame& f) {
   GraphCursor& c = ts->graphs[std::min(ts->graphs_open, kMaxGraphNesting) - 1];
   if (ts->depth != c.depth) return;
+  if (session_state::sampled()) {
+    // The calls not picked never move the cursor, so a name the graph calls more than once
+    // would match an earlier call's module: only a name called once places the op; the others
+    // keep the module the graph runs in (docs/sampling.md).
+    size_t j = c.graph->only_call_named(f.range.name_id);
+    if (j != CompiledGraph::kNotUnique) f.range.fqn_id = c.fqns[j];
+    return;
+  }
   size_t end = std::min<size_t>(c.graph->size(), c.next + kGraphLookahead);
   for (size_t j = c.next; j < end; ++j) {
     if (c.graph->name_id(j) == f.range.name_id) {

@@ -30,6 +30,18 @@ TEST(CompiledGraphTest, OutsideEveryModuleTheRootIsNamedByItsClass) {
   EXPECT_EQ(str(graph.fqns_under(kGlobalFqnId)[0]), "Net.head");
 }
 
+// A sampled trace sees some calls only: a name the graph calls once places its op, a name it
+// calls several times places none (an earlier call of it may not have been seen).
+TEST(CompiledGraphTest, OnlyANameCalledOnceGivesItsCall) {
+  CompiledGraph graph({id("aten::addmm"), id("cpp_fused_relu_0"), id("aten::addmm"), id("aten::mm")},
+                      {".fc1", ".act", ".fc2", ".head"}, "");
+  EXPECT_EQ(graph.only_call_named(id("cpp_fused_relu_0")), 1u);
+  EXPECT_EQ(graph.only_call_named(id("aten::mm")), 3u);
+  EXPECT_EQ(graph.only_call_named(id("aten::addmm")), CompiledGraph::kNotUnique);
+  EXPECT_EQ(graph.only_call_named(id("aten::bmm")), CompiledGraph::kNotUnique);
+  EXPECT_EQ(CompiledGraph({}, {}, "").only_call_named(id("aten::mm")), CompiledGraph::kNotUnique);
+}
+
 TEST(CompiledGraphTest, RegistryHandsOutIdsAndFindsThem) {
   uint32_t a = register_compiled_graph({id("aten::mm")}, {""}, "");
   uint32_t b = register_compiled_graph({id("aten::bmm")}, {""}, "");

@@ -167,7 +167,8 @@ except ValueError as e:
 
 def test_a_compiled_model_sampled_validates_and_summarizes(tmp_path, run):
     # In a compiled graph the submodules' forward runs inside the graph: their backward spans
-    # can name them before any of their events (the summary once failed on that: KeyError).
+    # can name them before any of their events (the summary once failed on that: KeyError),
+    # and a picked op inside the graph once took the module of an earlier call of its name.
     path = tmp_path / "c.json"
     code = """
 import torch, fqntrace
@@ -186,8 +187,16 @@ for _ in range(20):
     c(x).sum().backward()
     fqntrace.step()
 """
-    run(code, env_extra={"FQNTRACE": str(path), "FQNTRACE_SAMPLE": "0.01"}, check_rc=0)
+    run(code, env_extra={"FQNTRACE": str(path), "FQNTRACE_SAMPLE": "0.3"}, check_rc=0)
     assert _cli("validate", path).returncode == 0
+    # The graph calls each of its ops once per Linear: a picked op cannot tell which call it is
+    # (the calls not picked never moved the graph's cursor), so it keeps the graph's module.
+    with open(path) as f:
+        forward = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"
+                   and e.get("cat") == "cpu_op" and e["args"].get("phase") == "forward"
+                   and e["args"]["fqn"].startswith("M")]
+    assert len(forward) > 100
+    assert {e["args"]["fqn"] for e in forward} == {"M"}
     proc = _cli("summary", path, "--json")
     assert proc.returncode == 0, proc.stderr
     modules = json.loads(proc.stdout)["modules"]
