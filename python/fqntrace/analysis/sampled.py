@@ -27,6 +27,7 @@ that was not picked. So a module's time here is what the complete ranges measure
 docs/sampling.md says when to use which mode and how close the two come on a real model.
 """
 import math
+from typing import NamedTuple
 
 from fqntrace.analysis import step_times, trace_events
 from fqntrace.analysis.summary_totals import ENGINE_WRAPPER, Totals, event_name, ms, summary_result
@@ -54,13 +55,24 @@ class _Thread:
     def __init__(self):
         self.walls = []  # finished module scopes and top-level scopes: (start, end, dur)
         self.nodes = []  # finished autograd nodes: (start, end, dur)
-        self.loose = []  # sampled ops outside every complete range: (start, end, event)
-        self.settled = []  # loose ops nothing encloses: (start, end, event), counted at the end
+        self.loose = []  # sampled ops outside every complete range: (start, end, _Loose)
+        self.settled = []  # loose ops nothing encloses: (start, end, _Loose), counted at the end
 
 
-def _stack_depth(e):
-    depth = e["args"].get("stack_depth")
-    return depth if type(depth) is int else None
+class _Loose(NamedTuple):
+    """What the estimate needs of a loose op, kept instead of its whole event: a long job's
+    settled ops wait for the end (the shallowest stack depth is known only then)."""
+    pid: object
+    fqn: str
+    phase: object
+    stack_depth: object  # int, or None when the op carries none
+
+
+def _loose(e):
+    args = e["args"]
+    depth = args.get("stack_depth")
+    return _Loose(e.get("pid"), args["fqn"], args.get("phase"),
+                  depth if type(depth) is int else None)
 
 
 def _pop_enclosed(items, start, end, tol=trace_events.NEST_TOLERANCE_NS):
@@ -94,7 +106,7 @@ class SampledSummary:
         self.variance = {}  # (fqn, phase) -> variance of the estimated part, ns^2
         self.exclude_steps = step_times.DEFAULT_EXCLUDED
 
-    def _time(self, e, fqn, phase, start, ns):
+    def _time(self, pid, fqn, phase, start, ns):
         if phase not in PHASES:
             return
         # A backward span can name a module before any of its events (a compiled graph's
@@ -102,14 +114,12 @@ class SampledSummary:
         self.totals.module(fqn)["phases"][phase]["self_ns"] += ns
         self.totals.seen(fqn, start)
         if self.per_step is not None:
-            self.per_step.add_to_step(self.per_step.step_of(e.get("pid"), start), fqn, phase, ns)
+            self.per_step.add_to_step(self.per_step.step_of(pid, start), fqn, phase, ns)
 
-    def _estimate(self, e, start, end):
-        args = e["args"]
-        fqn, phase = args["fqn"], args.get("phase")
+    def _estimate(self, op, start, end):
         dur = end - start
-        self._time(e, fqn, phase, start, round(dur / self.p))
-        key = (fqn, phase)
+        self._time(op.pid, op.fqn, op.phase, start, round(dur / self.p))
+        key = (op.fqn, op.phase)
         self.variance[key] = self.variance.get(key, 0.0) + (1 - self.p) / self.p ** 2 * dur * dur
 
     def _settle_loose(self, thread, start=None, end=None):
@@ -150,21 +160,21 @@ class SampledSummary:
             inner = _pop_enclosed(thread.nodes, start, end)
             _pop_enclosed(thread.loose, start, end)
             if not self.node_spans or fqn == "Global":
-                self._time(e, fqn, phase, start, ns - sum(d for _, _, d in inner))
+                self._time(e.get("pid"), fqn, phase, start, ns - sum(d for _, _, d in inner))
             thread.nodes.append((start, end, ns))
         elif is_op:
             if record is not None and not name.startswith(ENGINE_WRAPPER):
                 _add_top(record, name, round(ns / self.p))
             if fqn == "Global" and record is not None and "Fwd thread id" not in args:
                 _pop_enclosed(thread.loose, start, end)  # the outer op's time holds theirs
-                thread.loose.append((start, end, e))
+                thread.loose.append((start, end, _loose(e)))
         elif e.get("cat") == "user_annotation" and not args.get("async_work") and (
                 "module_type" in args or fqn == "Global"):
             # a module scope, or a user scope outside every module: complete, counted by its
             # own wall time (less the complete ranges inside it, counted on their own)
             inner = _pop_enclosed(thread.walls, start, end) + _pop_enclosed(thread.nodes, start, end)
             _pop_enclosed(thread.loose, start, end)
-            self._time(e, fqn, phase, start, max(ns - sum(d for _, _, d in inner), 0))
+            self._time(e.get("pid"), fqn, phase, start, max(ns - sum(d for _, _, d in inner), 0))
             thread.walls.append((start, end, ns))
         if args.get("depth") == 0:
             # Nothing written later encloses what came before a range no written range encloses:
@@ -181,16 +191,16 @@ class SampledSummary:
         node_ns, ts = args.get("node_ns"), e.get("ts")
         if (type(node_ns) is int and node_ns > 0 and type(args.get("fqn")) is str
                 and trace_events.is_number(ts)):
-            self._time(e, args["fqn"], args.get("phase"), round(ts * 1000), node_ns)
+            self._time(e.get("pid"), args["fqn"], args.get("phase"), round(ts * 1000), node_ns)
 
     def _count_settled(self, thread):
         """The program's own calls among a thread's settled loose ops count (NESTED_BYTES)."""
-        depths = [_stack_depth(e) for _, _, e in thread.settled]
-        known = [d for d in depths if d is not None]
+        known = [op.stack_depth for _, _, op in thread.settled if op.stack_depth is not None]
         shallowest = min(known) if known else None
-        for (start, end, e), depth in zip(thread.settled, depths):
+        for start, end, op in thread.settled:
+            depth = op.stack_depth
             if depth is None or shallowest is None or depth <= shallowest + NESTED_BYTES:
-                self._estimate(e, start, end)
+                self._estimate(op, start, end)
         thread.settled = []
 
     def result(self, header, tail, incomplete, path):
