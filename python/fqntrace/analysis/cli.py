@@ -10,12 +10,16 @@
     top TRACE...         live per-module view of a running job's trace(s)
     annotate KINETO FQNTRACE -o OUT
                          a torch.profiler trace gets fqntrace's fqn and phase (same run)
+    ps [PATTERN|DIR|PID] the armed processes (FQNTRACE_STEPS=demand): step, rate, state
+    capture PATTERN|PID --steps N
+                         ask armed processes to record the same next steps, then summarize
 
 This module only parses arguments and dispatches. The work is in fqntrace.summarize and
 fqntrace.table (summary), fqntrace.crossrank (summary over several ranks), fqntrace.top (the
 live view; needs the optional `rich`), fqntrace.validate, fqntrace.repair, fqntrace.merge,
-fqntrace.diff and fqntrace.report (which alone imports plotly, when it writes). Every verb reads
-traces through one reader, fqntrace.tracestream.
+fqntrace.diff and fqntrace.report (which alone imports plotly, when it writes), and
+fqntrace.ondemand_status (ps) and fqntrace.ondemand (capture), which read and write the files of
+docs/on-demand.md. Every verb reads traces through one reader, fqntrace.tracestream.
 
 Every failure is one line on stderr, `fqntrace: <what is wrong and what to do>`, and a non-zero
 exit code (1: the file or the operation failed, 2: bad arguments; 3: `diff --threshold` found a
@@ -27,8 +31,8 @@ import json
 import os
 import sys
 
-from fqntrace.analysis import (crossrank, diff, kineto_annotate, merge, repair, report,
-                               step_times, summarize, table, validate)
+from fqntrace.analysis import (crossrank, diff, kineto_annotate, merge, ondemand, ondemand_status,
+                               repair, report, step_times, summarize, table, validate)
 from fqntrace.analysis.errors import TraceError
 from fqntrace.analysis.trace_events import PHASES
 
@@ -228,7 +232,45 @@ def cmd_report(args):
     return 0
 
 
+def cmd_ps(args):
+    sys.stdout.write("\n".join(ondemand_status.ps_lines(args.where, note=_note)) + "\n")
+    return 0
+
+
+def _progress(line):
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def cmd_capture(args):
+    if args.steps is None and args.seconds is None:
+        raise UsageError("say what to record: --steps N (the next N steps) or --seconds S")
+    if args.steps is None and (args.at is not None or args.roundup is not None):
+        raise UsageError("--at and --roundup place --steps: give --steps N")
+    result = ondemand.capture(args.target, steps=args.steps, roundup=args.roundup, at=args.at,
+                              seconds=args.seconds, memory=args.memory, timeout=args.timeout,
+                              note=_note, progress=_progress)
+    code = 0
+    if args.no_summary:
+        sys.stdout.write("".join(path + "\n" for path in result.files))
+    elif result.files:
+        sys.stdout.flush()
+        try:  # the captured files as `summary FILE...` shows them
+            code = cmd_summary(build_parser().parse_args(["summary", "--", *result.files]))
+        except TraceError as error:
+            _err(error)
+            code = 1
+    if result.problems:
+        _err(f"capture {result.request_id} did not finish on every process: "
+             + "; ".join(result.problems))
+        return 1
+    return code
+
+
 # ---------------------------------------------------------------------------------------------
+
+_JOB = ("the job's trace pattern ('traces/run.*.json' or the FQNTRACE value with {rank}) or its "
+        "trace folder")
 
 
 def build_parser():
@@ -386,6 +428,44 @@ def build_parser():
                    help="read what is there, print one screen and exit (no live view)")
     _exclude_steps_option(p)
     p.set_defaults(func=cmd_top)
+
+    p = verbs.add_parser("ps", help="the armed processes of a job (FQNTRACE_STEPS=demand)",
+                         description="Lists the processes armed for on-demand captures "
+                         "(FQNTRACE_STEPS=demand, docs/on-demand.md) from their status records: "
+                         "rank, pid, host, step, steps/s, state (armed, capturing, or stale / "
+                         "dead when the record is no longer refreshed or its pid is gone), the "
+                         "last capture and the trace. Sorted by rank and pid.")
+    p.add_argument("where", nargs="?", metavar="PATTERN|DIR|PID",
+                   help=f"{_JOB}, or a pid (default: every armed process of this user on this "
+                   "host)")
+    p.set_defaults(func=cmd_ps)
+
+    p = verbs.add_parser("capture", help="ask armed processes to record the same next steps",
+                         description="Asks the live armed processes a pattern (or a pid) names "
+                         "to record the same steps, each into a capture file beside its trace "
+                         "(run.0.json -> run.0.capture-1.json), waits for them, and prints the "
+                         "captured files' summary as `summary FILE...` does (several files: the "
+                         "cross-rank summary). The first step is the next one every process "
+                         "can still reach. Progress lines go to stderr; exit 1 naming every "
+                         "process that refused, failed, died or did not answer in time.")
+    p.add_argument("target", metavar="PATTERN|PID", help=f"{_JOB}, or one process's pid")
+    p.add_argument("--steps", type=_positive, metavar="N", help="record N steps")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--roundup", type=_positive, metavar="K",
+                       help="start at a step that is a multiple of K (default 1)")
+    where.add_argument("--at", type=_depth, metavar="STEP",
+                       help="start at this step (it must not be past on any process)")
+    p.add_argument("--seconds", type=_seconds, metavar="S",
+                   help="record for S seconds; without --steps from now (a loop without "
+                   "optimizer steps)")
+    p.add_argument("--memory", action="store_true",
+                   help="record memory numbers too (as FQNTRACE_MEMORY=1)")
+    p.add_argument("--timeout", type=_seconds, metavar="S",
+                   help="stop waiting after S seconds; the request expires then (default: 30 s "
+                   "more than the steps should take at the processes' rates, 60 s at least)")
+    p.add_argument("--no-summary", action="store_true",
+                   help="print the captured files' paths instead of their summary")
+    p.set_defaults(func=cmd_capture)
     return parser
 
 
