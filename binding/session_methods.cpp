@@ -113,6 +113,19 @@ PyObject* py_optimizer_step(PyObject*, PyObject* const*, Py_ssize_t) {
   Py_RETURN_NONE;
 }
 
+// capture(steps): the next `steps` steps go to a capture file (fqntrace.capture()). True when
+// scheduled; False when not tracing or a capture is already under way.
+PyObject* py_capture(PyObject*, PyObject* arg) {
+  long long steps = PyLong_AsLongLong(arg);
+  if (steps == -1 && PyErr_Occurred()) return nullptr;
+  if (steps < 1) {
+    PyErr_SetString(PyExc_ValueError, "fqntrace.capture: steps must be a whole number >= 1");
+    return nullptr;
+  }
+  std::string why;
+  return PyBool_FromLong(request_capture(static_cast<uint64_t>(steps), &why));
+}
+
 PyObject* py_current_step(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(steps::current()); }
 
 PyObject* py_running(PyObject*, PyObject*) { return PyBool_FromLong(session_running()); }
@@ -179,6 +192,7 @@ void add_session_methods(std::vector<PyMethodDef>& methods) {
   methods.push_back({"optimizer_step", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_optimizer_step)),
                      METH_FASTCALL, "global optimizer step post hook (optimizer, args, kwargs)"});
   methods.push_back({"current_step", py_current_step, METH_NOARGS, "number of the running step"});
+  methods.push_back({"capture", py_capture, METH_O, "record the next N steps into a capture file"});
   methods.push_back({"stop", py_stop, METH_NOARGS, "stop the session; False if the trace could not be written"});
   methods.push_back({"flush", py_flush, METH_NOARGS, "drain buffers and write them to the file now"});
   methods.push_back({"running", py_running, METH_NOARGS, "is a session running"});

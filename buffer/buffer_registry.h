@@ -20,7 +20,6 @@ struct ThreadBuffer {
   const uint32_t os_tid;
   const std::string thread_name;
   std::atomic<bool> retired{false};  // the owner thread exited: free once drained
-  uint64_t announced_generation = 0;  // drain only: session that named this thread
   std::shared_ptr<void> drain_state;  // drain only: its per-thread reassembly (shapes)
 };
 

@@ -38,6 +38,9 @@ add_library(fqntrace SHARED
   plugin/shapes_encoder.cpp
   plugin/step_window.cpp
   plugin/steps.cpp
+  plugin/captures.cpp
+  plugin/demand.cpp
+  plugin/json_reader.cpp
   drain/drainer.cpp
   drain/module_spans.cpp
   drain/shapes_assembler.cpp

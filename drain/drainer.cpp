@@ -13,18 +13,25 @@ Drainer::Drainer(std::vector<std::unique_ptr<Exporter>> exporters, uint64_t mono
       module_spans_(module_spans),
       spans_([this](const ModuleSpan& span) { deliver_span(span); }, sampled) {}
 
-uint64_t Drainer::drain(ThreadBuffer& b, uint64_t generation) {
-  if (b.announced_generation != generation && !b.ring.empty()) {
-    std::string label = "thread " + std::to_string(b.os_tid) +
-                        (b.thread_name.empty() ? "" : " (" + b.thread_name + ")");
-    for (auto& ex : exporters_) ex->thread_seen(b.os_tid, label);
-    b.announced_generation = generation;
-  }
-  shapes::Assembler* assembler = nullptr;
-  if (shapes_) {
-    if (!b.drain_state) b.drain_state = std::make_shared<shapes::Assembler>();
-    assembler = static_cast<shapes::Assembler*>(b.drain_state.get());
-  }
+void Drainer::announce(const ThreadBuffer& b) {
+  if (!announced_.emplace(b.os_tid, b.thread_name).second) return;
+  std::string label = "thread " + std::to_string(b.os_tid) +
+                      (b.thread_name.empty() ? "" : " (" + b.thread_name + ")");
+  for (auto& ex : exporters_) ex->thread_seen(b.os_tid, label);
+}
+
+namespace {
+
+shapes::Assembler* assembler_of(ThreadBuffer& b) {
+  if (!b.drain_state) b.drain_state = std::make_shared<shapes::Assembler>();
+  return static_cast<shapes::Assembler*>(b.drain_state.get());
+}
+
+}  // namespace
+
+uint64_t Drainer::drain(ThreadBuffer& b, uint64_t /*generation*/) {
+  if (!b.ring.empty()) announce(b);
+  shapes::Assembler* assembler = shapes_ ? assembler_of(b) : nullptr;
   uint64_t delivered = 0;
   ModuleSpans::Thread& spans = spans_.thread(b.os_tid);
   b.ring.drain([&](const RawEvent& e) {
@@ -36,6 +43,42 @@ uint64_t Drainer::drain(ThreadBuffer& b, uint64_t generation) {
     bool shaped = assembler != nullptr && e.kind == EventKind::kOp &&
                   assembler->take(e.depth, &dims_json_, &types_json_);
     if (deliver(e, b.os_tid, shaped, spans)) ++delivered;
+  });
+  events_written_ += delivered;
+  return delivered;
+}
+
+uint64_t Drainer::drain_routed(ThreadBuffer& b, Drainer* other, const Route& route) {
+  shapes::Assembler* assembler = shapes_ ? assembler_of(b) : nullptr;
+  ModuleSpans::Thread* spans = nullptr;
+  ModuleSpans::Thread* other_spans = nullptr;
+  uint64_t delivered = 0;
+  b.ring.drain([&](const RawEvent& e) {
+    if (e.kind == EventKind::kShapes) {
+      if (assembler != nullptr) assembler->add_chunk(e);
+      return;
+    }
+    bool shaped = assembler != nullptr && e.kind == EventKind::kOp &&
+                  assembler->take(e.depth, &dims_json_, &types_json_);
+    unsigned to = route(e);
+    if ((to & 1) != 0 && !failed_) {
+      if (spans == nullptr) {
+        announce(b);
+        spans = &spans_.thread(b.os_tid);
+      }
+      if (deliver(e, b.os_tid, shaped, *spans)) ++delivered;
+    }
+    if ((to & 2) != 0 && other != nullptr && !other->failed_) {
+      if (other_spans == nullptr) {
+        other->announce(b);
+        other_spans = &other->spans_.thread(b.os_tid);
+      }
+      if (shaped) {
+        other->dims_json_ = dims_json_;
+        other->types_json_ = types_json_;
+      }
+      if (other->deliver(e, b.os_tid, shaped, *other_spans)) ++other->events_written_;
+    }
   });
   events_written_ += delivered;
   return delivered;

@@ -5,8 +5,11 @@
 // and calls it from its drain thread; bench/exporter_bench and its test drive the same code.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "buffer/buffer_registry.h"
@@ -41,6 +44,10 @@ class Drainer {
   // Every event published in `buffer` so far; names the thread first if this session
   // (`generation`) has not. Returns the events handed to the exporters.
   uint64_t drain(ThreadBuffer& buffer, uint64_t generation);
+  // The same, each event sent where `route` says: bit 1 this drainer, bit 2 `other` (a capture's
+  // drainer, docs/on-demand.md), none: dropped. Shapes are joined once for both.
+  using Route = std::function<unsigned(const RawEvent&)>;
+  uint64_t drain_routed(ThreadBuffer& buffer, Drainer* other, const Route& route);
 
   // false (with *error) when an exporter could not write: from then on events are discarded.
   bool flush(std::string* error);
@@ -58,6 +65,8 @@ class Drainer {
  private:
   // false: the event was not written (a silent node, which only feeds the spans).
   bool deliver(const RawEvent& raw, uint32_t tid, bool shaped, ModuleSpans::Thread& spans);
+  // Names the buffer's thread to the exporters the first time this drainer delivers from it.
+  void announce(const ThreadBuffer& buffer);
   void deliver_span(const ModuleSpan& span);
   void declare_new_modules();
 
@@ -73,6 +82,7 @@ class Drainer {
   ModuleSpans spans_;
   std::vector<uint32_t> span_tracks_;  // module tracks already named
   RfAttribution rf_;
+  std::set<std::pair<uint32_t, std::string>> announced_;  // threads named, by (tid, name)
   size_t modules_declared_ = 0;             // entries of the module table already exported
   std::vector<ModuleEntry> new_modules_;    // scratch
 };

@@ -15,6 +15,7 @@ class ChromeTraceExporter final : public EventStreamExporter {
     head += ", \"baseTimeNanoseconds\": ";
     json::append_uint(head, info.base_time_ns);
     json::append_sample(head, info);
+    json::append_capture(head, info);
     head += ", \"displayTimeUnit\": \"ms\", \"traceName\": ";
     json::append_string(head, info.trace_name);
     head += ", \"traceEvents\": [\n";

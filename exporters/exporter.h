@@ -25,6 +25,8 @@ struct TraceInfo {
   bool memory = false;          // FQNTRACE_MEMORY: kMemory records may come (summary numbers)
   double sample = 1.0;          // FQNTRACE_SAMPLE: the probability an op was recorded
   bool sample_spans = false;    // sampled, and the backward spans carry the nodes' time (node_ns)
+  // A capture's file (docs/on-demand.md): its header's "capture" object as JSON text, else "".
+  std::string capture_json;
 };
 
 // A raw event with its strings resolved and its times relative to TraceInfo::base_time_ns.

@@ -13,6 +13,7 @@ class JsonLinesExporter final : public EventStreamExporter {
     head += ", \"baseTimeNanoseconds\": ";
     json::append_uint(head, info.base_time_ns);
     json::append_sample(head, info);
+    json::append_capture(head, info);
     head += ", \"traceName\": ";
     json::append_string(head, info.trace_name);
     head += "}\n";

@@ -296,6 +296,12 @@ void append_sample(std::string& out, const TraceInfo& info) {
   if (info.sample_spans) out += ", \"sampleNodeSpans\": true";
 }
 
+void append_capture(std::string& out, const TraceInfo& info) {
+  if (info.capture_json.empty()) return;
+  out += ", \"capture\": ";
+  out += info.capture_json;
+}
+
 void append_distributed_info(std::string& out, const TraceInfo& info, size_t* slot_offset) {
   out += "\"distributedInfo\": {";
   if (slot_offset != nullptr) *slot_offset = out.size();

@@ -49,6 +49,8 @@ void append_distributed_info(std::string& out, const TraceInfo& info, size_t* sl
 // `, "sample": p` for a sampled trace (FQNTRACE_SAMPLE < 1), shortest text that reads back as p;
 // nothing for a full trace.
 void append_sample(std::string& out, const TraceInfo& info);
+// `, "capture": {...}` for a capture's file (docs/on-demand.md); nothing otherwise.
+void append_capture(std::string& out, const TraceInfo& info);
 std::string distributed_slot(const TraceInfo& info);
 std::string labels_slot(int rank);  // the process_labels value, "rank R"
 

@@ -74,6 +74,35 @@ bool env_switch_on(const EnvLookup& env, const char* name, const char* stays_on,
   return true;
 }
 
+// FQNTRACE_CAPTURE_SLOW / _STEPS / _MAX (docs/on-demand.md): a bad value gives a warning and
+// leaves the option as it was (the slow-step trigger off, or the default count).
+void parse_capture_settings(const EnvLookup& env, Config* config) {
+  if (const char* slow = env("FQNTRACE_CAPTURE_SLOW"); slow != nullptr && *slow != '\0') {
+    char* end = nullptr;
+    double x = std::strtod(slow, &end);
+    if (end != slow && *end == '\0' && x > 1.0 && x < 1e6) {
+      config->capture_slow = x;
+    } else {
+      config->warnings.push_back("FQNTRACE_CAPTURE_SLOW=" + printable(slow) +
+                                 " is not a factor above 1; no slow-step captures. Set it to e.g. "
+                                 "2 (a step twice as slow as the recent median is captured).");
+    }
+  }
+  auto count = [&](const char* name, uint32_t* out, uint32_t most) {
+    const char* v = env(name);
+    if (v == nullptr || *v == '\0') return;
+    int n = env_int(env, name, -1);
+    if (n >= 1 && static_cast<uint32_t>(n) <= most) {
+      *out = static_cast<uint32_t>(n);
+    } else {
+      config->warnings.push_back(std::string(name) + "=" + printable(v) + " is not a whole number from 1 to " +
+                                 std::to_string(most) + "; " + std::to_string(*out) + " is used.");
+    }
+  };
+  count("FQNTRACE_CAPTURE_STEPS", &config->capture_steps, 100000);
+  count("FQNTRACE_CAPTURE_MAX", &config->capture_max, 100000);
+}
+
 }  // namespace
 
 ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
@@ -253,12 +282,17 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
   }
   if (const char* steps = env("FQNTRACE_STEPS"); steps != nullptr && *steps != '\0') {
     std::string problem;
-    if (!parse_step_window(steps, &config.steps, &problem)) {
-      config.warning = "FQNTRACE_STEPS=" + std::string(steps) + ": " + problem +
+    if (!parse_steps_setting(steps, &config.steps, &config.armed, &problem)) {
+      config.warning = "FQNTRACE_STEPS=" + printable(steps) + ": " + problem +
                        "; every step is traced. Set FQNTRACE_STEPS to FIRST:END or "
-                       "FIRST:END:PERIOD, e.g. 10:20 (steps 10 to 19) or 10:20:100.";
+                       "FIRST:END:PERIOD, e.g. 10:20 (steps 10 to 19) or 10:20:100, or to demand "
+                       "(armed for captures, docs/on-demand.md).";
     }
+    // `demand` alone: nothing for the trace file. Beside a window: the window's steps are.
+    config.trace_file = !(config.armed && config.steps.all());
+    if (!config.trace_file) config.steps = StepWindow::none();
   }
+  parse_capture_settings(env, &config);
   result.config = config;
   return result;
 }

@@ -38,6 +38,15 @@ struct Config {
   // sampling; module scopes, steps, user scopes and backward nodes stay complete. 1: every op.
   double sample = 1.0;
   StepWindow steps;             // FQNTRACE_STEPS: the steps recorded (default: all)
+  // FQNTRACE_STEPS=demand (alone, or beside a window: `A:B:P,demand`): armed for captures
+  // (docs/on-demand.md). Alone, nothing is recorded into the trace file, which is not written.
+  bool armed = false;
+  bool trace_file = true;       // the main outputs are written (false: `demand` alone)
+  // FQNTRACE_CAPTURE_SLOW=X (> 1): a step slower than X times the recent median starts a capture
+  // of the next capture_steps steps, at most capture_max times per process. 0: off.
+  double capture_slow = 0.0;
+  uint32_t capture_steps = 3;   // FQNTRACE_CAPTURE_STEPS
+  uint32_t capture_max = 5;     // FQNTRACE_CAPTURE_MAX
   int rank = 0;
   int world_size = 1;
   bool rank_given = false;  // RANK was set at start; otherwise the process group may tell it later

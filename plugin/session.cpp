@@ -24,6 +24,9 @@
 #include "buffer/ticks.h"
 #include "drain/drainer.h"
 #include "exporters/exporter.h"
+#include "exporters/json_text.h"
+#include "plugin/captures.h"
+#include "plugin/demand.h"
 #include "plugin/log.h"
 #include "plugin/memory_reporter.h"
 #include "plugin/observer.h"
@@ -101,6 +104,34 @@ void install_term_flush() {
   sigaction(SIGTERM, &ours, nullptr);
 }
 
+std::unique_ptr<Exporter> make_exporter(Output::Kind kind) {
+  return kind == Output::Kind::kChrome      ? make_chrome_trace_exporter()
+         : kind == Output::Kind::kJsonLines ? make_json_lines_exporter()
+                                            : make_summary_exporter();
+}
+
+// The capture header's fields after `{"index": ` (docs/on-demand.md).
+void json_append_capture_fields(std::string& out, const captures::Capture& c, uint32_t file_number) {
+  json::append_uint(out, c.index);
+  out += ", \"file_number\": ";
+  json::append_uint(out, file_number);
+  out += ", \"id\": ";
+  json::append_string(out, c.id);
+  out += ", \"reason\": ";
+  json::append_string(out, c.reason);
+  out += ", \"first_step\": ";
+  json::append_uint(out, c.first_step);
+  out += ", \"steps\": ";
+  json::append_uint(out, c.steps);
+  if (c.seconds > 0) {
+    out += ", \"seconds\": ";
+    json::append_uint(out, static_cast<uint64_t>(c.seconds * 1000 + 0.5));
+    out += "e-3";
+  }
+  if (c.memory) out += ", \"memory\": true";
+  out += "}";
+}
+
 struct Session {
   Config config;
   TraceInfo info;
@@ -113,14 +144,156 @@ struct Session {
 
   std::thread drain_thread;
 
+  // Captures (docs/on-demand.md), all on the drain thread: the recording state's segments
+  // (steps::Segment) as the drain has read them, and the capture whose file is open.
+  std::vector<steps::Segment> segments;
+  size_t next_segment = 0;
+  uint32_t captures_opened = 0;  // the last capture index a file was opened (or failed) for
+  struct OpenCapture {
+    uint32_t index = 0;          // 0: none open
+    std::unique_ptr<Drainer> drain;
+    bool ended = false;          // a later segment has begun
+    uint32_t tail_name_id = 0;   // its last step's range, awaited before the file is completed
+    bool tail_seen = false;
+    std::chrono::steady_clock::time_point ended_at;
+    uint64_t dropped_before = 0;
+  } capture;
+  uint32_t next_capture_file = 1;  // capture files are numbered from 1, skipping existing ones
+  std::string stem;                // every output's path is stem + its own ending
+  std::vector<std::string> output_paths;
+
   std::mutex drain_mu;                // one thread at a time touches the drain
   std::chrono::steady_clock::time_point last_flush = std::chrono::steady_clock::now();
 
   // Caller holds drain_mu.
   void drain_all() {
     drain->begin_batch();  // before any event of this batch: see TickConverter
+    next_segment = steps::segments_since(next_segment, &segments);
+    trim_segments();
+    open_capture_if_started();
+    if (capture.drain) capture.drain->begin_batch();
     uint64_t gen = session_state::generation();
-    session_state::buffers().for_each_and_reap([&](ThreadBuffer& b) { drain->drain(b, gen); });
+    if (segments.size() == 1 && segments[0].main && segments[0].capture == 0) {
+      // Every event goes to the trace file (a full trace, or inside a window that has not closed).
+      session_state::buffers().for_each_and_reap([&](ThreadBuffer& b) { drain->drain(b, gen); });
+    } else {
+      Drainer::Route route = [this](const RawEvent& e) { return route_event(e); };
+      session_state::buffers().for_each_and_reap(
+          [&](ThreadBuffer& b) { drain->drain_routed(b, capture.drain.get(), route); });
+    }
+    finish_capture_if_complete(false);
+  }
+
+  // Where an event goes: the segment its start lies in (nearly always the last one).
+  unsigned route_event(const RawEvent& e) {
+    uint64_t start = e.kind == EventKind::kMemory ? e.memory.ts : e.range.start_ns;
+    size_t i = segments.size();
+    while (i > 1 && segments[i - 1].start_ticks > start) --i;
+    const steps::Segment& seg = segments[i - 1];
+    unsigned to = seg.main && config.trace_file ? 1u : 0u;
+    if (seg.capture != 0 && seg.capture == capture.index) {
+      to |= 2u;
+      if (capture.tail_name_id != 0 && e.kind == EventKind::kUserScope && e.range.name_id == capture.tail_name_id) {
+        capture.tail_seen = true;
+      }
+    }
+    return to;
+  }
+
+  // Segments older than the open capture's start and the last few are no longer needed.
+  void trim_segments() {
+    size_t keep = 64;
+    if (segments.size() <= 2 * keep) return;
+    segments.erase(segments.begin(), segments.end() - static_cast<long>(keep));
+  }
+
+  // A segment of a capture not seen before: its file opens now, before any of its events is
+  // delivered. A failure fails the capture (one line) and the job runs on.
+  void open_capture_if_started() {
+    for (const steps::Segment& seg : segments) {
+      if (seg.capture == 0 || seg.capture <= captures_opened) continue;
+      if (capture.drain) finish_capture_if_complete(true);  // one capture at a time
+      captures_opened = seg.capture;
+      open_capture(seg.capture);
+    }
+    if (capture.index == 0) return;
+    // The capture has ended once a later segment is not its own.
+    bool in_it = false;
+    for (const steps::Segment& seg : segments) {
+      if (seg.capture == capture.index) {
+        in_it = true;
+      } else if (in_it && !capture.ended) {
+        capture.ended = true;
+        capture.tail_name_id = seg.tail_name_id;
+        capture.ended_at = std::chrono::steady_clock::now();
+        captures::set_state(capture.index, captures::State::kWriting);
+      }
+    }
+  }
+
+  std::string capture_path(const std::string& output_path, uint32_t number) const {
+    return stem + ".capture-" + std::to_string(number) + output_path.substr(stem.size());
+  }
+
+  void open_capture(uint32_t index) {
+    captures::Capture c;
+    if (!captures::find(index, &c)) return;
+    for (;; ++next_capture_file) {  // never over an earlier run's capture
+      bool taken = false;
+      for (const std::string& path : output_paths) taken |= ::access(capture_path(path, next_capture_file).c_str(), F_OK) == 0;
+      if (!taken) break;
+    }
+    uint32_t number = next_capture_file++;
+    TraceInfo capture_info = info;
+    capture_info.memory = config.memory || c.memory;
+    std::string header = "{\"index\": ";
+    json_append_capture_fields(header, c, number);
+    capture_info.capture_json = header;
+    std::vector<std::unique_ptr<Exporter>> exporters;
+    std::string error;
+    for (size_t i = 0; i < config.outputs.size(); ++i) {
+      std::unique_ptr<Exporter> ex = make_exporter(config.outputs[i].kind);
+      TraceInfo output_info = capture_info;
+      output_info.path = capture_path(output_paths[i], number);
+      if (!ex->open(output_info, &error)) {
+        captures::set_state(index, captures::State::kFailed, "", error);
+        log_line("capture " + std::to_string(index) + " not written: " + error + "; the job runs on.");
+        return;
+      }
+      exporters.push_back(std::move(ex));
+    }
+    capture = OpenCapture{};
+    capture.index = index;
+    capture.drain = std::make_unique<Drainer>(std::move(exporters), info.mono_origin_ns, config.shapes,
+                                              config.module_spans, config.sample < 1.0);
+    capture.drain->start_clock();
+    capture.dropped_before = session_state::buffers().dropped_total();
+    captures::set_state(index, captures::State::kRecording, capture_path(output_paths[0], number));
+  }
+
+  // The capture's steps are over and its last step's range is in (or it was timed, or waited
+  // for long enough): the file is completed. `now`: at once (the session stops, or the next
+  // capture starts).
+  void finish_capture_if_complete(bool now) {
+    if (!capture.drain) return;
+    using namespace std::chrono_literals;
+    auto waited = std::chrono::steady_clock::now() - capture.ended_at;
+    bool complete = capture.ended && waited >= 2 * kDrainPeriod &&
+                    (capture.tail_name_id == 0 || capture.tail_seen || waited >= 2s);
+    if (!now && !complete) return;
+    std::string error;
+    bool ok = capture.drain->flush(&error);
+    uint64_t dropped = session_state::buffers().dropped_total() - capture.dropped_before;
+    std::vector<std::string> errors = capture.drain->finish(dropped);
+    if (!ok) errors.insert(errors.begin(), error);
+    if (errors.empty()) {
+      captures::set_state(capture.index, captures::State::kDone);
+    } else {
+      captures::set_state(capture.index, captures::State::kFailed, "", errors[0]);
+      log_line("capture " + std::to_string(capture.index) + " not written completely: " + errors[0] +
+               "; the job runs on.");
+    }
+    capture = OpenCapture{};
   }
 
   // Caller holds drain_mu.
@@ -128,6 +301,11 @@ struct Session {
     last_flush = std::chrono::steady_clock::now();
     std::string error;
     if (!drain->flush(&error)) on_write_failure(error);
+    if (capture.drain && !capture.drain->flush(&error)) {
+      captures::set_state(capture.index, captures::State::kFailed, "", error);
+      log_line("capture " + std::to_string(capture.index) + " not written: " + error + "; the job runs on.");
+      capture = OpenCapture{};
+    }
   }
 
   void on_write_failure(const std::string& error) {
@@ -191,6 +369,28 @@ void on_fork_child() {
   g_session = nullptr;
 }
 
+std::string window_text(const StepWindow& w) {
+  if (w.all() || w.end == 0) return "";
+  return std::to_string(w.first) + ":" + std::to_string(w.end) + (w.period != 0 ? ":" + std::to_string(w.period) : "");
+}
+
+demand::Identity demand_identity(const Session& s) {
+  demand::Identity id;
+  id.pid = s.info.pid;
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) == 0) id.host = host;
+  id.rank = s.info.rank;
+  id.world_size = s.info.world_size;
+  id.pattern = s.config.raw_value;
+  id.trace = s.output_paths.empty() ? s.config.path : s.output_paths[0];
+  char cwd[4096] = {};
+  if (::getcwd(cwd, sizeof(cwd) - 1) != nullptr) id.cwd = cwd;
+  id.started = static_cast<double>(wall_ns()) / 1e9;
+  id.window = window_text(s.config.steps);
+  id.slow = s.config.capture_slow;
+  return id;
+}
+
 }  // namespace
 
 bool start_session(const Config& config, std::string* error) {
@@ -223,14 +423,15 @@ bool start_session(const Config& config, std::string* error) {
 
   std::vector<std::unique_ptr<Exporter>> exporters;
   for (const Output& output : config.outputs) {
-    std::unique_ptr<Exporter> ex = output.kind == Output::Kind::kChrome ? make_chrome_trace_exporter()
-                                   : output.kind == Output::Kind::kJsonLines ? make_json_lines_exporter()
-                                                                             : make_summary_exporter();
+    session->output_paths.push_back(output.path);
+    if (!config.trace_file) continue;  // armed with no window: the captures alone are written
+    std::unique_ptr<Exporter> ex = make_exporter(output.kind);
     TraceInfo output_info = info;
     output_info.path = output.path;
     if (!ex->open(output_info, error)) return false;
     exporters.push_back(std::move(ex));
   }
+  session->stem = config.stem;
   session->drain = std::make_unique<Drainer>(std::move(exporters), info.mono_origin_ns, config.shapes,
                                              config.module_spans, config.sample < 1.0);
 
@@ -257,7 +458,9 @@ bool start_session(const Config& config, std::string* error) {
   // Op inputs cost every op (the dispatcher boxes its arguments), so only when something needs
   // them: FLOPs, shapes, or a distributed job (collectives' bytes and group size).
   session->callback_inputs = config.flops || config.shapes || config.world_size > 1;
-  if (steps::begin_session(config.steps)) {  // else the callback waits for the step window
+  captures::reset();
+  steps::SlowTrigger slow{config.capture_slow, config.capture_steps, config.capture_max};
+  if (steps::begin_session(config.steps, slow)) {  // else the callback waits for the step window
     session->callback = observer::install(session->callback_inputs, g_id_requests > 0);
     session->callback_installed = true;
   }
@@ -272,6 +475,7 @@ bool start_session(const Config& config, std::string* error) {
     raw->drain_loop();
   });
   g_session = raw;
+  if (config.armed || config.capture_slow > 0) demand::start(demand_identity(*raw));
   return true;
 }
 
@@ -290,8 +494,11 @@ bool stop_session() {
   if (session->drain_thread.joinable()) session->drain_thread.join();
   g_drain_alive.store(false, std::memory_order_release);
 
+  demand::stop();  // bounded: a demand thread stuck in a hung file system is left behind
+
   std::lock_guard<std::mutex> drain_lock(session->drain_mu);
   session->drain_all();
+  session->finish_capture_if_complete(true);  // a capture under way ends with the process
   session->flush_all();
   if (session->drain->failed()) return false;
   uint64_t dropped = session_state::buffers().dropped_total() - session->dropped_before;
@@ -346,8 +553,15 @@ void set_session_process_group(const std::string& backend, int rank, int world_s
       (rank != info.rank || world_size != info.world_size)) {
     info.rank = rank;
     info.world_size = world_size;
-    std::vector<std::string> errors = g_session->drain->move_outputs(paths_for_group(config, rank, world_size));
+    std::vector<std::string> paths = paths_for_group(config, rank, world_size);
+    std::vector<std::string> errors =
+        config.trace_file ? g_session->drain->move_outputs(paths) : std::vector<std::string>{};
     for (const std::string& error : errors) log_line(error + "; the trace keeps its name.");
+    if (errors.empty() && paths.size() == g_session->output_paths.size() && !paths.empty()) {
+      g_session->stem = paths[0].substr(0, paths[0].size() - (g_session->output_paths[0].size() - g_session->stem.size()));
+      g_session->output_paths = paths;
+      if (config.armed || config.capture_slow > 0) demand::moved(paths[0], rank, world_size);
+    }
   }
   g_session->drain->process_group_known(info);
   if (!g_session->callback_installed) {
@@ -377,18 +591,33 @@ void set_record_function_ids(bool on) {
   g_session->callback = observer::install(g_session->callback_inputs, g_id_requests > 0);
 }
 
-void set_session_recording(bool on) {
+void update_session_recording() {
   std::lock_guard<std::mutex> lock(g_lifecycle_mu);
-  if (g_session == nullptr || g_session->callback_installed == on) return;
-  if (on) {
-    g_session->callback = observer::install(g_session->callback_inputs, g_id_requests > 0);
-  } else {
-    observer::uninstall(g_session->callback);
+  if (g_session == nullptr) return;
+  bool capture_memory = false;
+  bool on = steps::recording_wanted(&capture_memory);  // asked under our lock: changes apply in order
+  if (g_session->callback_installed != on) {
+    if (on) {
+      g_session->callback = observer::install(g_session->callback_inputs, g_id_requests > 0);
+    } else {
+      observer::uninstall(g_session->callback);
+    }
+    g_session->callback_installed = on;
+    session_state::g_recording.store(on, std::memory_order_relaxed);
   }
-  g_session->callback_installed = on;
-  session_state::g_recording.store(on, std::memory_order_relaxed);
-  // Outside the step window the allocator's reports are not recorded either.
-  memory::set_enabled(on && g_session->config.memory);
+  // While nothing records, the allocator's reports are not recorded either.
+  memory::set_enabled(on && (g_session->config.memory || capture_memory));
+}
+
+bool request_capture(uint64_t steps, std::string* why) {
+  if (steps == 0) {
+    *why = "steps must be at least 1";
+    return false;
+  }
+  captures::Capture c;
+  c.reason = "program";
+  c.steps = steps;
+  return steps::order_capture(c, steps::kNextStep, why);
 }
 
 std::vector<RangeAttribution> record_function_attribution() {

@@ -21,9 +21,13 @@ bool session_running();
 // (an mp.spawn child) learns its rank only now: its files are renamed to the names its rank
 // gives (`mps.{rank}.json`: `mps.0.pid<PID>.json` → `mps.1.pid<PID>.json`).
 void set_session_process_group(const std::string& backend, int rank, int world_size);
-// Steps (plugin/steps.cpp): installs or removes the observer's callback when the step window
-// opens or closes. The session keeps running either way.
-void set_session_recording(bool on);
+// Steps (plugin/steps.cpp): installs or removes the observer's callback as the step window or a
+// capture wants it now (steps::recording_wanted). The session keeps running either way.
+void update_session_recording();
+// fqntrace.capture(steps=N) / fqntrace::capture(): the next `steps` steps are recorded into a
+// capture file of their own (docs/on-demand.md). false with *why when no session runs or a
+// capture is already under way.
+bool request_capture(uint64_t steps, std::string* why);
 // torch.profiler starts (true) or stops (false) recording: while any recording runs, the
 // callback asks RecordFunction for ids (one atomic increment per range, in torch) so every event
 // carries the handle Kineto writes as "Record function id" (python/fqntrace/_kineto_hook.py).

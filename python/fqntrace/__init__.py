@@ -27,7 +27,7 @@ import sys as _sys
 
 __version__ = "0.1.0"
 __all__ = ["library_path", "profile", "load", "Trace", "TraceError", "ModTracker", "ModuleTracker",
-           "flush", "tracing", "step"]
+           "flush", "tracing", "step", "capture"]
 
 _PACKAGE_DIR = _os.path.dirname(_os.path.abspath(__file__))
 
@@ -51,7 +51,7 @@ def __getattr__(name):
     if name in ("ModTracker", "ModuleTracker"):
         from fqntrace import mod_tracker
         return getattr(mod_tracker, name)
-    if name in ("step", "current_step"):
+    if name in ("step", "current_step", "capture"):
         from fqntrace import _steps
         return getattr(_steps, name)
     if name in ("flush", "tracing"):

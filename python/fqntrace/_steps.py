@@ -43,3 +43,13 @@ def step():
 def current_step():
     """Number of the step running now (steps ended so far in this session)."""
     return _native.load().current_step()
+
+
+def capture(steps=3):
+    """Records the next `steps` training steps into a capture file of their own beside the trace
+    (``run.capture-1.json``, docs/on-demand.md), in an armed job (FQNTRACE_STEPS=demand) or any
+    traced one. Returns True when the capture is scheduled, False when not tracing or when a
+    capture is already under way. Raises ValueError for steps < 1."""
+    if isinstance(steps, bool) or not isinstance(steps, int):
+        raise ValueError(f"fqntrace.capture: steps={steps!r}: expected a whole number >= 1")
+    return bool(_native.load().capture(steps))

@@ -244,11 +244,11 @@ def test_first_step_counts_the_rate_the_age_and_how_soon_a_request_is_seen():
             "notify": notify})
 
     now = 1001.0
-    # 100 + 10/s x 1 s old + 10/s x 0.3 s (inotify) = 113, so 114 is the first step not begun
+    # 100 + 10/s x 1 s old + 10/s x 0.5 s (inotify) = 115, so 116 is the first step not begun
     both = [status(), status(step=90)]
-    assert ondemand.see_delay(both) == 0.3
-    assert ondemand.first_step(both, now, ondemand.see_delay(both)) == 114
-    assert ondemand.first_step(both, now, 0.3, roundup=50) == 150
+    assert ondemand.see_delay(both) == 0.5
+    assert ondemand.first_step(both, now, ondemand.see_delay(both)) == 116
+    assert ondemand.first_step(both, now, 0.5, roundup=50) == 150
     for polled in ([status(), status(notify=False)], [status(host="elsewhere")]):
         assert ondemand.see_delay(polled) == 1.25  # 100 + 10 + 12.5 -> 123, then 124
         assert ondemand.first_step(polled, now, 1.25) == 124

@@ -23,7 +23,7 @@ from fqntrace.analysis.ondemand_status import (FINISHED, HINT, REQUEST_NAME, STA
                                                read_status, readable)
 from fqntrace.analysis.trace_events import is_number, printable
 
-NOTIFY_DELAY_S = 0.3  # a process watching its folder with inotify, on this host, sees it in this
+NOTIFY_DELAY_S = 0.5  # a process watching its folder with inotify, on this host, sees it in this
 POLL_DELAY_S = 1.25  # otherwise: the processes poll once a second
 POLL_S = 0.1  # how often the records are read while waiting
 MIN_TIMEOUT_S = 60.0
