@@ -130,7 +130,12 @@ class DemandThread {
   // is said once; the job runs on and the folder is tried again later.
   void open_files() {
     retry_dir_at_ = Clock::now() + std::chrono::milliseconds(kRetryDirMs);
-    if (::mkdir(control_.c_str(), 0777) != 0 && errno != EEXIST) return warn_once("create", control_);
+    struct stat st {};
+    if (::mkdir(control_.c_str(), 0777) != 0 &&
+        (errno != EEXIST || ::stat(control_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) {
+      if (errno == EEXIST || errno == 0) errno = ENOTDIR;
+      return warn_once("create", control_);
+    }
     int fd = ::open(status_path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return warn_once("write", status_path_);
     status_fd_ = fd;
@@ -302,6 +307,7 @@ class DemandThread {
 
   // --- the status record ------------------------------------------------------------------------
   double steps_per_s(uint64_t step, double now) {
+    if (step == 0) return 0;  // the time before the first step (imports, set-up) is no rate
     rate_samples_.emplace_back(now, step);
     while (rate_samples_.size() > 2 && now - rate_samples_[1].first >= kRateWindowS) rate_samples_.pop_front();
     const auto& [t0, s0] = rate_samples_.front();

@@ -236,6 +236,9 @@ class Result:
         self.request_id = request_id
         self.files = [w.file for w in watches if w.outcome == "done"]
         self.problems = [f"{w.status.who()} {w.outcome}" for w in watches if w.outcome != "done"]
+        self.all_passed = bool(watches) and all(
+            (w.outcome or "").startswith("refused: step") and "has passed" in w.outcome
+            for w in watches)
 
 
 def _announce(request_id, at_step, steps, seconds, n):
@@ -252,11 +255,23 @@ def capture(where, steps=None, roundup=None, at=None, seconds=None, memory=False
     ``steps`` from the next multiple of ``roundup`` they can reach (or from step ``at``), or
     ``seconds`` from now; waits for them (``timeout``: default_timeout). Returns a Result;
     TraceError (nothing asked) when no target is left, one is busy, or the request cannot be
-    written."""
+    written. When every process refused because the chosen step had passed (a job that sped up
+    since its record was written), asks once more with a margin three times as wide."""
+    widen = 1.0
+    for attempt in range(2):
+        result = _ask(where, steps, roundup, at, seconds, memory, timeout, note, progress, widen)
+        if at is not None or attempt == 1 or not result.all_passed:
+            return result
+        note("every process was past the chosen step already; asking again with a wider margin")
+        widen = 3.0
+    return result
+
+
+def _ask(where, steps, roundup, at, seconds, memory, timeout, note, progress, widen):
     targets = live_targets(where, note)
     now = time.time()
     check_free(targets, now)
-    delay = see_delay(targets)
+    delay = see_delay(targets) * widen
     at_step = None
     if steps is not None:
         if at is None:
