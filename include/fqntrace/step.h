@@ -14,4 +14,10 @@ namespace fqntrace {
 
 void step();
 
+// Records the next `steps` steps into a capture file of their own beside the trace
+// (`run.capture-1.json` for `run.json`; docs/on-demand.md), whether the job is armed
+// (FQNTRACE_STEPS=demand) or traced. false when not tracing, steps is 0, or a capture is already
+// under way.
+bool capture(unsigned steps);
+
 }  // namespace fqntrace
