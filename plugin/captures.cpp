@@ -1,5 +1,6 @@
 #include "plugin/captures.h"
 
+#include <atomic>
 #include <deque>
 #include <mutex>
 
@@ -7,6 +8,8 @@ namespace fqntrace::captures {
 namespace {
 
 constexpr size_t kKept = 8;  // the status record shows the last few
+std::atomic<uint64_t> g_version{0};
+void changed() { g_version.fetch_add(1, std::memory_order_relaxed); }
 
 struct Ledger {
   std::mutex mu;
@@ -53,6 +56,7 @@ Capture add(Capture capture) {
   capture.index = l.next_index++;
   capture.state = State::kPending;
   l.captures.push_back(capture);
+  changed();
   while (l.captures.size() > kKept) l.captures.pop_front();
   return capture;
 }
@@ -63,6 +67,7 @@ void set_state(uint32_t index, State state, const std::string& file, const std::
   Capture* c = find_locked(l, index);
   if (c == nullptr) return;
   c->state = state;
+  changed();
   if (!file.empty()) c->file = file;
   if (!error.empty()) c->error = error;
 }
@@ -87,6 +92,8 @@ std::vector<Capture> recent() {
   return std::vector<Capture>(l.captures.begin(), l.captures.end());
 }
 
+uint64_t version() { return g_version.load(std::memory_order_relaxed); }
+
 bool busy() {
   Ledger& l = ledger();
   std::lock_guard<std::mutex> lock(l.mu);
@@ -100,6 +107,7 @@ void set_answer(const Answer& answer) {
   Ledger& l = ledger();
   std::lock_guard<std::mutex> lock(l.mu);
   l.answer = answer;
+  changed();
 }
 
 Answer last_answer() {

@@ -41,6 +41,8 @@ bool find(uint32_t index, Capture* out);
 std::vector<Capture> recent();
 // A capture is pending, recording or being written: a new one must wait.
 bool busy();
+// Grows at every change of the ledger (the demand thread rewrites the status record then).
+uint64_t version();
 
 // The answer this process gave to the last request that named it.
 struct Answer {

@@ -35,6 +35,7 @@ namespace fqntrace::demand {
 namespace {
 
 constexpr int kPeriodMs = 1000;          // the status record's refresh and the request's poll
+constexpr int kBusyPeriodMs = 100;       // ... while a capture is under way
 constexpr int kStopWaitMs = 200;         // stop() waits this long for the files to go, at most
 constexpr int kRetryDirMs = 10000;       // a folder that could not be written is tried again
 constexpr size_t kStatusSize = 4096;     // the record is padded to this: one in-place write
@@ -98,7 +99,12 @@ class DemandThread {
       drain_notify();
       check_request();
       end_timed_capture();
-      if (dirty_ || due(status_at_)) write_status();
+      uint64_t version = captures::version();
+      if (version != written_version_) dirty_ = true;  // a capture moved on: say so now
+      if (dirty_ || due(status_at_)) {
+        written_version_ = version;
+        write_status();
+      }
       wait();
     }
     remove_files();
@@ -191,6 +197,8 @@ class DemandThread {
 
   void wait() {
     auto next = status_at_;
+    // While a capture is under way its states change within a second: look ten times as often.
+    if (captures::busy()) next = std::min(next, Clock::now() + std::chrono::milliseconds(kBusyPeriodMs));
     if (timed_index_ != 0 && timed_end_ < next) next = timed_end_;
     if (status_fd_ < 0 && retry_dir_at_ < next) next = retry_dir_at_;
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
@@ -425,6 +433,7 @@ class DemandThread {
   Clock::time_point timed_end_{};
   std::deque<std::pair<double, uint64_t>> rate_samples_;
   double last_rate_ = 0;
+  uint64_t written_version_ = 0;
 };
 
 }  // namespace

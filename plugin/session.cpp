@@ -482,6 +482,8 @@ bool start_session(const Config& config, std::string* error) {
 bool stop_session() {
   // A forked child may have inherited the mutex locked: it owns no session, never wait for it.
   if (g_forked_child) return true;
+  // Before our lock: the demand thread may be waiting for it to start or end a timed capture.
+  demand::stop();  // bounded: a demand thread stuck in a hung file system is left behind
   std::lock_guard<std::mutex> lock(g_lifecycle_mu);
   if (g_session == nullptr) return true;
   std::unique_ptr<Session> session(g_session);
@@ -493,8 +495,6 @@ bool stop_session() {
   session_state::stop_drain();
   if (session->drain_thread.joinable()) session->drain_thread.join();
   g_drain_alive.store(false, std::memory_order_release);
-
-  demand::stop();  // bounded: a demand thread stuck in a hung file system is left behind
 
   std::lock_guard<std::mutex> drain_lock(session->drain_mu);
   session->drain_all();

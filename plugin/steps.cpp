@@ -159,8 +159,10 @@ void end_step(bool at_enclosing_end) {
       }
     } else {
       g_step_start.store(boundary, std::memory_order_relaxed);
-      if (g_slow.factor > 0) slow_step(step, duration);
     }
+    // A step recorded is slower by the tracing itself: it neither counts nor triggers, unless
+    // every step is recorded (a full trace), where all are slowed alike.
+    if (g_slow.factor > 0 && (!recorded || g_window.all())) slow_step(step, duration);
     uint64_t next = step + 1;
     g_step.store(next, std::memory_order_relaxed);
     bool was_recording = recorded;

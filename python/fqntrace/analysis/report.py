@@ -135,6 +135,7 @@ def data_of(loaded, mode="auto", note=lambda message: None, alpha=diff.DEFAULT_A
                      "per_step": per_step,
                      "step_stats": {k: v for k, v in summary["steps"].items() if k != "per_step"}
                      if per_step else None,
+                     "time_definition": summary.get("time_definition"),
                      "complete": summary.get("complete", True) is not False
                      and not summary.get("dropped_events"),
                      "modules": modules, "steps": step_list})

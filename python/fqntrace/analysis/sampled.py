@@ -38,6 +38,11 @@ STEP_PREFIX = "ProfilerStep#"
 # frames and the calling kernel's, at least ~600 bytes on x86-64 (measured: ops the demo's loop
 # calls lie within 210 bytes of each other, the first nested ones 640 bytes below).
 NESTED_BYTES = 512
+# What a module's time is in a sampled summary, where it differs from a full trace's op time
+# (the JSON's "time_definition", said by the table's notes and the report): a full, windowed or
+# captured trace counts op time, so Global there has no Python between ops in it.
+TIME_DEFINITION = ("scope wall time (forward, recompute: Python between ops included), autograd "
+                   "node time (backward); ops outside every scope estimated from the sampled ones")
 _Z95 = 1.959963984540054
 
 
@@ -219,6 +224,7 @@ class SampledSummary:
                       merged if isinstance(merged, list) else None, self.per_step,
                       self.exclude_steps)
         out["sample"] = self.p
+        out["time_definition"] = TIME_DEFINITION
         for (fqn, phase), var in self.variance.items():
             entry = out["modules"].get(fqn, {}).get(phase)
             if entry is not None:
