@@ -18,8 +18,8 @@ namespace fqntrace::steps {
 namespace {
 
 // The slow-step trigger's statistics: the last kRecent durations of steps not recorded, the
-// first kWarmup steps of a session ignored (compilation, caches), and kCoolDown steps after a
-// slow-step capture ends before the next may start.
+// first kWarmup steps of a session ignored (compilation, caches), at least kRecent / 2 samples
+// before it may fire, and kCoolDown steps after a slow-step capture ends before the next may.
 constexpr size_t kRecent = 32;
 constexpr uint64_t kWarmup = 10;
 constexpr uint64_t kCoolDown = 100;
@@ -92,9 +92,10 @@ std::string ms_text(uint64_t ns) {
 // Caller holds g_step_mu; `step` just ended after `duration_ns` and was not recorded. True when
 // it starts a capture of the next steps (pending: end_step begins it at once).
 bool slow_step(uint64_t step, uint64_t duration_ns) {
+  if (step < kWarmup) return false;
   g_recent[g_recent_count % kRecent] = duration_ns;
   ++g_recent_count;
-  if (g_recent_count < kWarmup || step < kWarmup) return false;
+  if (g_recent_count < kRecent / 2) return false;
   if (g_median_ns == 0 || g_recent_count % (kRecent / 2) == 0) g_median_ns = median_of_recent();
   if (static_cast<double>(duration_ns) <= g_slow.factor * static_cast<double>(g_median_ns)) return false;
   if (step < g_slow_not_before || g_slow_fired >= g_slow.max_captures || g_capture.index != 0 ||

@@ -182,7 +182,8 @@ TEST(CaptureTest, CaptureBesideAFullTraceLeavesTheTraceWhole) {
 }
 
 // The slow-step trigger in a full trace (every step recorded, so all count): a step made 50 ms
-// slower starts a capture of the next two steps, whose header says why.
+// slower (after the 10 steps of warm-up and 16 samples) starts a capture of the next two steps,
+// whose header says why.
 TEST(CaptureTest, SlowStepInAFullTraceCapturesTheNextSteps) {
   torch::manual_seed(0);
   Net net;
@@ -193,17 +194,17 @@ TEST(CaptureTest, SlowStepInAFullTraceCapturesTheNextSteps) {
   ASSERT_TRUE(r.config);
   std::string error;
   ASSERT_TRUE(start_session(*r.config, &error)) << error;
-  for (int step = 0; step < 30; ++step) {
+  for (int step = 0; step < 40; ++step) {
     train_step(net);
-    if (step == 20) ::usleep(50 * 1000);
+    if (step == 30) ::usleep(50 * 1000);
     fqntrace::step();
   }
   json trace = stop_and_load(path);
-  EXPECT_EQ(step_names(trace).size(), 30u);
+  EXPECT_EQ(step_names(trace).size(), 40u);
   std::ifstream in(dir + "/slow.capture-1.json");
   ASSERT_TRUE(in.good());
   json capture = json::parse(in);
-  EXPECT_EQ(step_names(capture), (std::set<std::string>{"ProfilerStep#21", "ProfilerStep#22"}));
-  EXPECT_EQ(capture.at("capture").at("reason").get<std::string>().rfind("slow step 20: ", 0), 0u);
+  EXPECT_EQ(step_names(capture), (std::set<std::string>{"ProfilerStep#31", "ProfilerStep#32"}));
+  EXPECT_EQ(capture.at("capture").at("reason").get<std::string>().rfind("slow step 30: ", 0), 0u);
   EXPECT_NE(::access((dir + "/slow.capture-2.json").c_str(), F_OK), 0);
 }

@@ -111,6 +111,10 @@ def test_the_summary_counts_the_complete_ranges(runs):
     proc = _cli("summary", runs["sampled"][0], "--json")
     samp = json.loads(proc.stdout)
     assert samp["sample"] == P and "sample" not in full
+    # the two count a module's time differently, and the sampled JSON says how (issue 43)
+    assert samp["time_definition"].startswith("scope wall time") and "time_definition" not in full
+    table = _cli("summary", runs["sampled"][0]).stdout
+    assert "a module's time is its scopes' own wall time" in table
     for fqn, entry in full["modules"].items():
         if entry["calls"]:
             assert samp["modules"][fqn]["calls"] == entry["calls"], fqn
