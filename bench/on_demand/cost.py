@@ -159,6 +159,7 @@ def cmd_ab(args):
     import torch
 
     import fqntrace
+    import fqntrace._hooks
 
     torch.set_num_threads(1)
     step = demo_step()
@@ -181,6 +182,8 @@ def cmd_ab(args):
         per_step[mode].append((time.perf_counter() - t0) / args.block_steps * 1e3)
         if ctx is not None:
             ctx.__exit__(None, None, None)
+            # Untraced blocks run torch's own nn.Module.__call__ (profile() puts ours back).
+            fqntrace._hooks.uninstall()
     shutil.rmtree(outdir, ignore_errors=True)
     # Each ABBA quartet gives one ratio (armed / untraced of the same quartet).
     ratios = []
@@ -211,23 +214,28 @@ def run_demo(steps, env, cwd):
 
 
 def shares(path):
-    """The summary table's % column: each module's per-step median op time over the step's."""
-    summary = json.loads(subprocess.run([sys.executable, "-m", "fqntrace", "summary", "--json", path],
-                                        capture_output=True, text=True, check=True).stdout)
-    step_ms = summary["step_ms"]
+    """Each module's share of the op time of the steps kept (step 0 left out, as summary does):
+    its op time summed over those steps over theirs, from the per-step times summary uses."""
+    from fqntrace.analysis import steps, summarize
+
+    summary, times = summarize.summarize_with_steps(path)
+    kept = [s for s in steps.per_step_from(times) if s["step"] != 0]
+    total = sum(sum(s["op_ms"].values()) for s in kept)
     out = {}
-    for fqn, m in summary["modules"].items():
-        value = sum((m.get(p) or {}).get("step_median_ms", 0.0) for p in ("forward", "backward", "recompute"))
-        out[fqn] = 100.0 * value / step_ms if step_ms else 0.0
-    return out, summary
+    for s in kept:
+        for fqn, phases in s["modules"].items():
+            out[fqn] = out.get(fqn, 0.0) + 100.0 * sum(phases) / total
+    return out, {"steps": {"count": len(kept)}}
 
 
 def cmd_shares(args):
-    outdir = tempfile.mkdtemp(prefix="ondemand-shares-")
+    outdir = os.path.abspath(args.keep) if args.keep else tempfile.mkdtemp(prefix="ondemand-shares-")
+    os.makedirs(outdir, exist_ok=True)
     full = os.path.join(outdir, "full.json")
     on = os.path.join(outdir, "always_on.json")
-    run_demo(args.steps, mode_env("full", full), outdir)
-    run_demo(args.steps, mode_env("always_on", on), outdir)
+    if not (args.reuse and os.path.exists(full) and os.path.exists(on)):
+        run_demo(args.steps, mode_env("full", full), outdir)
+        run_demo(args.steps, mode_env("always_on", on), outdir)
     a, sa = shares(full)
     b, sb = shares(on)
     rows = []
@@ -239,7 +247,8 @@ def cmd_shares(args):
     result = {"steps": args.steps, "full_steps": sa["steps"]["count"], "window_steps": sb["steps"]["count"],
               "rows_above_2pct": rows, "max_abs_diff_pp": max(abs(r["diff_pp"]) for r in rows),
               "slow_captures": len(captures)}
-    shutil.rmtree(outdir, ignore_errors=True)
+    if not args.keep:
+        shutil.rmtree(outdir, ignore_errors=True)
     return result
 
 
@@ -283,7 +292,7 @@ def first_step_wall(path):
     steps = sorted((e["ts"], e["dur"]) for e in trace["traceEvents"]
                    if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#"))
     base = trace["baseTimeNanoseconds"] / 1e9
-    return base + steps[0][0] / 1e6, statistics.median(d for _, d in steps) / 1e3, trace["capture"]["id"]
+    return base + steps[0][0] / 1e6, statistics.median(d for _, d in steps) / 1e6, trace["capture"]["id"]
 
 
 def cmd_latency(args):
@@ -369,6 +378,8 @@ def main():
     b.add_argument("--block-steps", type=int, default=20)
     s = sub.add_parser("shares")
     s.add_argument("--steps", type=int, default=1000)
+    s.add_argument("--keep", metavar="DIR", help="write the two traces here and keep them")
+    s.add_argument("--reuse", action="store_true", help="with --keep: summarize the traces there")
     lat = sub.add_parser("latency")
     lat.add_argument("--captures", type=int, default=10)
     lat.add_argument("--sleep", type=float, default=0.02)
