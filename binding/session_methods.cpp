@@ -102,14 +102,21 @@ PyObject* py_set_process_group(PyObject*, PyObject* args) {
 
 // A step ends now (fqntrace.step()).
 PyObject* py_step(PyObject*, PyObject*) {
-  steps::end_step(/*at_enclosing_end=*/false);
+  try {
+    steps::end_step(/*at_enclosing_end=*/false);
+  } catch (...) {
+    // Never into the program: a step that could not end is only a missing range.
+  }
   Py_RETURN_NONE;
 }
 
 // An optimizer's step ended (its global post hook, which runs inside the optimizer's
 // `Optimizer.step#…` range): the step ends with that range. Ignores the hook's arguments.
 PyObject* py_optimizer_step(PyObject*, PyObject* const*, Py_ssize_t) {
-  steps::end_step(/*at_enclosing_end=*/true);
+  try {
+    steps::end_step(/*at_enclosing_end=*/true);
+  } catch (...) {
+  }
   Py_RETURN_NONE;
 }
 
@@ -122,8 +129,13 @@ PyObject* py_capture(PyObject*, PyObject* arg) {
     PyErr_SetString(PyExc_ValueError, "fqntrace.capture: steps must be a whole number >= 1");
     return nullptr;
   }
-  std::string why;
-  return PyBool_FromLong(request_capture(static_cast<uint64_t>(steps), &why));
+  bool ok = false;
+  try {
+    std::string why;
+    ok = request_capture(static_cast<uint64_t>(steps), &why);
+  } catch (...) {
+  }
+  return PyBool_FromLong(ok);
 }
 
 PyObject* py_current_step(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(steps::current()); }

@@ -87,6 +87,19 @@ class DemandThread {
   explicit DemandThread(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
 
   void run() {
+    try {
+      loop();
+    } catch (...) {
+      log_line("the thread that answers captures stopped after an internal error; `ps` and "
+               "`capture` will not see this process. The job runs on.");
+    }
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->ended = true;
+    shared_->ended_cv.notify_all();
+  }
+
+ private:
+  void loop() {
     sigset_t block;
     sigemptyset(&block);
     sigaddset(&block, SIGTERM);
@@ -108,12 +121,8 @@ class DemandThread {
       wait();
     }
     remove_files();
-    std::lock_guard<std::mutex> lock(shared_->mu);
-    shared_->ended = true;
-    shared_->ended_cv.notify_all();
   }
 
- private:
   using Clock = std::chrono::steady_clock;
   bool due(Clock::time_point at) const { return Clock::now() >= at; }
   bool stopping() {

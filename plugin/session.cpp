@@ -170,7 +170,12 @@ struct Session {
     drain->begin_batch();  // before any event of this batch: see TickConverter
     next_segment = steps::segments_since(next_segment, &segments);
     trim_segments();
-    open_capture_if_started();
+    try {
+      open_capture_if_started();
+    } catch (...) {  // out of memory opening a capture: that capture fails, tracing goes on
+      if (capture.index != 0) captures::set_state(capture.index, captures::State::kFailed, "", "internal error");
+      capture = OpenCapture{};
+    }
     if (capture.drain) capture.drain->begin_batch();
     uint64_t gen = session_state::generation();
     if (segments.size() == 1 && segments[0].main && segments[0].capture == 0) {
