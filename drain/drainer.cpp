@@ -29,26 +29,8 @@ shapes::Assembler* assembler_of(ThreadBuffer& b) {
 
 }  // namespace
 
-uint64_t Drainer::drain(ThreadBuffer& b, uint64_t /*generation*/) {
-  if (!b.ring.empty()) announce(b);
-  shapes::Assembler* assembler = shapes_ ? assembler_of(b) : nullptr;
-  uint64_t delivered = 0;
-  ModuleSpans::Thread& spans = spans_.thread(b.os_tid);
-  b.ring.drain([&](const RawEvent& e) {
-    if (failed_) return;
-    if (e.kind == EventKind::kShapes) {
-      if (assembler != nullptr) assembler->add_chunk(e);
-      return;
-    }
-    bool shaped = assembler != nullptr && e.kind == EventKind::kOp &&
-                  assembler->take(e.depth, &dims_json_, &types_json_);
-    if (deliver(e, b.os_tid, shaped, spans)) ++delivered;
-  });
-  events_written_ += delivered;
-  return delivered;
-}
-
-uint64_t Drainer::drain_routed(ThreadBuffer& b, Drainer* other, const Route& route) {
+template <typename RouteFn>
+uint64_t Drainer::drain_to(ThreadBuffer& b, Drainer* other, const RouteFn& route) {
   shapes::Assembler* assembler = shapes_ ? assembler_of(b) : nullptr;
   ModuleSpans::Thread* spans = nullptr;
   ModuleSpans::Thread* other_spans = nullptr;
@@ -82,6 +64,14 @@ uint64_t Drainer::drain_routed(ThreadBuffer& b, Drainer* other, const Route& rou
   });
   events_written_ += delivered;
   return delivered;
+}
+
+uint64_t Drainer::drain(ThreadBuffer& b) {
+  return drain_to(b, nullptr, [](const RawEvent&) { return 1u; });
+}
+
+uint64_t Drainer::drain_routed(ThreadBuffer& b, Drainer* other, const Route& route) {
+  return drain_to(b, other, route);
 }
 
 bool Drainer::deliver(const RawEvent& raw, uint32_t tid, bool shaped, ModuleSpans::Thread& spans) {

@@ -41,9 +41,9 @@ class Drainer {
     ticks_.recalibrate_if_due();
     declare_new_modules();
   }
-  // Every event published in `buffer` so far; names the thread first if this session
-  // (`generation`) has not. Returns the events handed to the exporters.
-  uint64_t drain(ThreadBuffer& buffer, uint64_t generation);
+  // Every event published in `buffer` so far; names the thread first if this drainer has not.
+  // Returns the events handed to the exporters.
+  uint64_t drain(ThreadBuffer& buffer);
   // The same, each event sent where `route` says: bit 1 this drainer, bit 2 `other` (a capture's
   // drainer, docs/on-demand.md), none: dropped. Shapes are joined once for both.
   using Route = std::function<unsigned(const RawEvent&)>;
@@ -67,6 +67,9 @@ class Drainer {
   bool deliver(const RawEvent& raw, uint32_t tid, bool shaped, ModuleSpans::Thread& spans);
   // Names the buffer's thread to the exporters the first time this drainer delivers from it.
   void announce(const ThreadBuffer& buffer);
+  // drain() and drain_routed(): `route(e)` as drain_routed's, inlined for drain()'s constant 1.
+  template <typename RouteFn>
+  uint64_t drain_to(ThreadBuffer& buffer, Drainer* other, const RouteFn& route);
   void deliver_span(const ModuleSpan& span);
   void declare_new_modules();
 

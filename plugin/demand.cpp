@@ -294,13 +294,16 @@ class DemandThread {
       ok = steps::order_capture(c, at, &why, &index);
     }
     if (ok && c.seconds > 0) {
-      timed_index_ = index;
       // A capture in seconds starts at once; one with steps too ends at whichever comes first.
-      timed_end_ = Clock::now() + std::chrono::milliseconds(static_cast<long long>(c.seconds * 1000));
-      if (c.steps != 0) timed_start_step_ = true;
+      timed_index_ = index;
+      timed_end_ = seconds_from_now(c.seconds);
     }
     captures::set_answer({c.id, ok ? "accepted" : "refused", why});
     dirty_ = true;
+  }
+
+  static Clock::time_point seconds_from_now(double seconds) {
+    return Clock::now() + std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
   }
 
   void end_timed_capture() {
@@ -311,9 +314,9 @@ class DemandThread {
       timed_index_ = 0;
       return;
     }
-    // With steps as well, the seconds count from the first recorded step.
-    if (timed_start_step_ && c.state == captures::State::kPending) {
-      timed_end_ = Clock::now() + std::chrono::milliseconds(static_cast<long long>(c.seconds * 1000));
+    // With steps as well (pending until its first step), the seconds count from that step.
+    if (c.state == captures::State::kPending) {
+      timed_end_ = seconds_from_now(c.seconds);
       return;
     }
     if (!due(timed_end_)) return;
@@ -438,7 +441,6 @@ class DemandThread {
   std::tuple<ino_t, time_t, long, off_t> request_seen_{};
   std::string last_id_;
   uint32_t timed_index_ = 0;
-  bool timed_start_step_ = false;
   Clock::time_point timed_end_{};
   std::deque<std::pair<double, uint64_t>> rate_samples_;
   double last_rate_ = 0;

@@ -177,10 +177,9 @@ struct Session {
       capture = OpenCapture{};
     }
     if (capture.drain) capture.drain->begin_batch();
-    uint64_t gen = session_state::generation();
     if (segments.size() == 1 && segments[0].main && segments[0].capture == 0) {
       // Every event goes to the trace file (a full trace, or inside a window that has not closed).
-      session_state::buffers().for_each_and_reap([&](ThreadBuffer& b) { drain->drain(b, gen); });
+      session_state::buffers().for_each_and_reap([&](ThreadBuffer& b) { drain->drain(b); });
     } else {
       Drainer::Route route = [this](const RawEvent& e) { return route_event(e); };
       session_state::buffers().for_each_and_reap(
@@ -205,7 +204,8 @@ struct Session {
     return to;
   }
 
-  // Segments older than the open capture's start and the last few are no longer needed.
+  // Only the last segments are looked up: an event reaches the drain within a round or two of
+  // its start, and a capture spans a few segments. The last 64 are kept once 128 piled up.
   void trim_segments() {
     size_t keep = 64;
     if (segments.size() <= 2 * keep) return;
@@ -387,7 +387,7 @@ demand::Identity demand_identity(const Session& s) {
   id.rank = s.info.rank;
   id.world_size = s.info.world_size;
   id.pattern = s.config.raw_value;
-  id.trace = s.output_paths.empty() ? s.config.path : s.output_paths[0];
+  id.trace = s.output_paths[0];  // the main output's: config.outputs is never empty
   char cwd[4096] = {};
   if (::getcwd(cwd, sizeof(cwd) - 1) != nullptr) id.cwd = cwd;
   id.started = static_cast<double>(wall_ns()) / 1e9;

@@ -89,19 +89,27 @@ std::string ms_text(uint64_t ns) {
   return text;
 }
 
-// Caller holds g_step_mu; `step` just ended after `duration_ns` and was not recorded. True when
-// it starts a capture of the next steps (pending: end_step begins it at once).
-bool slow_step(uint64_t step, uint64_t duration_ns) {
-  if (step < kWarmup) return false;
+// Caller holds g_step_mu. A capture is pending, recording or still being written.
+bool capture_under_way() { return g_capture.index != 0 || captures::busy(); }
+
+// Caller holds g_step_mu and checked capture_under_way(). `c` becomes the capture, from step
+// c.first_step on; `recording`: it records already (a timed one), else the step hook starts it.
+uint32_t arm_capture(captures::Capture c, bool recording, bool slow) {
+  c = captures::add(c);
+  g_capture = ActiveCapture{c.index, c.first_step, c.steps, c.memory, recording, slow};
+  return c.index;
+}
+
+// Caller holds g_step_mu; `step` just ended after `duration_ns` and counts for the trigger. A
+// slow one arms a capture of the next steps (pending: end_step begins it at once).
+void slow_step(uint64_t step, uint64_t duration_ns) {
+  if (step < kWarmup) return;
   g_recent[g_recent_count % kRecent] = duration_ns;
   ++g_recent_count;
-  if (g_recent_count < kRecent / 2) return false;
+  if (g_recent_count < kRecent / 2) return;
   if (g_median_ns == 0 || g_recent_count % (kRecent / 2) == 0) g_median_ns = median_of_recent();
-  if (static_cast<double>(duration_ns) <= g_slow.factor * static_cast<double>(g_median_ns)) return false;
-  if (step < g_slow_not_before || g_slow_fired >= g_slow.max_captures || g_capture.index != 0 ||
-      captures::busy()) {
-    return false;
-  }
+  if (static_cast<double>(duration_ns) <= g_slow.factor * static_cast<double>(g_median_ns)) return;
+  if (step < g_slow_not_before || g_slow_fired >= g_slow.max_captures || capture_under_way()) return;
   captures::Capture c;
   char ratio[32];
   std::snprintf(ratio, sizeof(ratio), "%.1fx", static_cast<double>(duration_ns) / static_cast<double>(g_median_ns));
@@ -110,10 +118,8 @@ bool slow_step(uint64_t step, uint64_t duration_ns) {
              std::to_string(std::min(g_recent_count, kRecent)) + " steps";
   c.first_step = step + 1;
   c.steps = g_slow.steps;
-  c = captures::add(c);
-  g_capture = ActiveCapture{c.index, step + 1, g_slow.steps, false, false, true};
+  arm_capture(c, /*recording=*/false, /*slow=*/true);
   ++g_slow_fired;
-  return true;
 }
 
 }  // namespace
@@ -166,7 +172,6 @@ void end_step(bool at_enclosing_end) {
     if (g_slow.factor > 0 && (!recorded || g_window.all())) slow_step(step, duration);
     uint64_t next = step + 1;
     g_step.store(next, std::memory_order_relaxed);
-    bool was_recording = recorded;
     uint32_t tail = 0;
     ActiveCapture& c = g_capture;
     if (c.index != 0 && !c.recording && next >= c.first_step) {
@@ -181,7 +186,7 @@ void end_step(bool at_enclosing_end) {
     }
     bool next_main = main_records(next);
     push_segment(boundary, next_main, c.recording ? c.index : 0, tail);
-    changed = was_recording != (next_main || capture_records(next));
+    changed = recorded != (next_main || capture_records(next));
   }
   // Outside the lock: the session's lock is taken before ours when a session starts. Ranges
   // already open keep the callbacks they started with, so a step range waiting for the
@@ -220,7 +225,7 @@ bool order_capture(captures::Capture capture, uint64_t at_step, std::string* why
       return false;
     }
     uint64_t step = g_step.load(std::memory_order_relaxed);
-    if (g_capture.index != 0 || captures::busy()) {
+    if (capture_under_way()) {
       *why = "a capture is already under way";
       return false;
     }
@@ -231,12 +236,11 @@ bool order_capture(captures::Capture capture, uint64_t at_step, std::string* why
       return false;
     }
     capture.first_step = now ? step : at_step;
-    capture = captures::add(capture);
-    g_capture = ActiveCapture{capture.index, capture.first_step, capture.steps, capture.memory, now};
-    if (index != nullptr) *index = capture.index;
+    uint32_t armed = arm_capture(capture, /*recording=*/now, /*slow=*/false);
+    if (index != nullptr) *index = armed;
     if (now) {
-      captures::set_state(capture.index, captures::State::kRecording);
-      push_segment(now_ticks(), main_records(step), capture.index, 0);
+      captures::set_state(armed, captures::State::kRecording);
+      push_segment(now_ticks(), main_records(step), armed, 0);
     }
   }
   if (now) update_session_recording();

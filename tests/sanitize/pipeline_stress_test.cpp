@@ -75,7 +75,7 @@ TEST(PipelineStressTest, ShortLivedProducersAgainstTheDrain) {
     for (;;) {
       bool last = !producing.load(std::memory_order_acquire);
       drainer.begin_batch();
-      registry.for_each_and_reap([&](ThreadBuffer& b) { drained += drainer.drain(b, 1); });
+      registry.for_each_and_reap([&](ThreadBuffer& b) { drained += drainer.drain(b); });
       std::string error;
       EXPECT_TRUE(drainer.flush(&error)) << error;
       if (last) return;

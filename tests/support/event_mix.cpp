@@ -391,10 +391,9 @@ void MixPipeline::push_step(uint64_t k) {
 }
 
 uint64_t MixPipeline::drain() {
-  constexpr uint64_t kGeneration = 1;  // one session for the pipeline's whole life
   drainer_->begin_batch();
   uint64_t n = 0;
-  for (auto& b : buffers_) n += drainer_->drain(*b, kGeneration);
+  for (auto& b : buffers_) n += drainer_->drain(*b);
   return n;
 }
 
