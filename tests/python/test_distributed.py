@@ -592,8 +592,30 @@ def test_merge_puts_ranks_on_rows_with_aligned_clocks(ddp, tmp_path):
     for kind in {w["args"]["collective"] for w in works0}:
         w0 = [w for w in works0 if w["args"]["collective"] == kind]
         w1 = [w for w in works1 if w["args"]["collective"] == kind]
-        for a, b in zip(w0, w1):
-            assert overlap(a, b), (a, b)
+        assert len(w0) == len(w1), kind
+        # gloo runs two works at once on its two threads, so two neighbours may start in either
+        # order on either rank: the n-th work of a rank pairs with the other rank's n-1-th, n-th
+        # or n+1-th, one to one.
+        unmatched = match_neighbours(w0, w1, overlap)
+        assert not unmatched, [(w0[i]["ts"], w0[i]["dur"], w0[i]["args"]) for i in unmatched]
+
+
+def match_neighbours(left, right, fits, reach=1):
+    """Indices of `left` left without a partner in a one-to-one matching of left[i] with some
+    right[j], |i - j| <= reach, fits(left[i], right[j]) (augmenting paths; the lists are short)."""
+    partner = {}
+
+    def place(i, seen):
+        for j in range(max(0, i - reach), min(len(right), i + reach + 1)):
+            if j in seen or not fits(left[i], right[j]):
+                continue
+            seen.add(j)
+            if j not in partner or place(partner[j], seen):
+                partner[j] = i
+                return True
+        return False
+
+    return [i for i in range(len(left)) if not place(i, set())]
 
 
 def test_holistic_trace_analysis_reads_the_ranks_as_one_job(ddp, tmp_path):
