@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The test command: sets everything up from nothing (idempotent), builds, then runs the C++
-# tests (GoogleTest via ctest) and the Python tests (pytest), then the compatibility tier (the
-# package installed into a second venv with another torch, docs/install.md). Exit 0 only if all pass.
+# The test command: sets everything up from nothing (idempotent), builds, checks that the docs
+# and comments name only what exists, then runs the C++ tests (GoogleTest via ctest) and the
+# Python tests (pytest), then the compatibility tier (the package installed into a second venv
+# with another torch, docs/install.md). Exit 0 only if all pass.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 start=$(date +%s)
 bash scripts/setup.sh
+echo "== docs name only what exists (scripts/check_docs.py)"
+.venv/bin/python scripts/check_docs.py
 echo "== C++ tests (ctest)"
 (cd build && ctest --output-on-failure -j 2)
 echo "== C++ tests under ASan+UBSan and TSan (scripts/sanitizers.sh)"

@@ -1,0 +1,474 @@
+#!/usr/bin/env python3
+"""Docs name only what exists: every file, Python name and C++ name that the docs and the source
+comments cite must resolve in the repository. Run by scripts/test.sh; prints one line per broken
+reference and exits 1 if there is any. Standard library only.
+
+    python3 scripts/check_docs.py [repository root]
+
+What is read:
+  * docs/*.md and README.md: backticked spans (fenced blocks are commands and output) and the
+    targets of relative links;
+  * `//` comments of *.cpp / *.h files;
+  * comments and docstrings of the *.py files under python/, scripts/, bench/ and tests/.
+What is checked, decided by a name's first part (everything else is torch's, Kineto's, the
+standard library's or prose, and is skipped):
+  * paths: `a/b.cpp` or `a/` whose first folder is one of ours, or a bare `file.py` with a source
+    extension, must be a tracked file or folder (a path may be cited from any folder down, as
+    `fqntrace/_exit.py`; `*` globs). A file the build writes (named in CMakeLists.txt, cmake/,
+    pyproject.toml) counts as existing; a bare header the code includes as `<...>` is not ours;
+  * Python names: `fqntrace.x.y`, `module.x` (a module of ours, by file name), `Class.x` (a class
+    of ours outside tests/, whose model classes root the fqns prose shows, `Net.blocks.0`) must be
+    a module, def, class or attribute found by parsing the sources with `ast`; a root such as
+    `_Totals` (a private class) is always ours. `fqntrace._C.x` and names inside the C++
+    extension modules are looked up as C++ names;
+  * C++ names: `ns::x`, `Class::x` whose first part is a namespace, class or struct of ours: every
+    later part must be an identifier of the C++ code (comments left out, strings kept, so the
+    binding's method names count).
+"""
+import ast
+import fnmatch
+import os
+import re
+import subprocess
+import sys
+import tokenize
+
+# Bare file names (no folder) with these extensions are ours to check; others (trace.json, run.jsonl)
+# are outputs the docs describe.
+SOURCE_EXTENSIONS = {"py", "cpp", "h", "cc", "hpp", "md", "sh", "cmake", "toml"}
+# Any of these ends a name that is a file, never a Python attribute (`results.json`).
+FILE_EXTENSIONS = SOURCE_EXTENSIONS | {"json", "jsonl", "gz", "txt", "so", "pth", "png", "csv",
+                                       "yml", "yaml", "cfg", "ini", "in", "c", "js", "log"}
+PYTHON_FOLDERS = ("python/", "scripts/", "bench/", "tests/")
+# Namespaces our C++ reopens or declares against (op registration, std specializations): never ours.
+FOREIGN_CXX_ROOTS = {"std", "at", "c10", "c10d", "torch", "caffe2", "pybind11", "py", "simdjson",
+                     "libkineto", "detail"}
+SKIPPED_DIRS = {".git", "build", ".venv", "__pycache__", "node_modules"}
+BUILD_FILES = ("CMakeLists.txt", ".cmake", "pyproject.toml")
+
+# Splits prose into candidate tokens; `{}`/`<>` stay inside a token so placeholders can be told.
+TOKEN_SPLIT = re.compile(r"[\s()\[\],;'\"=`|]+")
+CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+SCOPED = re.compile(r"[A-Za-z_]\w*(?:::~?[A-Za-z_]\w*)+")
+WORD = re.compile(r"[A-Za-z_]\w*")
+CXX_ROOT_DECL = re.compile(r"\b(?:namespace|class|struct|union|enum(?:\s+class)?)\s+(\w+(?:::\w+)*)")
+SYSTEM_INCLUDE = re.compile(r"#\s*include\s*<([^>]+)>")
+EXTENSION_MODULE = re.compile(r"\bPyInit_(\w+)")
+PRIVATE_CLASS = re.compile(r"_[A-Z]\w*[a-z]\w*")  # `_Totals`: a private class is always one of ours
+
+
+class Broken(Exception):
+    """A reference that does not resolve; the message says where the lookup stopped."""
+
+
+def tracked_files(root):
+    """Tracked paths (posix, relative to root); a tree that is not a git work tree is walked."""
+    try:
+        out = subprocess.run(["git", "-C", root, "ls-files", "-z"], capture_output=True, check=True)
+        files = [p for p in out.stdout.decode().split("\0") if p]
+        if files:
+            return [p for p in files if os.path.exists(os.path.join(root, p))]
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    files = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS]
+        rel = os.path.relpath(folder, root)
+        files += [n if rel == "." else f"{rel}/{n}".replace(os.sep, "/") for n in names]
+    return files
+
+
+def strip_cxx(text):
+    """(code with comments blanked, [(line, `//` comment text)]); strings and raw strings kept."""
+    code, comments = [], []
+    i, n, line = 0, len(text), 1
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+            comments.append((line, text[i + 2:end]))
+            i = end
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            skipped = text[i:end].count("\n")
+            code.append("\n" * skipped)
+            line += skipped
+            i = end
+        elif text.startswith('R"', i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            delim = text[i + 2:text.find("(", i)]
+            end = text.find(")" + delim + '"', i)
+            end = n if end < 0 else end + len(delim) + 2
+            code.append(text[i:end])
+            line += text[i:end].count("\n")
+            i = end
+        elif c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            code.append(text[i:j + 1])
+            i = j + 1
+        else:
+            if c == "\n":
+                line += 1
+            code.append(c)
+            i += 1
+    return "".join(code), comments
+
+
+class Module:
+    """A parsed Python file: its top-level names, and for each class its attributes."""
+
+    def __init__(self, path, tree, submodules=()):
+        self.path = path
+        self.names = {}  # name -> ast node (ClassDef, FunctionDef, alias, or a value's target)
+        self.submodules = set(submodules)
+        self._collect(tree.body)
+        for node in tree.body:  # a module-level __getattr__ exports the names it tests for
+            if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
+                for sub in ast.walk(node):
+                    if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+                        self.names.setdefault(sub.value, sub)
+
+    def _collect(self, body):
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.names[node.name] = node
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    self.names[(alias.asname or alias.name).split(".")[0]] = node
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    for name in ast.walk(target):
+                        if isinstance(name, ast.Name):
+                            self.names[name.id] = node
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                self._collect(node.body)
+                for extra in (getattr(node, "orelse", []), getattr(node, "finalbody", [])):
+                    self._collect(extra)
+                for handler in getattr(node, "handlers", []):
+                    self._collect(handler.body)
+
+
+def class_attributes(cls):
+    """A class's methods, class-level names (fields, `__slots__`) and the `self.x` it assigns."""
+    names = {}
+    for node in cls.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(target, ast.Name):
+                    names[target.id] = node
+                    if target.id == "__slots__":
+                        for const in ast.walk(node.value):
+                            if isinstance(const, ast.Constant) and isinstance(const.value, str):
+                                names[const.value] = node
+    for node in ast.walk(cls):
+        targets = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            targets = [node.target]
+        for target in targets:
+            for sub in ast.walk(target):
+                if (isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name)
+                        and sub.value.id in ("self", "cls")):
+                    names.setdefault(sub.attr, node)
+    return names
+
+
+class Repository:
+    """What exists: tracked files and folders, Python modules and classes, C++ identifiers."""
+
+    def __init__(self, root):
+        self.root = root
+        self.files = tracked_files(root)
+        self.file_set = set(self.files)
+        self.dirs = {os.path.dirname(p) for p in self.files}
+        for d in list(self.dirs):
+            while d:
+                d = os.path.dirname(d)
+                self.dirs.add(d)
+        self.dirs.discard("")
+        self.dir_names = {p.rsplit("/", 1)[-1] for p in self.dirs}
+        self.basenames = {p.rsplit("/", 1)[-1] for p in self.files}
+        self._texts = {}
+        # Files the build writes (`_build_info.py`) exist once built: named in the build's files.
+        self.build_products = set()
+        for path in self.files:
+            if path.endswith(BUILD_FILES):
+                self.build_products.update(re.findall(r"[\w.+-]+\.\w+", self.text(path)))
+        self._index_python()
+        self._index_cxx()
+
+    def text(self, path):
+        """A tracked file's text, read once (the index and the references both read it)."""
+        if path not in self._texts:
+            with open(os.path.join(self.root, path), encoding="utf-8", errors="replace") as f:
+                self._texts[path] = f.read()
+        return self._texts[path]
+
+    def _index_python(self):
+        self.modules = {}  # dotted name under python/ ("fqntrace.analysis.top") -> Module
+        self.by_stem = {}  # file stem, or package name for __init__.py -> [Module]
+        self.classes = {}  # class name -> [(Module, ClassDef)]
+        for path in self.files:
+            if not path.endswith(".py") or not path.startswith(PYTHON_FOLDERS):
+                continue
+            try:
+                tree = ast.parse(self.text(path), path)
+            except SyntaxError:
+                continue
+            folder, name = os.path.split(path)
+            stem = os.path.basename(folder) if name == "__init__.py" else name[:-3]
+            submodules = ()
+            if name == "__init__.py":
+                submodules = {p[len(folder) + 1:].split("/")[0].removesuffix(".py")
+                              for p in self.files if p.startswith(folder + "/")
+                              and (p.endswith(".py") or "/" in p[len(folder) + 1:])}
+            module = Module(path, tree, submodules)
+            self.by_stem.setdefault(stem, []).append(module)
+            if path.startswith("python/"):
+                dotted = path[len("python/"):-3].replace("/", ".").removesuffix(".__init__")
+                self.modules[dotted] = module
+            if path.startswith("tests/"):
+                continue  # the tests' model classes (`Net`, `Model`) are the roots of fqns in prose
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ClassDef):
+                    self.classes.setdefault(node.name, []).append((module, node))
+
+    def _index_cxx(self):
+        self.cxx_words, self.cxx_roots = set(), set()
+        self.system_headers, self.extension_modules = set(), set()
+        self.cxx_comments = {}  # path -> [(line, text)]
+        for path in self.files:
+            if not path.endswith((".cpp", ".h", ".cc", ".hpp")):
+                continue
+            code, comments = strip_cxx(self.text(path))
+            self.cxx_comments[path] = comments
+            self.cxx_words.update(WORD.findall(code))
+            for decl in CXX_ROOT_DECL.findall(code):
+                self.cxx_roots.update(decl.split("::"))
+            self.system_headers.update(h.rsplit("/", 1)[-1] for h in SYSTEM_INCLUDE.findall(code))
+            self.extension_modules.update(EXTENSION_MODULE.findall(code))
+        self.cxx_roots -= FOREIGN_CXX_ROOTS
+
+    # -- resolution: each returns None when the name is not ours, True when it resolves, and
+    # raises Broken when it is ours and does not.
+
+    def resolve_path(self, token, citing_file):
+        token = token.rstrip(".:")
+        if token.startswith("./"):
+            token = token[2:]
+        if not token or token.startswith(("/", "~", "$", "-")) or any(c in token for c in "<>{}"):
+            return None
+        if token.rsplit("/", 1)[-1] in self.build_products:
+            return True
+        if "/" not in token:
+            if token.rsplit(".", 1)[-1] not in SOURCE_EXTENSIONS or token in self.system_headers:
+                return None
+            if any(fnmatch.fnmatchcase(b, token) for b in self.basenames):
+                return True
+            raise Broken("no tracked file of that name")
+        folder_cited = token.endswith("/")
+        token = token.rstrip("/")
+        if token.split("/")[0] not in self.dir_names | {"..", "."}:
+            return None
+        relative = os.path.normpath(os.path.join(os.path.dirname(citing_file), token)).replace(os.sep, "/")
+        candidates = self.dirs if folder_cited else self.file_set | self.dirs
+        for path in candidates:
+            if (fnmatch.fnmatchcase(path, token) or fnmatch.fnmatchcase(path, "*/" + token)
+                    or path == relative):
+                return True
+        raise Broken("no tracked " + ("folder" if folder_cited else "file or folder") + " at that path")
+
+    def resolve_cxx(self, parts):
+        if parts[0] not in self.cxx_roots:
+            return None
+        return self.cxx_identifiers(parts[1:])
+
+    def cxx_identifiers(self, parts):
+        missing = [p for p in parts if p.lstrip("~") not in self.cxx_words]
+        if missing:
+            raise Broken(f"no C++ identifier '{missing[0]}' in the sources")
+        return True
+
+    def resolve_python(self, parts):
+        root = parts[0]
+        if root == "fqntrace" and "fqntrace" in self.modules:
+            starts = [self.modules["fqntrace"]]
+        elif root in self.by_stem:
+            starts = self.by_stem[root]
+        elif root in self.classes:
+            return self._first_resolving([(cls, parts[1:], m) for m, cls in self.classes[root]])
+        elif root in self.extension_modules:
+            return self.cxx_identifiers(parts[1:])
+        elif PRIVATE_CLASS.fullmatch(root):
+            raise Broken(f"no class {root} in the Python sources")
+        else:
+            return None
+        return self._first_resolving([(m, parts[1:], m) for m in starts])
+
+    def _first_resolving(self, starts):
+        first_error = None
+        for scope, rest, module in starts:
+            try:
+                return self._walk(scope, rest, module)
+            except Broken as e:
+                first_error = first_error or e
+        raise first_error
+
+    def _walk(self, scope, rest, module):
+        """Looks the parts in `rest` up from `scope` (a Module or a ClassDef found in `module`)."""
+        for i, part in enumerate(rest):
+            where = module.path
+            if isinstance(scope, Module):
+                dotted = next((k for k, v in self.modules.items() if v is scope), None)
+                if part in scope.submodules and dotted and f"{dotted}.{part}" in self.modules:
+                    scope = module = self.modules[f"{dotted}.{part}"]
+                    continue
+                node = scope.names.get(part)
+                if node is None and part in scope.submodules:
+                    return True  # a folder of data or a module the index could not read
+                if node is None and part in self.extension_modules:  # _C, _native_summary
+                    return self.cxx_identifiers(rest[i + 1:])
+                if node is None and part + ".py" in self.build_products:
+                    return True
+                if node is None:
+                    raise Broken(f"no '{part}' in {where}")
+            elif isinstance(scope, ast.ClassDef):
+                node = class_attributes(scope).get(part)
+                if node is None:
+                    raise Broken(f"no '{part}' in class {scope.name} ({where})")
+            else:
+                raise Broken(f"'{rest[i - 1]}' in {where} is not a module or class")
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                return self._follow_import(node, part, rest[i + 1:], module)
+            scope = node
+        return True
+
+    def _follow_import(self, node, name, rest, module):
+        if not rest:
+            return True
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = module.path[len("python/"):].split("/")[:-node.level]
+                base = ".".join(package + ([base] if base else []))
+            target = next((a.name for a in node.names if (a.asname or a.name) == name), name)
+            if f"{base}.{target}" in self.modules:
+                return self._walk(self.modules[f"{base}.{target}"], rest, self.modules[f"{base}.{target}"])
+            if base in self.modules:
+                return self._walk(self.modules[base], [target] + rest, self.modules[base])
+        return None  # imported from outside: not ours to check
+
+
+def candidates(text):
+    """The tokens of a piece of prose that may be references, trailing punctuation removed."""
+    for raw in TOKEN_SPLIT.split(text):
+        token = raw.strip(".,:;!?").lstrip("#@*")
+        if "/" not in token:
+            token = token.rstrip("*")  # `c10d::*`; a path keeps its glob (`analysis/engine_*`)
+        if token:
+            yield token
+
+
+def check_token(repo, token, citing_file):
+    """None (not ours, or resolves) or the reason the reference is broken."""
+    try:
+        if "::" in token:
+            head, _, tail = token.partition("::")
+            if head.endswith(".py"):  # a pytest node id: file::test
+                repo.resolve_path(head, citing_file)
+                return None
+            match = SCOPED.fullmatch(token.rstrip(":*"))
+            if match:
+                repo.resolve_cxx(match.group(0).replace("~", "").split("::"))
+            return None
+        last = token.rsplit("/", 1)[-1]
+        if "/" in token or ("." in last and last.rsplit(".", 1)[-1] in FILE_EXTENSIONS):
+            repo.resolve_path(token, citing_file)
+        elif DOTTED.fullmatch(token):
+            repo.resolve_python(token.split("."))
+    except Broken as e:
+        return str(e)
+    return None
+
+
+def markdown_references(path, text):
+    """(line, token) of the backticked spans and relative link targets, fenced blocks left out."""
+    fenced = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        for match in CODE_SPAN.finditer(line):
+            for token in candidates(match.group(2)):
+                yield number, token
+        for target in LINK.findall(line):
+            target = target.split("#", 1)[0]
+            if target and "://" not in target and not target.startswith("mailto:"):
+                yield number, "./" + target if "/" not in target else target
+
+
+def python_references(path, text):
+    """(line, token) of a Python file's comments and docstrings."""
+    lines = text.splitlines(True)
+    try:
+        for tok in tokenize.generate_tokens(iter(lines).__next__):
+            if tok.type == tokenize.COMMENT:
+                for token in candidates(tok.string[1:]):
+                    yield tok.start[0], token
+        tree = ast.parse(text, path)
+    except (SyntaxError, tokenize.TokenError, IndentationError):
+        return
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                    and isinstance(body[0].value.value, str)):
+                first = body[0].value.lineno
+                for offset, line in enumerate(body[0].value.value.splitlines()):
+                    for token in candidates(line):
+                        yield first + offset, token
+
+
+def references(repo):
+    """(file, line, token) of every place the checker reads."""
+    for path in repo.files:
+        if (path.startswith("docs/") and path.count("/") == 1 and path.endswith(".md")) or path == "README.md":
+            for line, token in markdown_references(path, repo.text(path)):
+                yield path, line, token
+        elif path.endswith(".py") and path.startswith(PYTHON_FOLDERS):
+            for line, token in python_references(path, repo.text(path)):
+                yield path, line, token
+        elif path in repo.cxx_comments:
+            for line, comment in repo.cxx_comments[path]:
+                for token in candidates(comment):
+                    yield path, line, token
+
+
+def main(argv):
+    root = os.path.abspath(argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
+    repo = Repository(root)
+    broken = {}
+    for path, line, token in references(repo):
+        reason = check_token(repo, token, path)
+        if reason:
+            broken[(path, line, token)] = reason
+    for (path, line, token), reason in sorted(broken.items()):
+        print(f"{path}:{line}: '{token}' does not resolve ({reason})")
+    if broken:
+        print(f"check_docs: {len(broken)} broken reference(s); fix the doc or comment, or the name it"
+              " cites (a data key written like a name, `steps.kept`, is written `kept` in `steps`)")
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
