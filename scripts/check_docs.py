@@ -33,8 +33,8 @@ import subprocess
 import sys
 import tokenize
 
-# Bare file names (no folder) with these extensions are ours to check; others (trace.json, run.jsonl)
-# are outputs the docs describe.
+# Bare file names (no folder) with these extensions are ours to check; others (trace.json,
+# run.jsonl) are outputs the docs describe.
 SOURCE_EXTENSIONS = {"py", "cpp", "h", "cc", "hpp", "md", "sh", "cmake", "toml"}
 # Any of these ends a name that is a file, never a Python attribute (`results.json`).
 FILE_EXTENSIONS = SOURCE_EXTENSIONS | {"json", "jsonl", "gz", "txt", "so", "pth", "png", "csv",
@@ -45,6 +45,7 @@ FOREIGN_CXX_ROOTS = {"std", "at", "c10", "c10d", "torch", "caffe2", "pybind11", 
                      "libkineto", "detail"}
 SKIPPED_DIRS = {".git", "build", ".venv", "__pycache__", "node_modules"}
 BUILD_FILES = ("CMakeLists.txt", ".cmake", "pyproject.toml")
+SELF = "scripts/check_docs.py"  # its docstring's names are examples of the forms it checks
 
 # Splits prose into candidate tokens; `{}`/`<>` stay inside a token so placeholders can be told.
 TOKEN_SPLIT = re.compile(r"[\s()\[\],;'\"=`|]+")
@@ -53,7 +54,8 @@ LINK = re.compile(r"\]\(([^)\s]+)\)")
 DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 SCOPED = re.compile(r"[A-Za-z_]\w*(?:::~?[A-Za-z_]\w*)+")
 WORD = re.compile(r"[A-Za-z_]\w*")
-CXX_ROOT_DECL = re.compile(r"\b(?:namespace|class|struct|union|enum(?:\s+class)?)\s+(\w+(?:::\w+)*)")
+CXX_ROOT_DECL = re.compile(
+    r"\b(?:namespace|class|struct|union|enum(?:\s+class)?)\s+(\w+(?:::\w+)*)")
 SYSTEM_INCLUDE = re.compile(r"#\s*include\s*<([^>]+)>")
 EXTENSION_MODULE = re.compile(r"\bPyInit_(\w+)")
 PRIVATE_CLASS = re.compile(r"_[A-Z]\w*[a-z]\w*")  # `_Totals`: a private class is always one of ours
@@ -98,7 +100,7 @@ def strip_cxx(text):
             code.append("\n" * skipped)
             line += skipped
             i = end
-        elif text.startswith('R"', i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+        elif text.startswith('R"', i) and not (text[i - 1:i].isalnum() or text[i - 1:i] == "_"):
             delim = text[i + 2:text.find("(", i)]
             end = text.find(")" + delim + '"', i)
             end = n if end < 0 else end + len(delim) + 2
@@ -119,7 +121,7 @@ def strip_cxx(text):
     return "".join(code), comments
 
 
-class Module:
+class ParsedModule:
     """A parsed Python file: its top-level names, and for each class its attributes."""
 
     def __init__(self, path, tree, submodules=()):
@@ -213,9 +215,9 @@ class Repository:
         return self._texts[path]
 
     def _index_python(self):
-        self.modules = {}  # dotted name under python/ ("fqntrace.analysis.top") -> Module
-        self.by_stem = {}  # file stem, or package name for __init__.py -> [Module]
-        self.classes = {}  # class name -> [(Module, ClassDef)]
+        self.modules = {}  # dotted name under python/ ("fqntrace.analysis.top") -> ParsedModule
+        self.by_stem = {}  # file stem, or package name for __init__.py -> [ParsedModule]
+        self.classes = {}  # class name -> [(ParsedModule, ClassDef)]
         for path in self.files:
             if not path.endswith(".py") or not path.startswith(PYTHON_FOLDERS):
                 continue
@@ -230,7 +232,7 @@ class Repository:
                 submodules = {p[len(folder) + 1:].split("/")[0].removesuffix(".py")
                               for p in self.files if p.startswith(folder + "/")
                               and (p.endswith(".py") or "/" in p[len(folder) + 1:])}
-            module = Module(path, tree, submodules)
+            module = ParsedModule(path, tree, submodules)
             self.by_stem.setdefault(stem, []).append(module)
             if path.startswith("python/"):
                 dotted = path[len("python/"):-3].replace("/", ".").removesuffix(".__init__")
@@ -269,8 +271,9 @@ class Repository:
         if token.rsplit("/", 1)[-1] in self.build_products:
             return True
         if "/" not in token:
-            if token.rsplit(".", 1)[-1] not in SOURCE_EXTENSIONS or token in self.system_headers:
-                return None
+            if (token.startswith(".") or token.rsplit(".", 1)[-1] not in SOURCE_EXTENSIONS
+                    or token in self.system_headers):
+                return None  # `.json.gz` is an extension; `Python.h` is the system's
             if any(fnmatch.fnmatchcase(b, token) for b in self.basenames):
                 return True
             raise Broken("no tracked file of that name")
@@ -278,13 +281,15 @@ class Repository:
         token = token.rstrip("/")
         if token.split("/")[0] not in self.dir_names | {"..", "."}:
             return None
-        relative = os.path.normpath(os.path.join(os.path.dirname(citing_file), token)).replace(os.sep, "/")
+        relative = os.path.normpath(os.path.join(os.path.dirname(citing_file), token))
+        relative = relative.replace(os.sep, "/")
         candidates = self.dirs if folder_cited else self.file_set | self.dirs
         for path in candidates:
             if (fnmatch.fnmatchcase(path, token) or fnmatch.fnmatchcase(path, "*/" + token)
                     or path == relative):
                 return True
-        raise Broken("no tracked " + ("folder" if folder_cited else "file or folder") + " at that path")
+        kind = "folder" if folder_cited else "file or folder"
+        raise Broken(f"no tracked {kind} at that path")
 
     def resolve_cxx(self, parts):
         if parts[0] not in self.cxx_roots:
@@ -323,10 +328,10 @@ class Repository:
         raise first_error
 
     def _walk(self, scope, rest, module):
-        """Looks the parts in `rest` up from `scope` (a Module or a ClassDef found in `module`)."""
+        """Looks the parts in `rest` up from `scope` (a ParsedModule, or a ClassDef in `module`)."""
         for i, part in enumerate(rest):
             where = module.path
-            if isinstance(scope, Module):
+            if isinstance(scope, ParsedModule):
                 dotted = next((k for k, v in self.modules.items() if v is scope), None)
                 if part in scope.submodules and dotted and f"{dotted}.{part}" in self.modules:
                     scope = module = self.modules[f"{dotted}.{part}"]
@@ -361,7 +366,8 @@ class Repository:
                 base = ".".join(package + ([base] if base else []))
             target = next((a.name for a in node.names if (a.asname or a.name) == name), name)
             if f"{base}.{target}" in self.modules:
-                return self._walk(self.modules[f"{base}.{target}"], rest, self.modules[f"{base}.{target}"])
+                found = self.modules[f"{base}.{target}"]
+                return self._walk(found, rest, found)
             if base in self.modules:
                 return self._walk(self.modules[base], [target] + rest, self.modules[base])
         return None  # imported from outside: not ours to check
@@ -442,10 +448,11 @@ def python_references(path, text):
 def references(repo):
     """(file, line, token) of every place the checker reads."""
     for path in repo.files:
-        if (path.startswith("docs/") and path.count("/") == 1 and path.endswith(".md")) or path == "README.md":
+        if path == "README.md" or (path.startswith("docs/") and path.count("/") == 1
+                                   and path.endswith(".md")):
             for line, token in markdown_references(path, repo.text(path)):
                 yield path, line, token
-        elif path.endswith(".py") and path.startswith(PYTHON_FOLDERS):
+        elif path.endswith(".py") and path.startswith(PYTHON_FOLDERS) and path != SELF:
             for line, token in python_references(path, repo.text(path)):
                 yield path, line, token
         elif path in repo.cxx_comments:
@@ -455,7 +462,8 @@ def references(repo):
 
 
 def main(argv):
-    root = os.path.abspath(argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
+    default_root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    root = os.path.abspath(argv[1] if len(argv) > 1 else default_root)
     repo = Repository(root)
     broken = {}
     for path, line, token in references(repo):
@@ -465,8 +473,9 @@ def main(argv):
     for (path, line, token), reason in sorted(broken.items()):
         print(f"{path}:{line}: '{token}' does not resolve ({reason})")
     if broken:
-        print(f"check_docs: {len(broken)} broken reference(s); fix the doc or comment, or the name it"
-              " cites (a data key written like a name, `steps.kept`, is written `kept` in `steps`)")
+        print(f"check_docs: {len(broken)} broken reference(s); fix the doc or comment, or the name"
+              " it cites (a data key written like a name, `steps.kept`, is written `kept` in"
+              " `steps`)")
     return 1 if broken else 0
 
 

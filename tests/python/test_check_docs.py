@@ -44,7 +44,7 @@ TREE = {
         ''',
     "docs/guide.md": '''\
         # Guide
-        The code is in `src/real.py` and `engine/`; `src/gone.py` went.  <!-- broken: src/gone.py -->
+        The code is in `src/real.py` and `engine/`; `src/gone.py` went. <!-- broken: src/gone.py -->
         Call `fqntrace.api.run()`, not `fqntrace.api.walk`.  <!-- broken: fqntrace.api.walk -->
         `api.run` starts a `Runner`; `api._gone` does not exist.  <!-- broken: api._gone -->
         `engine::Engine::start`, not `Engine::stop_all`.  <!-- broken: Engine::stop_all -->
@@ -54,7 +54,7 @@ TREE = {
         ```
         ''',
     "README.md": '''\
-        See [the guide](docs/guide.md) and [the old page](docs/absent.md).  <!-- broken: docs/absent.md -->
+        See [the guide](docs/guide.md), not [that](docs/absent.md). <!-- broken: docs/absent.md -->
         ''',
 }
 
