@@ -57,7 +57,7 @@ struct Event {
   char ph = 0;  // 'X', 'i' or 0 (anything else)
   uint8_t cat = kCatOther;
   bool name_is_str = false, name_is_memory = false, name_is_wrapper = false;
-  uint32_t name = 0;  // interned; "?" when not a string (summarize._name)
+  uint32_t name = 0;  // interned; "?" when not a string (summary_totals.event_name)
   Number ts, dur;
   uint32_t thread = 0;   // (str(pid), str(tid))
   uint32_t pid_str = 0;  // str(pid)

@@ -161,10 +161,10 @@ struct SummaryEngine::State {
 
   bool has_module(uint32_t fqn) const;
 
-  // _Totals.add_event: the phase sums an op's self time goes to, or nullptr.
+  // Totals.add_event: the phase sums an op's self time goes to, or nullptr.
   PhaseSums* add_event(const Event& e, int64_t start, bool is_op);
 
-  // A range's own CPU time (_Totals.add_event): already without that of the measured ranges
+  // A range's own CPU time (Totals.add_event): already without that of the measured ranges
   // inside it, so it counts as it comes.
   void add_cpu(const Event& e, int64_t start);
 

@@ -23,7 +23,7 @@ bool SummaryEngine::State::has_module(uint32_t fqn) const {
   return fqn < module_of.size() && module_of[fqn] >= 0;
 }
 
-// _Totals.add_event: the phase sums an op's self time goes to, or nullptr.
+// Totals.add_event: the phase sums an op's self time goes to, or nullptr.
 PhaseSums* SummaryEngine::State::add_event(const Event& e, int64_t start, bool is_op) {
   bool created;
   ModuleSums& m = module(e.fqn, start, created);
@@ -57,7 +57,7 @@ PhaseSums* SummaryEngine::State::add_event(const Event& e, int64_t start, bool i
   return &p;
 }
 
-// A range's own CPU time (_Totals.add_event): already without that of the measured ranges
+// A range's own CPU time (Totals.add_event): already without that of the measured ranges
 // inside it, so it counts as it comes.
 void SummaryEngine::State::add_cpu(const Event& e, int64_t start) {
   int64_t ns = e.cpu.is_int ? e.cpu.i : static_cast<int64_t>(std::nearbyint(e.cpu.d));

@@ -7,7 +7,7 @@
 // with a comma) or one event at a time. A block is parsed completely (simdjson On-Demand, only
 // the fields the summary reads, the rest validated) before any event of it counts, so a block
 // that is not whole events in that layout changes nothing and the reader can read it another
-// way. The Python side turns the sums into the summary dict (summarize._result).
+// way. The Python side turns the sums into the summary dict (summary_totals.summary_result).
 //
 // The same parser serves `validate` (Mode::kChecks: validate's per-event, nesting, flow and span
 // checks instead of the sums, a verdict on files that pass) and `top` (Mode::kLive: the sums and

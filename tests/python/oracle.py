@@ -7,7 +7,8 @@ the Python dispatch key, the fqn and phase fqntrace's rules (docs/architecture.m
 - forward: the innermost running module, from global forward pre/post hooks
   (``register_module_forward_hook(always_call=True)``, so a forward that raises, such as a
   checkpoint recompute stopped early, still closes its frame); ``Global`` outside modules. Names are
-  given by torch's own ``ModTracker._get_mod_name`` (root = class name, children by attribute).
+  given by torch's own ``torch.distributed._tools.mod_tracker.ModTracker._get_mod_name`` (root =
+  class name, children by attribute).
 - recompute: a module frame opened while an autograd graph task runs on the thread (activation
   checkpointing re-running a forward), and everything inside it.
 - backward: the module whose forward created the running autograd node
@@ -126,7 +127,7 @@ class _Frame:
 
 
 class Oracle:
-    """``with Oracle() as oracle: <forward + backward>`` then ``oracle.ops`` (list of Op, in the
+    """``with Oracle() as o: <forward + backward>`` then ``o.ops`` (list of Op, in the
     order the ops started on each thread)."""
 
     def __init__(self):

@@ -1,4 +1,4 @@
-"""fqntrace.stats against values worked out by hand (and, for the record, equal to scipy's
+"""fqntrace.analysis.stats against values worked out by hand (and, for the record, equal to scipy's
 mannwhitneyu(alternative="two-sided"), which the package does not depend on)."""
 import math
 

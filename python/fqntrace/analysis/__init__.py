@@ -2,5 +2,5 @@
 
 Never imports torch nor the capture half (the package root: hooks, compile, exit, FSDP), so it
 runs where torch is not installed. The modules are also importable by their old names
-(`fqntrace.summarize` is `fqntrace.analysis.summarize`). See docs/architecture.md.
+(`from fqntrace import summarize`, a finder in fqntrace/__init__.py). See docs/architecture.md.
 """

@@ -14,12 +14,11 @@
     capture PATTERN|PID --steps N
                          ask armed processes to record the same next steps, then summarize
 
-This module only parses arguments and dispatches. The work is in fqntrace.summarize and
-fqntrace.table (summary), fqntrace.crossrank (summary over several ranks), fqntrace.top (the
-live view; needs the optional `rich`), fqntrace.validate, fqntrace.repair, fqntrace.merge,
-fqntrace.diff and fqntrace.report (which alone imports plotly, when it writes), and
-fqntrace.ondemand_status (ps) and fqntrace.ondemand (capture), which read and write the files of
-docs/on-demand.md. Every verb reads traces through one reader, fqntrace.tracestream.
+This module only parses arguments and dispatches. The work is in the modules of
+fqntrace.analysis: summarize and table (summary), crossrank (summary over several ranks), top (the
+live view; needs the optional `rich`), validate, repair, merge, diff and report (which alone
+imports plotly, when it writes), and ondemand_status (ps) and ondemand (capture), which read and
+write the files of docs/on-demand.md. Every verb reads traces through one reader, tracestream.
 
 Every failure is one line on stderr, `fqntrace: <what is wrong and what to do>`, and a non-zero
 exit code (1: the file or the operation failed, 2: bad arguments; 3: `diff --threshold` found a

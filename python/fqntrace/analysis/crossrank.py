@@ -1,6 +1,6 @@
 """`python -m fqntrace summary TRACE TRACE...`: the ranks of one job side by side.
 
-Each rank's trace is summarized as a stream (fqntrace.summarize, memory bounded by its modules),
+Each rank's trace is summarized as a stream (summarize.py, memory bounded by its modules),
 the files in parallel in a process pool; then, per module and phase, the ranks' op times give
 the median, the maximum and the slowest rank, and the communication time (collectives' backend
 work) of the module on every rank is listed.

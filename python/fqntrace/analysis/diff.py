@@ -1,12 +1,12 @@
 """`python -m fqntrace diff BASE NEW`: what got slower or faster per module between two runs.
 
-Both sides are summaries (fqntrace.summarize; a trace is summarized first, a .summary.json is read
+Both sides are summaries (summarize.py; a trace is summarized first, a .summary.json is read
 as is). One row per module, named by its full fqn, with its time per phase on both sides.
 
 The time of a module is the one `summary` shows: per training step (ProfilerStep#N ranges), the
 warm-up steps left out (`--exclude-steps`, default 0). With enough steps on both sides
 (MIN_STEPS each) every module's SELF time per step (its own ops, all phases) in BASE is compared
-with NEW's (fqntrace.stats): the change is the Hodges-Lehmann shift (median of all pairwise
+with NEW's (fqntrace.analysis.stats): the change is the Hodges-Lehmann shift (median of all pairwise
 differences) in percent of BASE's median (and that in ms), with its confidence interval at
 `--alpha`, and the p-value of a two-sided Mann-Whitney U test. The samples are taken at BASE's
 speed: each step's time divided by how slow that step ran, read from all modules at once

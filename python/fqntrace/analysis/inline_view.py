@@ -33,7 +33,7 @@ def chart_frame(trace):
 
 
 def render(trace, chart=True, depth=None):
-    """The HTML of `trace` (a fqntrace.results.Trace) for a notebook."""
+    """The HTML of `trace` (a fqntrace.analysis.results.Trace) for a notebook."""
     parts = ['<div class="fqntrace-view">']
     for note in trace.notes:
         parts.append(f'<div style="color:#a33">fqntrace: note: {_escape(note)}</div>')

@@ -4,7 +4,7 @@ Each rank becomes one process row (pid = rank), its timestamps move onto the ear
 base (baseTimeNanoseconds), and flow ids are renumbered so two ranks' flows never share one.
 Cut-off inputs are repaired in memory; the files are left as they are.
 
-The inputs are read as streams (fqntrace.tracestream), twice: once for what the merged header
+The inputs are read as streams (tracestream.py), twice: once for what the merged header
 needs (rank, clock base, process ids, whether the file is complete), once to write the events
 into the output. Memory holds the flows still open (a forward op's "s" whose node's "f" has not
 come yet), never the events.

@@ -3,7 +3,7 @@
 Every complete event is kept byte for byte, a partial last line is dropped, and a tail marked
 ``complete: false, repaired: true`` closes the file. A complete file is left untouched.
 
-The file is read as a stream (fqntrace.tracestream: where its last complete event ends, and
+The file is read as a stream (fqntrace.analysis.tracestream: where its last complete event ends, and
 whether what follows is a cut or damage, which it names with its line; the core's event lines
 are counted by the native engine, analysis/summary_engine.cpp, without being decoded in Python),
 then its bytes up to that point are copied into a temporary file that replaces it: memory holds

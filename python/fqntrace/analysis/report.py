@@ -6,14 +6,14 @@ The page (report_page.html beside this file) draws with plotly.js, which the `pl
 package ships; it is inlined, so the file opens offline from disk. plotly is an optional extra
 (`pip install 'fqntrace[report]'`), imported only here.
 
-What goes into the page is the summary (fqntrace.summarize, per module and phase), never the
+What goes into the page is the summary (summarize.py, per module and phase), never the
 events: a trace with a `<stem>.summary.json` beside it and no step ranges is not even parsed.
-Steps (fqntrace.steps) come from the same streamed pass as the summary, in memory bounded by the
+Steps (steps.py) come from the same streamed pass as the summary, in memory bounded by the
 modules and steps; then every number of the page is per step as `summary` gives it (the median
 over the steps kept, the warm-up left out by `exclude_steps`), the steps left out are marked in
-the steps chart, and BASE NEW is coloured by `diff`'s verdict (fqntrace.diff). A
+the steps chart, and BASE NEW is coloured by `diff`'s verdict (fqntrace.analysis.diff). A
 `<stem>.summary.json` beside a trace with steps is used when it has the per-step samples
-(`steps.kept`) and the default steps are left out.
+(`kept` in `steps`) and the default steps are left out.
 """
 import html
 import json
@@ -66,7 +66,7 @@ def load_run(path, note=lambda message: None, exclude_steps=step_times.DEFAULT_E
              use_sibling=True):
     """(summary, steps) of one input: a .summary.json (no steps) or a trace. A trace's module
     numbers come from its <stem>.summary.json when the session wrote one (use_sibling); its
-    events are read (as a stream, fqntrace.tracestream) only when there is no such summary or the
+    events are read (as a stream, tracestream.py) only when there is no such summary or the
     trace has step ranges. use_sibling=False: always the numbers `summary --json` prints."""
     if summarize.is_summary_path(path):
         return summarize.load_summary(path), []

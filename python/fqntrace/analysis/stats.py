@@ -4,7 +4,7 @@ Plain Python, no scipy: the CLI must stay light. What is here:
 
 * median / MAD, and the robust spread ``1.4826 * MAD / median`` in percent (for normal data
   1.4826 * MAD estimates the standard deviation);
-* the Mann-Whitney U test (two-sided), the rank test Google Benchmark's ``compare.py`` runs on
+* the Mann-Whitney U test (two-sided), the rank test Google Benchmark's ``tools/compare.py`` runs on
   repetitions: exact null distribution for small samples without ties, else the normal
   approximation with the tie correction and a continuity correction (as scipy's
   ``mannwhitneyu(method="auto")``);

@@ -3,7 +3,7 @@ step, as torch.profiler names them) and the per-module op time inside each.
 
 An op belongs to the step whose range holds its start, whatever its thread (backward ops of a GPU
 run start on the autograd thread, inside the training thread's step). Each step is summarized
-with fqntrace.summarize's rules, so a step's numbers add up as the whole trace's do. A trace
+with summarize.py's rules, so a step's numbers add up as the whole trace's do. A trace
 without step ranges has no steps (an empty list).
 """
 import bisect

@@ -1,10 +1,10 @@
 """Per-module aggregation of a trace: the summary dict `python -m fqntrace summary` prints as a
-table (fqntrace.table) or as JSON.
+table (fqntrace.analysis.table) or as JSON.
 
 Where the rules live: the native engine (fqntrace.analysis._native_summary, analysis/engine_*.cpp)
 is the definition on every stream it takes; StreamSummary below is its Python reference (the same
 rules, held equal by test_native_summary) for where the engine is not built or cannot take an
-event; a file not in end order is put in end order and counted by StreamSummary (summarize()).
+event; a file not in end order is put in end order and fed to the same engine (_summarize_whole).
 
 Rules (the same as the C++ summary exporter, so `summary --json` and <stem>.summary.json agree):
 
@@ -24,7 +24,7 @@ Rules (the same as the C++ summary exporter, so `summary --json` and <stem>.summ
 * Backend work ranges of collectives (args.async_work) run beside the training thread: they are
   reported as comm_ms and never added to op time.
 * Memory (FQNTRACE_MEMORY: "[memory]" events): alloc_bytes, freed_bytes, peak_bytes,
-  activation_bytes, grad_bytes per phase, by fqntrace.memory's rules (docs/memory.md).
+  activation_bytes, grad_bytes per phase, by fqntrace.analysis.memory's rules (docs/memory.md).
 """
 import json
 import os

@@ -1,12 +1,12 @@
 """The per-module tree table `python -m fqntrace summary` prints, from a summary dict (the JSON
-shape of <stem>.summary.json, see fqntrace.summarize).
+shape of <stem>.summary.json, see fqntrace.analysis.summarize).
 
 One row per module, indented two spaces per fqn level; a path that only exists as a parent (a
 ModuleList) sums its children. Columns: time per phase (subtree), the thread CPU time (all phases,
 subtree) when the trace recorded it, share of all op time, op count, GFLOPs when the trace
 counted them, forward calls. At most `width` columns: long names are cut
 with an ellipsis. When the trace has training steps, the time columns are medians per step
-(fqntrace.step_times; step 0 left out by default) and the title gives the step count and spread.
+(step_times.py; step 0 left out by default) and the title gives the step count and spread.
 """
 import os
 import re
@@ -265,7 +265,7 @@ def _all_nodes(roots):
 
 
 # ---------------------------------------------------------------------------------------------
-# Several ranks (fqntrace.crossrank): median / max per phase, the slowest rank, comm per rank
+# Several ranks (crossrank.py): median / max per phase, the slowest rank, comm per rank
 
 MAX_RANK_COLUMNS = 4  # comm per rank as columns up to this many ranks, else median / max
 

@@ -146,7 +146,7 @@ class LiveSummary(summarize.StreamSummary, LiveWindow):
     def __init__(self, window_s, exclude_steps=step_times.DEFAULT_EXCLUDED):
         summarize.StreamSummary.__init__(self)
         LiveWindow.__init__(self, window_s, exclude_steps)
-        self.totals.step_cpu = self  # _Totals.add_event gives CPU times to add_cpu
+        self.totals.step_cpu = self  # Totals.add_event gives CPU times to add_cpu
 
     def add_cpu(self, event, start_ns, fqn, phase, ns):
         self.cpu_read(start_ns, fqn, ns)

@@ -5,7 +5,7 @@ nesting per thread, flow pairs, and a module span for every op's fqn. An incompl
 repaired, or with dropped events) may lack one end of a flow or the span of an fqn; those are
 counted instead of reported.
 
-The trace is read as a stream (fqntrace.tracestream), in memory bounded by what is still open
+The trace is read as a stream (tracestream.py), in memory bounded by what is still open
 (a thread's pending ranges, flows whose "f" has not come, the modules), never by the file: the
 core writes each range when it ends, so a range comes after everything it encloses and nesting
 is checked with one stack per thread (siblings at the same args.depth merged). A file not in
