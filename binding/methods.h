@@ -1,5 +1,5 @@
 // fqntrace._C, the CPython extension the Python package calls directly (no torch.ops dispatch,
-// no record_function object). Its functions come in two groups, one file each; module.cpp puts
+// no record_function object). Its functions come in four groups, one file each; module.cpp puts
 // them into one method table.
 #pragma once
 #define PY_SSIZE_T_CLEAN
