@@ -10,7 +10,7 @@
 //     included) — a run is a stretch of reports on one thread inside the module's subtree in one
 //     phase, ended by a report elsewhere or by the module's own end.
 // A free whose allocation was not seen (made before tracing) counts as freed, never against live
-// bytes, so nothing goes negative. python/fqntrace/summarize.py computes the same numbers.
+// bytes, so nothing goes negative. python/fqntrace/analysis/memory.py computes the same numbers.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -1,6 +1,6 @@
 // Per-step op time for the summary exporter: which training step (ProfilerStep#N range) each
 // top-level op started in, and each (fqn, phase)'s time per step, for the per-step medians of
-// <stem>.summary.json (the same numbers as `python -m fqntrace summary --json`, fqntrace/steps.py).
+// <stem>.summary.json (the same numbers as `python -m fqntrace summary --json`, steps.py).
 // Events arrive in end order and a step's range only when the step ends, so ops that start after
 // the last step range seen wait (at most one step's top-level ops) until the next range arrives.
 #pragma once
@@ -27,7 +27,7 @@ class StepTimes {
   // samples `python -m fqntrace diff` tests (a module absent from it ran in no kept step).
   using Samples = std::map<std::string, std::vector<uint64_t>>;
   // Fills `spread_milli_pct`: fqn → 1.4826 * MAD / median of its subtree time per kept step (all
-  // phases), in thousandths of a percent; absent when that median is 0 (fqntrace/stats.py).
+  // phases), in thousandths of a percent; absent when that median is 0 (stats.py).
   using Spreads = std::map<std::string, uint64_t>;
   void finish(const std::unordered_map<uint32_t, const std::string*>& fqn_of, int phases,
               std::string* json_out, Medians* medians, Samples* own_per_step,
