@@ -45,6 +45,7 @@ FOREIGN_CXX_ROOTS = {"std", "at", "c10", "c10d", "torch", "caffe2", "pybind11", 
                      "libkineto", "detail"}
 SKIPPED_DIRS = {".git", "build", ".venv", "__pycache__", "node_modules"}
 BUILD_FILES = ("CMakeLists.txt", ".cmake", "pyproject.toml")
+LINK_MARK = "\0link:"  # before a Markdown link's target among the tokens: resolved from its page
 SELF = "scripts/check_docs.py"  # its docstring's names are examples of the forms it checks
 
 # Splits prose into candidate tokens; `{}`/`<>` stay inside a token so placeholders can be told.
@@ -58,6 +59,8 @@ CXX_ROOT_DECL = re.compile(
     r"\b(?:namespace|class|struct|union|enum(?:\s+class)?)\s+(\w+(?:::\w+)*)")
 SYSTEM_INCLUDE = re.compile(r"#\s*include\s*<([^>]+)>")
 EXTENSION_MODULE = re.compile(r"\bPyInit_(\w+)")
+GTEST = re.compile(r"\bTEST(?:_F|_P)?\(\s*(\w+)\s*,\s*(\w+)\s*\)")
+CTEST = re.compile(r"add_test\(\s*NAME\s+(\w+)\.(\w+)")
 PRIVATE_CLASS = re.compile(r"_[A-Z]\w*[a-z]\w*")  # `_Totals`: a private class is always one of ours
 
 
@@ -124,8 +127,9 @@ def strip_cxx(text):
 class ParsedModule:
     """A parsed Python file: its top-level names, and for each class its attributes."""
 
-    def __init__(self, path, tree, submodules=()):
+    def __init__(self, path, dotted, tree, submodules=()):
         self.path = path
+        self.dotted = dotted  # "fqntrace.analysis.top" under python/, else None
         self.names = {}  # name -> ast node (ClassDef, FunctionDef, alias, or a value's target)
         self.submodules = set(submodules)
         self._collect(tree.body)
@@ -218,6 +222,7 @@ class Repository:
         self.modules = {}  # dotted name under python/ ("fqntrace.analysis.top") -> ParsedModule
         self.by_stem = {}  # file stem, or package name for __init__.py -> [ParsedModule]
         self.classes = {}  # class name -> [(ParsedModule, ClassDef)]
+        self.by_path = {}  # tracked path -> ParsedModule
         for path in self.files:
             if not path.endswith(".py") or not path.startswith(PYTHON_FOLDERS):
                 continue
@@ -232,10 +237,13 @@ class Repository:
                 submodules = {p[len(folder) + 1:].split("/")[0].removesuffix(".py")
                               for p in self.files if p.startswith(folder + "/")
                               and (p.endswith(".py") or "/" in p[len(folder) + 1:])}
-            module = ParsedModule(path, tree, submodules)
-            self.by_stem.setdefault(stem, []).append(module)
+            dotted = None
             if path.startswith("python/"):
                 dotted = path[len("python/"):-3].replace("/", ".").removesuffix(".__init__")
+            module = ParsedModule(path, dotted, tree, submodules)
+            self.by_path[path] = module
+            self.by_stem.setdefault(stem, []).append(module)
+            if dotted:
                 self.modules[dotted] = module
             if path.startswith("tests/"):
                 continue  # the tests' model classes (`Net`, `Model`) are the roots of fqns in prose
@@ -258,6 +266,14 @@ class Repository:
             self.system_headers.update(h.rsplit("/", 1)[-1] for h in SYSTEM_INCLUDE.findall(code))
             self.extension_modules.update(EXTENSION_MODULE.findall(code))
         self.cxx_roots -= FOREIGN_CXX_ROOTS
+        # GoogleTest's `Suite.Name`, as docs cite tests (and ctest's own names for the scripts).
+        self.gtests = set()
+        for path in self.files:
+            if path.endswith((".cpp", ".h")):
+                self.gtests.update(GTEST.findall(self.text(path)))
+            elif path.endswith("CMakeLists.txt"):
+                self.gtests.update(CTEST.findall(self.text(path)))
+        self.gtest_suites = {suite for suite, _ in self.gtests}
 
     # -- resolution: each returns None when the name is not ours, True when it resolves, and
     # raises Broken when it is ours and does not.
@@ -297,13 +313,34 @@ class Repository:
         return self.cxx_identifiers(parts[1:])
 
     def cxx_identifiers(self, parts):
-        missing = [p for p in parts if p.lstrip("~") not in self.cxx_words]
+        missing = [p for p in parts if p not in self.cxx_words]
         if missing:
             raise Broken(f"no C++ identifier '{missing[0]}' in the sources")
         return True
 
+    def resolve_link(self, target, citing_file):
+        """A Markdown link's target, relative to the page that links."""
+        path = os.path.normpath(os.path.join(os.path.dirname(citing_file), target))
+        path = path.replace(os.sep, "/")
+        if path in self.file_set or path.rstrip("/") in self.dirs:
+            return True
+        raise Broken(f"no tracked file or folder {path}")
+
+    def resolve_node_id(self, file_part, names, citing_file):
+        """A pytest node id, `tests/python/test_x.py::test_y`: the file, then the test in it."""
+        self.resolve_path(file_part, citing_file)
+        module = next((m for p, m in self.by_path.items()
+                       if p == file_part or p.endswith("/" + file_part)), None)
+        if module is not None:
+            self._walk(module, [n.split("[")[0] for n in names], module)
+        return True
+
     def resolve_python(self, parts):
         root = parts[0]
+        if root in self.gtest_suites and len(parts) == 2:
+            if tuple(parts) in self.gtests:
+                return True
+            raise Broken(f"no test {parts[1]} in suite {root}")
         if root == "fqntrace" and "fqntrace" in self.modules:
             starts = [self.modules["fqntrace"]]
         elif root in self.by_stem:
@@ -332,9 +369,8 @@ class Repository:
         for i, part in enumerate(rest):
             where = module.path
             if isinstance(scope, ParsedModule):
-                dotted = next((k for k, v in self.modules.items() if v is scope), None)
-                if part in scope.submodules and dotted and f"{dotted}.{part}" in self.modules:
-                    scope = module = self.modules[f"{dotted}.{part}"]
+                if part in scope.submodules and f"{scope.dotted}.{part}" in self.modules:
+                    scope = module = self.modules[f"{scope.dotted}.{part}"]
                     continue
                 node = scope.names.get(part)
                 if node is None and part in scope.submodules:
@@ -386,14 +422,15 @@ def candidates(text):
 def check_token(repo, token, citing_file):
     """None (not ours, or resolves) or the reason the reference is broken."""
     try:
+        if token.startswith(LINK_MARK):
+            repo.resolve_link(token[len(LINK_MARK):], citing_file)
+            return None
         if "::" in token:
-            head, _, tail = token.partition("::")
-            if head.endswith(".py"):  # a pytest node id: file::test
-                repo.resolve_path(head, citing_file)
-                return None
-            match = SCOPED.fullmatch(token.rstrip(":*"))
-            if match:
-                repo.resolve_cxx(match.group(0).replace("~", "").split("::"))
+            parts = token.split("::")
+            if parts[0].endswith(".py"):  # a pytest node id
+                repo.resolve_node_id(parts[0], parts[1:], citing_file)
+            elif SCOPED.fullmatch(token.rstrip(":*")):
+                repo.resolve_cxx(token.rstrip(":*").replace("~", "").split("::"))
             return None
         last = token.rsplit("/", 1)[-1]
         if "/" in token or ("." in last and last.rsplit(".", 1)[-1] in FILE_EXTENSIONS):
@@ -406,7 +443,8 @@ def check_token(repo, token, citing_file):
 
 
 def markdown_references(path, text):
-    """(line, token) of the backticked spans and relative link targets, fenced blocks left out."""
+    """(line, token) of the backticked spans, and (line, LINK_MARK + target) of relative links;
+    fenced blocks left out."""
     fenced = False
     for number, line in enumerate(text.splitlines(), 1):
         if line.lstrip().startswith(("```", "~~~")):
@@ -420,7 +458,7 @@ def markdown_references(path, text):
         for target in LINK.findall(line):
             target = target.split("#", 1)[0]
             if target and "://" not in target and not target.startswith("mailto:"):
-                yield number, "./" + target if "/" not in target else target
+                yield number, LINK_MARK + target
 
 
 def python_references(path, text):
@@ -469,7 +507,7 @@ def main(argv):
     for path, line, token in references(repo):
         reason = check_token(repo, token, path)
         if reason:
-            broken[(path, line, token)] = reason
+            broken[(path, line, token.removeprefix(LINK_MARK))] = reason
     for (path, line, token), reason in sorted(broken.items()):
         print(f"{path}:{line}: '{token}' does not resolve ({reason})")
     if broken:

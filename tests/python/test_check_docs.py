@@ -1,6 +1,7 @@
 """scripts/check_docs.py on a small made-up tree: of each kind of reference (a path, a
-`fqntrace.` name, a module-relative name, a class attribute, a C++ `::` name, a Markdown link) one
-good and one broken; exactly the broken ones are reported, and a tree without them passes."""
+`fqntrace.` name, a module-relative name, a class attribute, a C++ `::` name, a GoogleTest name,
+a pytest node id, a Markdown link) one good and one broken; exactly the broken ones are reported,
+and a tree without them passes."""
 import subprocess
 import sys
 import textwrap
@@ -36,6 +37,13 @@ TREE = {
         class Engine { void start(); };
         }  // namespace engine
         ''',
+    "tests/engine_test.cpp": '''\
+        TEST(EngineTest, Starts) {}
+        ''',
+    "tests/test_tool.py": '''\
+        def test_reads():
+            pass
+        ''',
     "scripts/tool.py": '''\
         """A tool: reads src/real.py (see api.run), never src/none.py."""  # broken: src/none.py
         # Runner.speed is set by Runner.go; api.walk is gone.  # broken: api.walk
@@ -48,6 +56,8 @@ TREE = {
         Call `fqntrace.api.run()`, not `fqntrace.api.walk`.  <!-- broken: fqntrace.api.walk -->
         `api.run` starts a `Runner`; `api._gone` does not exist.  <!-- broken: api._gone -->
         `engine::Engine::start`, not `Engine::stop_all`.  <!-- broken: Engine::stop_all -->
+        `EngineTest.Starts` passes; `EngineTest.Flies` is gone. <!-- broken: EngineTest.Flies -->
+        `test_tool.py::test_reads` `test_tool.py::test_no` <!-- broken: test_tool.py::test_no -->
         Not ours: `torch.nn.Linear`, `std::vector`, `trace.json`, `Net.layers.0`.
         ```
         src/in_a_fence.py
