@@ -85,42 +85,31 @@ def tracked_files(root):
     return files
 
 
+# What a C++ file holds besides code: comments, raw strings and strings (kept, for names the
+# binding registers as strings), found in one pass so that `//` inside a string is no comment.
+# A quote after a digit is a digit separator (3'217'000), not a character literal.
+CXX_LEXEMES = re.compile(
+    r"""//[^\n]*|/\*.*?\*/|(?<!\w)R"([^(\s]*)\(.*?\)\1"|"(?:\\.|[^"\\\n])*"|(?<!\w)'(?:\\.|[^'\\\n])*'""",
+    re.S)
+
+
 def strip_cxx(text):
     """(code with comments blanked, [(line, `//` comment text)]); strings and raw strings kept."""
     code, comments = [], []
-    i, n, line = 0, len(text), 1
-    while i < n:
-        c = text[i]
-        if text.startswith("//", i):
-            end = text.find("\n", i)
-            end = n if end < 0 else end
-            comments.append((line, text[i + 2:end]))
-            i = end
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            end = n if end < 0 else end + 2
-            skipped = text[i:end].count("\n")
-            code.append("\n" * skipped)
-            line += skipped
-            i = end
-        elif text.startswith('R"', i) and not (text[i - 1:i].isalnum() or text[i - 1:i] == "_"):
-            delim = text[i + 2:text.find("(", i)]
-            end = text.find(")" + delim + '"', i)
-            end = n if end < 0 else end + len(delim) + 2
-            code.append(text[i:end])
-            line += text[i:end].count("\n")
-            i = end
-        elif c in "\"'":
-            j = i + 1
-            while j < n and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            code.append(text[i:j + 1])
-            i = j + 1
+    last, line = 0, 1
+    for match in CXX_LEXEMES.finditer(text):
+        lexeme = match.group(0)
+        line += text.count("\n", last, match.start())
+        if lexeme.startswith("//"):
+            comments.append((line, lexeme[2:]))
+            code.append(text[last:match.start()])
+        elif lexeme.startswith("/*"):
+            code.append(text[last:match.start()] + "\n" * lexeme.count("\n"))
         else:
-            if c == "\n":
-                line += 1
-            code.append(c)
-            i += 1
+            code.append(text[last:match.end()])
+        line += lexeme.count("\n")
+        last = match.end()
+    code.append(text[last:])
     return "".join(code), comments
 
 
@@ -202,7 +191,7 @@ class Repository:
         self.dirs.discard("")
         self.dir_names = {p.rsplit("/", 1)[-1] for p in self.dirs}
         self.basenames = {p.rsplit("/", 1)[-1] for p in self.files}
-        self._texts = {}
+        self._texts, self._trees = {}, {}
         # Files the build writes (`_build_info.py`) exist once built: named in the build's files.
         self.build_products = set()
         for path in self.files:
@@ -218,6 +207,15 @@ class Repository:
                 self._texts[path] = f.read()
         return self._texts[path]
 
+    def tree(self, path):
+        """A Python file's syntax tree, parsed once; None when it does not parse."""
+        if path not in self._trees:
+            try:
+                self._trees[path] = ast.parse(self.text(path), path)
+            except SyntaxError:
+                self._trees[path] = None
+        return self._trees[path]
+
     def _index_python(self):
         self.modules = {}  # dotted name under python/ ("fqntrace.analysis.top") -> ParsedModule
         self.by_stem = {}  # file stem, or package name for __init__.py -> [ParsedModule]
@@ -226,9 +224,8 @@ class Repository:
         for path in self.files:
             if not path.endswith(".py") or not path.startswith(PYTHON_FOLDERS):
                 continue
-            try:
-                tree = ast.parse(self.text(path), path)
-            except SyntaxError:
+            tree = self.tree(path)
+            if tree is None:
                 continue
             folder, name = os.path.split(path)
             stem = os.path.basename(folder) if name == "__init__.py" else name[:-3]
@@ -461,17 +458,15 @@ def markdown_references(path, text):
                 yield number, LINK_MARK + target
 
 
-def python_references(path, text):
+def python_references(text, tree):
     """(line, token) of a Python file's comments and docstrings."""
-    lines = text.splitlines(True)
-    try:
-        for tok in tokenize.generate_tokens(iter(lines).__next__):
-            if tok.type == tokenize.COMMENT:
-                for token in candidates(tok.string[1:]):
-                    yield tok.start[0], token
-        tree = ast.parse(text, path)
-    except (SyntaxError, tokenize.TokenError, IndentationError):
+    if tree is None:
         return
+    lines = text.splitlines(True)
+    for tok in tokenize.generate_tokens(iter(lines).__next__):
+        if tok.type == tokenize.COMMENT:
+            for token in candidates(tok.string[1:]):
+                yield tok.start[0], token
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
@@ -491,7 +486,7 @@ def references(repo):
             for line, token in markdown_references(path, repo.text(path)):
                 yield path, line, token
         elif path.endswith(".py") and path.startswith(PYTHON_FOLDERS) and path != SELF:
-            for line, token in python_references(path, repo.text(path)):
+            for line, token in python_references(repo.text(path), repo.tree(path)):
                 yield path, line, token
         elif path in repo.cxx_comments:
             for line, comment in repo.cxx_comments[path]:
