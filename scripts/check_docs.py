@@ -23,7 +23,12 @@ standard library's or prose, and is skipped):
     extension modules are looked up as C++ names;
   * C++ names: `ns::x`, `Class::x` whose first part is a namespace, class or struct of ours: every
     later part must be an identifier of the C++ code (comments left out, strings kept, so the
-    binding's method names count).
+    binding's method names count);
+  * tests: GoogleTest's and ctest's `Suite.Name`, pytest's `tests/python/test_x.py::test_y`;
+  * a Markdown link's target, from the page that links.
+Bare identifiers (`set_process_group`) are not checked: write `_C.set_process_group` to have it
+held. A data key written like a name whose root is one of our modules (`steps.kept`) reads as a
+reference: write it `kept` in `steps`.
 """
 import ast
 import fnmatch
