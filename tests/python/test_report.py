@@ -13,7 +13,7 @@ from PIL import Image
 
 from browser import Page, chromium_binary
 import fqntrace
-from fqntrace import demo, steps, summarize, tracestream
+from fqntrace import demo, steps, summarize
 from slow_block import SLOW_BLOCK, Net, train
 
 pytestmark = pytest.mark.skipif(chromium_binary() is None,
@@ -63,10 +63,9 @@ def make_report(*args):
 
 
 def test_StepsComeFromProfilerStepRanges(demo_trace):
-    trace = tracestream.load(demo_trace)
-    per_step = steps.per_step(trace)
+    whole, times = summarize.summarize_with_steps(demo_trace)
+    per_step = steps.per_step_from(times)
     assert [s["step"] for s in per_step] == list(range(STEPS))
-    whole = summarize.summarize(trace)
     for s in per_step:
         root = s["modules"]["TinyTransformer"]
         assert root[0] > 0 and root[1] > 0  # forward and backward inside every step
@@ -330,18 +329,6 @@ def test_ReportBadInputsGiveOneLine(demo_trace, folder, tmp_path):
         assert len(lines) == 1 and lines[0].startswith("fqntrace: "), proc.stderr
     assert not list(tmp_path.glob("*.html"))
     assert fqntrace_cli("report", demo_trace).returncode == 2  # no -o
-
-
-def test_StepMarkIsFoundAcrossChunkBoundaries(tmp_path, monkeypatch):
-    monkeypatch.setattr(steps, "CHUNK_BYTES", 16)
-    for offset in range(0, 40):
-        path = tmp_path / f"t{offset}.json"
-        path.write_bytes(b"x" * offset + b'{"name": "ProfilerStep#3"}' + b"y" * 20)
-        assert steps.file_has_step_ranges(str(path)) is True, offset
-    plain = tmp_path / "plain.json"
-    plain.write_bytes(b"x" * 100 + b"ProfilerStep" + b"x" * 100)
-    assert steps.file_has_step_ranges(str(plain)) is False
-    assert steps.file_has_step_ranges(str(tmp_path / "missing.json")) is None
 
 
 def test_ModuleNamesThatLookLikeMarkupStayText(demo_trace, folder, page):
