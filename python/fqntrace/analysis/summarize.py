@@ -533,6 +533,8 @@ def load_summary(path, text=None):
 
 
 def filter_depth(summary, depth):
+    """The summary (of one trace, or crossrank's of several) with only the modules at most
+    `depth` levels below the root."""
     if depth is None:
         return summary
     out = dict(summary)
