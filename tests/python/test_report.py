@@ -236,9 +236,20 @@ def test_StepChartIsNotScaledByTheWarmUpAndTheTableShowsSummaryMedians(folder, p
         assert spread.rstrip("!") == f"{entry['step_spread_pct']:.0f}"
         assert spread.endswith("!") == entry["noisy"]
     assert compared >= 4 * 8
-    # The header gives the per-step op time, not the run's total with the warm-up in it.
+    # The header gives the per-step op time, not the run's total with the warm-up in it: the
+    # median of the steps' op times. The icicle's root is the sum of the modules' own medians
+    # (what its boxes add up to), another number: each says which it is.
+    def page_ms(v):  # the page's fmtMs
+        return f"{v:.1f}" if abs(v) >= 100 else f"{v:.2f}" if abs(v) >= 1 else f"{v:.3f}"
+
     meta = page.evaluate("document.getElementById('meta').textContent")
-    assert "per step (median of 7 steps, step 0 left out)" in meta
+    median_op_ms = summary["steps"]["median_op_ms"]
+    assert (f"{page_ms(median_op_ms)} ms op time per step (median of 7 steps' sums, step 0 left "
+            "out)") in meta, meta
+    root = page.evaluate("document.getElementById('icicle').data[0].labels[0]")
+    modules_ms = sum(e[p]["step_self_median_ms"] for e in summary["modules"].values()
+                     for p in ("forward", "backward", "recompute"))
+    assert root == f"all phases {page_ms(modules_ms)} ms (sum of the modules' own per-step medians)"
     page.screenshot(str(folder / "warm-report.png"))
 
 

@@ -325,44 +325,51 @@ def summarize_stream(path, note=lambda message: None, exclude_steps=step_times.D
 
 def summarize_with_steps(path, note=lambda message: None,
                          exclude_steps=step_times.DEFAULT_EXCLUDED):
-    """(summary, step_times.StepTimes or None) of a trace file read as a stream: by the native
-    engine when it is built (the one definition of op time on this path), else by
-    StreamSummary."""
+    """(summary, step_times.StepTimes or None) of a trace file: a sampled trace by its estimates
+    (sampled.py); any other read as a stream by the native engine, or StreamSummary where the
+    engine is not built or cannot take an event; a file whose threads are not in end order
+    loaded whole and put in it."""
     ranges = step_times.read_step_ranges(path)
-    with tracestream.TraceStream(path) as stream:
-        p = sampled.sample_of(stream.header)
-        if p is not None:  # FQNTRACE_SAMPLE: exact ranges and scaled ops (sampled.py)
-            acc = sampled.SampledSummary(p, step_times.StepTimes.from_ranges(ranges) if ranges else None,
-                                         stream.header.get("sampleNodeSpans") is True)
-            acc.exclude_steps = exclude_steps
-            for batch, _ in stream.batches():
-                for e in batch:
-                    acc.add(e)
-            _note_cut(stream, note)
-            return acc.result(stream.header, stream.tail, stream.incomplete, path), acc.per_step
-    if _native is not None:
-        try:
-            return _summarize_native(path, ranges, note, exclude_steps)
-        except NotPostOrder:
-            return _summarize_loaded(path, note, exclude_steps)
-        except _NativeCannot:
-            pass  # an event the engine does not take (a >64-bit integer, say): the Python loop
-    elif not _slow_noted:
-        _note_slow(note)
+    try:
+        with tracestream.TraceStream(path) as stream:
+            p = sampled.sample_of(stream.header)
+            if p is not None:
+                return _summarize_sampled(stream, p, ranges, note, exclude_steps)
+        if _native is not None:
+            try:
+                return _summarize_native(path, ranges, note, exclude_steps)
+            except _NativeCannot:
+                pass  # an event the engine does not take (a >64-bit integer, say)
+        elif not _slow_noted:
+            _note_slow(note)
+        return _summarize_python(path, ranges, note, exclude_steps)
+    except NotPostOrder:
+        return _summarize_loaded(path, note, exclude_steps)
+
+
+def _summarize_sampled(stream, p, ranges, note, exclude_steps):
+    """FQNTRACE_SAMPLE: exact ranges and scaled ops (sampled.py)."""
+    acc = sampled.SampledSummary(p, step_times.StepTimes.from_ranges(ranges) if ranges else None,
+                                 stream.header.get("sampleNodeSpans") is True)
+    acc.exclude_steps = exclude_steps
+    for batch, _ in stream.batches():
+        for e in batch:
+            acc.add(e)
+    _note_cut(stream, note)
+    return acc.result(stream.header, stream.tail, stream.incomplete, stream.path), acc.per_step
+
+
+def _summarize_python(path, ranges, note, exclude_steps):
+    """StreamSummary over the stream: the engine's fallback. Raises NotPostOrder."""
     with tracestream.TraceStream(path) as stream:
         acc = StreamSummary(step_times.StepTimes.from_ranges(ranges) if ranges else None)
         acc.exclude_steps = exclude_steps
         add = acc.add
-        try:
-            for batch, _ in stream.batches():
-                for e in batch:
-                    add(e)
-        except NotPostOrder:
-            acc = None
-        if acc is not None:
-            _note_cut(stream, note)
-            return acc.result(stream.header, stream.tail, stream.incomplete, path), acc.per_step
-    return _summarize_loaded(path, note, exclude_steps)
+        for batch, _ in stream.batches():
+            for e in batch:
+                add(e)
+        _note_cut(stream, note)
+        return acc.result(stream.header, stream.tail, stream.incomplete, path), acc.per_step
 
 
 def _summarize_loaded(path, note, exclude_steps):
