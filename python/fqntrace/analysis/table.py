@@ -66,12 +66,6 @@ def _build_tree(modules):
     return roots
 
 
-def _row_name(node):
-    """A tree row's name, printable: a root's whole fqn, a submodule's last part (the rows
-    above it name the rest)."""
-    return printable(node.fqn if node.depth == 0 else node.fqn.rsplit(".", 1)[-1])
-
-
 def _ellipsis():
     encoding = getattr(sys.stdout, "encoding", None) or "ascii"
     try:
@@ -148,7 +142,8 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
     labels = []
     for node in rows:
         indent = "  " * min(node.depth, 12)
-        labels.append((indent, _row_name(node)))
+        label = node.fqn if node.depth == 0 else node.fqn.rsplit(".", 1)[-1]
+        labels.append((indent, printable(label)))
     name_w = max([len("module")] + [len(i) + len(l) for i, l in labels])
     name_w = max(len("module"), min(name_w, width - fixed))
 
@@ -299,7 +294,8 @@ def render_cross_rank(result, depth=None, width=TABLE_WIDTH):
     for p in phases:
         heads += [f"{PHASE_SHORT[p]} med", f"{PHASE_SHORT[p]} max"]
     fixed = (num_w + 1) * (len(heads) + len(comm_heads)) + slow_w + 1
-    labels = [("  " * min(n.depth, 12), _row_name(n)) for n in rows]
+    labels = [("  " * min(n.depth, 12),
+               printable(n.fqn if n.depth == 0 else n.fqn.rsplit(".", 1)[-1])) for n in rows]
     name_w = max([len("module")] + [len(i) + len(l) for i, l in labels])
     name_w = max(len("module"), min(name_w, width - fixed))
 
@@ -430,7 +426,8 @@ def render_memory_table(summary, depth=None, width=TABLE_WIDTH):
     lines = [f"Memory per module: {printable(summary.get('trace', ''))}",
              "module".ljust(name_width) + "".join(h.rjust(cell) for _, _, h in MEMORY_COLUMNS)]
     for node in rows:
-        label = "  " * node.depth + _row_name(node)
+        label = "  " * node.depth + printable(node.fqn.rsplit(".", 1)[-1] if node.depth
+                                              else node.fqn)
         cells = "".join(format_bytes(_memory_value(node, phase, field)).rjust(cell)
                         for phase, field, _ in MEMORY_COLUMNS)
         lines.append(_fit(label, name_width - 1, ell).ljust(name_width) + cells)
