@@ -21,7 +21,7 @@ from test_import_graph import circles  # noqa: E402
 ANALYSIS = {"cli", "crossrank", "diff", "kineto_annotate", "memory", "merge", "repair", "report",
             "stats", "step_times", "steps", "summarize", "table", "top", "tracestream",
             "validate", "results", "inline_view", "errors", "trace_events", "trace_write",
-            "sampled", "summary_totals", "ondemand", "ondemand_status"}
+            "sampled", "summary_totals", "ondemand", "ondemand_status", "verbs"}
 # Its native summary (analysis/summary_engine.cpp) and merge (analysis/merge_engine.cpp):
 # CPython extensions linking no libtorch.
 NATIVE = {"_native_summary", "_native_merge"}

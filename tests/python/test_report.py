@@ -13,7 +13,7 @@ from PIL import Image
 
 from browser import Page, chromium_binary
 import fqntrace
-from fqntrace import demo, steps, summarize, tracestream
+from fqntrace import demo, steps, summarize
 from slow_block import SLOW_BLOCK, Net, train
 
 pytestmark = pytest.mark.skipif(chromium_binary() is None,
@@ -63,10 +63,9 @@ def make_report(*args):
 
 
 def test_StepsComeFromProfilerStepRanges(demo_trace):
-    trace = tracestream.load(demo_trace)
-    per_step = steps.per_step(trace)
+    whole, times = summarize.summarize_with_steps(demo_trace)
+    per_step = steps.per_step_from(times)
     assert [s["step"] for s in per_step] == list(range(STEPS))
-    whole = summarize.summarize(trace)
     for s in per_step:
         root = s["modules"]["TinyTransformer"]
         assert root[0] > 0 and root[1] > 0  # forward and backward inside every step
@@ -237,9 +236,20 @@ def test_StepChartIsNotScaledByTheWarmUpAndTheTableShowsSummaryMedians(folder, p
         assert spread.rstrip("!") == f"{entry['step_spread_pct']:.0f}"
         assert spread.endswith("!") == entry["noisy"]
     assert compared >= 4 * 8
-    # The header gives the per-step op time, not the run's total with the warm-up in it.
+    # The header gives the per-step op time, not the run's total with the warm-up in it: the
+    # median of the steps' op times. The icicle's root is the sum of the modules' own medians
+    # (what its boxes add up to), another number: each says which it is.
+    def page_ms(v):  # the page's fmtMs
+        return f"{v:.1f}" if abs(v) >= 100 else f"{v:.2f}" if abs(v) >= 1 else f"{v:.3f}"
+
     meta = page.evaluate("document.getElementById('meta').textContent")
-    assert "per step (median of 7 steps, step 0 left out)" in meta
+    median_op_ms = summary["steps"]["median_op_ms"]
+    assert (f"{page_ms(median_op_ms)} ms op time per step (median of 7 steps' sums, step 0 left "
+            "out)") in meta, meta
+    root = page.evaluate("document.getElementById('icicle').data[0].labels[0]")
+    modules_ms = sum(e[p]["step_self_median_ms"] for e in summary["modules"].values()
+                     for p in ("forward", "backward", "recompute"))
+    assert root == f"all phases {page_ms(modules_ms)} ms (sum of the modules' own per-step medians)"
     page.screenshot(str(folder / "warm-report.png"))
 
 
@@ -330,18 +340,6 @@ def test_ReportBadInputsGiveOneLine(demo_trace, folder, tmp_path):
         assert len(lines) == 1 and lines[0].startswith("fqntrace: "), proc.stderr
     assert not list(tmp_path.glob("*.html"))
     assert fqntrace_cli("report", demo_trace).returncode == 2  # no -o
-
-
-def test_StepMarkIsFoundAcrossChunkBoundaries(tmp_path, monkeypatch):
-    monkeypatch.setattr(steps, "CHUNK_BYTES", 16)
-    for offset in range(0, 40):
-        path = tmp_path / f"t{offset}.json"
-        path.write_bytes(b"x" * offset + b'{"name": "ProfilerStep#3"}' + b"y" * 20)
-        assert steps.file_has_step_ranges(str(path)) is True, offset
-    plain = tmp_path / "plain.json"
-    plain.write_bytes(b"x" * 100 + b"ProfilerStep" + b"x" * 100)
-    assert steps.file_has_step_ranges(str(plain)) is False
-    assert steps.file_has_step_ranges(str(tmp_path / "missing.json")) is None
 
 
 def test_ModuleNamesThatLookLikeMarkupStayText(demo_trace, folder, page):

@@ -263,7 +263,7 @@ def test_per_step_columns_are_the_steps_summary_counts(demo_trace, engine, monke
         pass
     source.settle()
     assert isinstance(source.live, top.NativeLiveSummary) == (engine == "native")
-    _, times = summarize.summarize_with_steps(demo_trace)
+    summary, times = summarize.summarize_with_steps(demo_trace)
     truth = {s["step"]: s["modules"] for s in steps.per_step_from(times)}
     kept = list(source.live.step_self)[:-1]  # the last step read waits for late time
     assert kept == list(range(1, 11))
@@ -286,10 +286,11 @@ def test_per_step_columns_are_the_steps_summary_counts(demo_trace, engine, monke
                 checked += ns > 0
             assert rows[fqn].step_median(phase) > 0
         # cpu/st: the module's thread CPU time (all phases, with its submodules) per step, the
-        # summary's per-step CPU times (self_cpu_ns) added up the same way
-        own = [sum(ns for (f, _), ns in times.cpu_times(number).items()
+        # summary's per-step CPU times (step_self_cpu_ms, per kept step) added up the same way
+        at = summary["steps"]["kept"].index  # the summary also keeps the last step
+        own = [sum(m["step_self_cpu_ms"][at(number)] for f, m in summary["modules"].items()
                    if f == fqn or f.startswith(fqn + ".")) for number in kept]
-        assert rows[fqn].steps[top.CPU] == own, fqn
+        assert [ns / 1e6 for ns in rows[fqn].steps[top.CPU]] == pytest.approx(own, abs=1e-4), fqn
         assert min(own) > 0
     assert checked == 3 * 2 * len(kept)
     if engine == "native":  # what `top --once` prints (a user's check on a finished run)

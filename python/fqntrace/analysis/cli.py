@@ -15,10 +15,11 @@
                          ask armed processes to record the same next steps, then summarize
 
 This module only parses arguments and dispatches. The work is in the modules of
-fqntrace.analysis: summarize and table (summary), crossrank (summary over several ranks), top (the
-live view; needs the optional `rich`), validate, repair, merge, diff and report (which alone
-imports plotly, when it writes), and ondemand_status (ps) and ondemand (capture), which read and
-write the files of docs/on-demand.md. Every verb reads traces through one reader, tracestream.
+fqntrace.analysis: verbs (summary and diff, each read -> compute -> render: summarize, crossrank
+over several ranks, table, diff), top (the live view; needs the optional `rich`), validate,
+repair, merge, report (which alone imports plotly, when it writes), and ondemand_status (ps) and
+ondemand (capture), which read and write the files of docs/on-demand.md. Every verb reads traces
+through one reader, tracestream.
 
 Every failure is one line on stderr, `fqntrace: <what is wrong and what to do>`, and a non-zero
 exit code (1: the file or the operation failed, 2: bad arguments; 3: `diff --threshold` found a
@@ -26,20 +27,15 @@ module slower by more than the threshold).
 """
 import argparse
 import gc
-import json
 import os
 import sys
 
-from fqntrace.analysis import (crossrank, diff, kineto_annotate, merge, ondemand, ondemand_status,
-                               repair, report, step_times, summarize, table, validate)
-from fqntrace.analysis.errors import TraceError
+from fqntrace.analysis import (diff, kineto_annotate, merge, ondemand, ondemand_status, repair,
+                               report, step_times, validate, verbs)
+from fqntrace.analysis.errors import TraceError, UsageError
 from fqntrace.analysis.trace_events import PHASES
 
 PROG = "python -m fqntrace"
-
-
-class UsageError(Exception):
-    pass
 
 
 class _Parser(argparse.ArgumentParser):
@@ -104,46 +100,10 @@ def _exclude_steps_option(parser):
 
 
 def cmd_summary(args):
-    if args.scheduler:
-        if args.memory:
-            raise UsageError("--memory applies to one trace; --scheduler reads several")
-        paths, summaries = crossrank.summarize_on_cluster(args.traces, args.scheduler,
-                                                          note=_note)
-        return _summary_of_ranks(args, paths, summaries)
-    paths = crossrank.expand_paths(args.traces)
-    if len(paths) > 1:
-        return _summary_of_ranks(args, paths)
-    summary = summarize.load_for_summary(paths[0], note=_note,
-                                           exclude_steps=args.exclude_steps)
-    if args.json:
-        sys.stdout.write(json.dumps(summarize.filter_depth(summary, args.depth), indent=2,
-                                    ensure_ascii=False) + "\n")
-        return 0
-    if args.memory:
-        if not table.has_memory(summary):
-            raise UsageError(f"{paths[0]} has no memory numbers; record it with FQNTRACE_MEMORY=1 "
-                             "(or fqntrace.profile(..., memory=True))")
-        lines = table.render_memory_table(summary, depth=args.depth)
-    else:
-        # Cut the title to the table's width on a terminal only: a file or pipe gets it whole.
-        lines = table.render_table(summary, depth=args.depth, sort=args.sort, phase=args.phase,
-                                   cut_lines=sys.stdout.isatty())
-    sys.stdout.write("\n".join(lines) + "\n")
-    return 0
-
-
-def _summary_of_ranks(args, paths, summaries=None):
-    if args.sort or args.phase:
-        raise UsageError("--sort and --phase apply to one trace; over several traces the table "
-                         "shows every phase in tree order")
-    if summaries is None:
-        summaries = crossrank.summarize_files(paths, jobs=args.jobs, note=_note)
-    result = crossrank.cross_rank(paths, summaries, note=_note)
-    if args.json:
-        sys.stdout.write(json.dumps(crossrank.filter_depth(result, args.depth), indent=2,
-                                    ensure_ascii=False) + "\n")
-        return 0
-    sys.stdout.write("\n".join(table.render_cross_rank(result, depth=args.depth)) + "\n")
+    sys.stdout.write(verbs.summary_output(
+        args.traces, scheduler=args.scheduler, jobs=args.jobs, depth=args.depth, sort=args.sort,
+        phase=args.phase, as_json=args.json, memory=args.memory,
+        exclude_steps=args.exclude_steps, cut_lines=sys.stdout.isatty(), note=_note))
     return 0
 
 
@@ -193,23 +153,13 @@ def _alpha(text):
 
 
 def cmd_diff(args):
-    base = summarize.load_for_summary(args.base, note=_note, exclude_steps=args.exclude_steps)
-    new = summarize.load_for_summary(args.new, note=_note, exclude_steps=args.exclude_steps)
-    result = diff.compare(base, new, threshold=args.threshold, min_share=args.min_share,
-                          base_name=args.base, new_name=args.new, alpha=args.alpha,
-                          totals=args.totals, absolute=args.absolute, measure=args.measure)
-    if result["note"]:
-        _note(result["note"])
-    if args.json:
-        sys.stdout.write(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-    else:
-        lines = diff.render(result, limit=None if args.all else 40)
-        sys.stdout.write("\n".join(lines) + "\n")
-    if result["regressions"]:
-        surely = (f" (the whole {diff.confidence(args.alpha)} interval above it)"
-                  if result["mode"] == "test" else "")
-        _err(f"{len(result['regressions'])} module(s) slower by more than {args.threshold:g}%"
-             f"{surely}: " + ", ".join(result["regressions"][:5]))
+    text, failure = verbs.diff_output(
+        args.base, args.new, threshold=args.threshold, min_share=args.min_share,
+        alpha=args.alpha, totals=args.totals, absolute=args.absolute, measure=args.measure,
+        exclude_steps=args.exclude_steps, as_json=args.json, show_all=args.all, note=_note)
+    sys.stdout.write(text)
+    if failure:
+        _err(failure)
         return diff.EXIT_REGRESSION
     return 0
 

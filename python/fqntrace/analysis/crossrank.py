@@ -53,6 +53,18 @@ def _matches(pattern):
     return traces or found
 
 
+def across_ranks(paths, jobs=None, note=lambda message: None):
+    """The cross-rank summary of these files, read here by up to `jobs` processes."""
+    return cross_rank(paths, summarize_files(paths, jobs=jobs, note=note), note=note)
+
+
+def across_ranks_on_cluster(patterns, address, note=lambda message: None):
+    """The cross-rank summary of the files the patterns name on the Dask cluster at `address`
+    (summarize_on_cluster)."""
+    paths, summaries = summarize_on_cluster(patterns, address, note=note)
+    return cross_rank(paths, summaries, note=note)
+
+
 def _summarize_one(path):
     """In a worker process: (summary, notes) or (None, error message)."""
     notes = []
@@ -253,11 +265,3 @@ def cross_rank(paths, summaries, note=lambda message: None):
         "modules": modules,
     }
 
-
-def filter_depth(result, depth):
-    if depth is None:
-        return result
-    out = dict(result)
-    out["modules"] = {f: m for f, m in result["modules"].items()
-                      if trace_events.fqn_depth(f) <= depth}
-    return out

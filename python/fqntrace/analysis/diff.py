@@ -93,9 +93,7 @@ def module_times(summary, per_step=None):
     for fqn in list(out):
         if fqn == "Global":
             continue
-        parts = fqn.split(".")
-        for k in range(1, len(parts)):
-            ancestor = ".".join(parts[:k])
+        for ancestor in trace_events.ancestors(fqn):
             if ancestor not in out:
                 out[ancestor] = _parent_only(ancestor, out)
     return out

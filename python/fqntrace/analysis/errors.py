@@ -45,3 +45,7 @@ def describe_json_error(error):
 
 def repair_hint(path):
     return f"run: python -m fqntrace repair {path}"
+
+
+class UsageError(Exception):
+    """Arguments that do not go together (exit 2): the message says which and why."""

@@ -13,7 +13,7 @@ as the C++ summary exporter (exporters/memory_stats.h; docs/memory.md), fed in f
 
 A free whose allocation is not in the trace counts as freed, never against live bytes.
 """
-from fqntrace.analysis.trace_events import PHASES
+from fqntrace.analysis.trace_events import PHASES, ancestors
 
 FIELDS = ("alloc_bytes", "freed_bytes", "peak_bytes", "activation_bytes", "grad_bytes")
 
@@ -46,13 +46,9 @@ class MemoryStats:
     def _chain(self, fqn):
         chain = self.chains.get(fqn)
         if chain is None:
-            parts = fqn.split(".")
-            chain = [self._node(fqn)]
-            for k in range(len(parts) - 1, 0, -1):
-                prefix = ".".join(parts[:k])
-                if prefix:
-                    chain.append(self._node(prefix))
-            chain = self.chains[fqn] = chain
+            # innermost first; an empty name before a leading dot is no module
+            chain = [self._node(fqn)] + [self._node(a) for a in reversed(ancestors(fqn)) if a]
+            self.chains[fqn] = chain
         return chain
 
     @staticmethod

@@ -30,10 +30,10 @@ import math
 from typing import NamedTuple
 
 from fqntrace.analysis import step_times, trace_events
-from fqntrace.analysis.summary_totals import ENGINE_WRAPPER, Totals, event_name, ms, summary_result
-from fqntrace.analysis.trace_events import PHASES
+from fqntrace.analysis.step_times import STEP_PREFIX
+from fqntrace.analysis.summary_totals import ENGINE_WRAPPER, Totals, event_name, summary_result
+from fqntrace.analysis.trace_events import PHASES, ms
 
-STEP_PREFIX = "ProfilerStep#"
 # How much deeper than the program's own calls an op lies when an op called it: the dispatcher's
 # frames and the calling kernel's, at least ~600 bytes on x86-64 (measured: ops the demo's loop
 # calls lie within 210 bytes of each other, the first nested ones 640 bytes below).
@@ -117,7 +117,7 @@ class SampledSummary:
         # A backward span can name a module before any of its events (a compiled graph's
         # submodule, whose forward ran inside the graph and whose picked ops come later).
         self.totals.module(fqn)["phases"][phase]["self_ns"] += ns
-        self.totals.seen(fqn, start)
+        self.totals.note_start(fqn, start)
         if self.per_step is not None:
             self.per_step.add_to_step(self.per_step.step_of(pid, start), fqn, phase, ns)
 
@@ -139,7 +139,7 @@ class SampledSummary:
         thread.loose = keep
 
     def add(self, e):
-        self.totals.memory_order(e)
+        self.totals.add_in_file_order(e)
         if not isinstance(e, dict) or e.get("ph") != "X":
             return
         if trace_events.is_module_view(e):

@@ -63,14 +63,6 @@ def rank_with_ties(values):
     return ranks, ties
 
 
-def u_statistic(x, y):
-    """U of sample x against y: the number of pairs (xi, yj) with xi > yj, ties counting 1/2.
-    U(x, y) + U(y, x) = len(x) * len(y)."""
-    ranks, _ = rank_with_ties(list(x) + list(y))
-    r1 = sum(ranks[:len(x)])
-    return r1 - len(x) * (len(x) + 1) / 2.0
-
-
 @functools.lru_cache(maxsize=64)  # every module of a diff has the same step counts
 def _exact_counts(n1, n2):
     """counts[u] = number of arrangements of n1 + n2 distinct values giving U = u (of the

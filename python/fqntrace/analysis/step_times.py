@@ -10,9 +10,11 @@ import bisect
 import re
 import statistics
 
-from fqntrace.analysis import stats, trace_events
-from fqntrace.analysis.trace_events import PHASES
+from fqntrace.analysis import stats, trace_events, tracestream
+from fqntrace.analysis.trace_events import PHASES, lineage, ms, to_ns
 
+STEP_PREFIX = "ProfilerStep#"
+STEP_MARK = STEP_PREFIX.encode()  # what a byte search for the step ranges' lines looks for
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 DEFAULT_EXCLUDED = frozenset({0})
 # A module whose step-to-step spread (1.4826 MAD / median of its per-step time) is above this
@@ -38,8 +40,10 @@ def parse_step_list(text):
     return frozenset(out)
 
 
-def _ms(ns):
-    return round(ns / 1e6, 6)
+def number_in_name(name):
+    """N of a range named ProfilerStep#N, else None."""
+    m = STEP_NAME.match(name)
+    return int(m.group(1)) if m else None
 
 
 def step_number(event):
@@ -47,19 +51,32 @@ def step_number(event):
     name = event.get("name")
     if event.get("cat") != "user_annotation" or not isinstance(name, str):
         return None
-    m = STEP_NAME.match(name)
-    return int(m.group(1)) if m else None
+    return number_in_name(name)
 
 
-def step_ranges(slices, starts, ends):
-    """{pid: [(start_ns, end_ns, step)]} of the ProfilerStep#N ranges among loaded slices (their
-    times in ns: starts, ends)."""
+def step_ranges(timed_events):
+    """{pid: [(start_ns, end_ns, step)]} of the ProfilerStep#N ranges among (event, start_ns,
+    end_ns) triples: the ranges StepTimes.from_ranges() takes."""
     ranges = {}
-    for i, e in enumerate(slices):
+    for e, start, end in timed_events:
         step = step_number(e)
         if step is not None:
-            ranges.setdefault(e.get("pid"), []).append((starts[i], ends[i], step))
+            ranges.setdefault(e.get("pid"), []).append((start, end, step))
     return ranges
+
+
+def read_step_ranges(path):
+    """A first pass over a trace file: step_ranges() of its step ranges, or None when it has
+    none. Only the lines holding STEP_MARK are decoded (a byte search); a file not in the core's
+    layout is decoded whole."""
+    found = tracestream.lines_with(path, STEP_MARK)
+    if found is None:
+        with tracestream.TraceStream(path) as stream:
+            found = list(stream)  # only the step ranges are kept below
+    timed = ((e, to_ns(e["ts"]), to_ns(e["ts"]) + to_ns(e["dur"])) for e in found
+             if isinstance(e, dict) and e.get("ph") == "X" and trace_events.is_number(e.get("ts"))
+             and trace_events.is_number(e.get("dur")))
+    return step_ranges(timed) or None
 
 
 class StepTimes:
@@ -113,10 +130,6 @@ class StepTimes:
         """{(fqn, phase): self time in ns} of one step."""
         return dict(self._times.get(step, {}))
 
-    def cpu_times(self, step):
-        """{(fqn, phase): self CPU time in ns} of one step (empty without CPU times)."""
-        return dict(self._cpu.get(step, {}))
-
     def summary(self, exclude, modules):
         """The summary's `steps` object (with `kept`: the step numbers the per-step numbers
         cover), and in each of `modules`' phase objects step_median_ms / step_self_median_ms /
@@ -131,19 +144,19 @@ class StepTimes:
         per_step = []
         for s in all_steps:
             op_ns = sum(self._times.get(s, {}).values())
-            row = {"step": s, "ms": _ms(self.durations[s]), "op_ms": _ms(op_ns),
+            row = {"step": s, "ms": ms(self.durations[s]), "op_ms": ms(op_ns),
                    "excluded": s in exclude}
             if self._cpu:
-                row["cpu_ms"] = _ms(sum(self._cpu.get(s, {}).values()))
+                row["cpu_ms"] = ms(sum(self._cpu.get(s, {}).values()))
             per_step.append(row)
         out = {"count": len(kept), "recorded": len(all_steps),
                "excluded": sorted(s for s in all_steps if s in exclude), "per_step": per_step}
         if kept:
-            ms = [self.durations[s] / 1e6 for s in kept]
-            median = statistics.median(ms)
-            out.update({"median_ms": round(median, 6), "min_ms": round(min(ms), 6),
-                        "max_ms": round(max(ms), 6),
-                        "mad_ms": round(statistics.median(abs(v - median) for v in ms), 6),
+            lengths = [self.durations[s] / 1e6 for s in kept]
+            median = statistics.median(lengths)
+            out.update({"median_ms": round(median, 6), "min_ms": round(min(lengths), 6),
+                        "max_ms": round(max(lengths), 6),
+                        "mad_ms": round(statistics.median(abs(v - median) for v in lengths), 6),
                         "median_op_ms": round(statistics.median(
                             sum(self._times.get(s, {}).values()) / 1e6 for s in kept), 6)})
         # Per module: the median over the kept steps of its time in each (0 in a step it did not
@@ -160,24 +173,24 @@ class StepTimes:
                     continue
                 own = [self._times.get(s, {}).get((fqn, phase), 0) for s in kept]
                 subtree = [sub.get((fqn, phase), 0) for sub in subtrees]
-                p["step_median_ms"] = _ms(statistics.median(subtree)) if kept else 0.0
-                p["step_self_median_ms"] = _ms(statistics.median(own)) if kept else 0.0
-                p["step_mad_ms"] = _ms(stats.mad(subtree))
+                p["step_median_ms"] = ms(statistics.median(subtree)) if kept else 0.0
+                p["step_self_median_ms"] = ms(statistics.median(own)) if kept else 0.0
+                p["step_mad_ms"] = ms(stats.mad(subtree))
                 for k in range(len(kept)):
                     subtree_all[k] += subtree[k]
                     self_all[k] += own[k]
                 if cpu_subtrees is not None:
                     own_cpu = [self._cpu.get(s, {}).get((fqn, phase), 0) for s in kept]
                     cpu = [sub.get((fqn, phase), 0) for sub in cpu_subtrees]
-                    p["step_cpu_median_ms"] = _ms(statistics.median(cpu)) if kept else 0.0
-                    p["step_self_cpu_median_ms"] = _ms(statistics.median(own_cpu)) if kept else 0.0
+                    p["step_cpu_median_ms"] = ms(statistics.median(cpu)) if kept else 0.0
+                    p["step_self_cpu_median_ms"] = ms(statistics.median(own_cpu)) if kept else 0.0
                     for k in range(len(kept)):
                         cpu_all[k] += own_cpu[k]
             # The samples `diff` tests (self time, all phases, one per kept step, in step order)
             # and the spread `summary` flags.
-            entry["step_self_ms"] = [_ms(v) for v in self_all]
+            entry["step_self_ms"] = [ms(v) for v in self_all]
             if cpu_subtrees is not None:
-                entry["step_self_cpu_ms"] = [_ms(v) for v in cpu_all]
+                entry["step_self_cpu_ms"] = [ms(v) for v in cpu_all]
             spread = stats.spread_pct(subtree_all)
             entry["step_spread_pct"] = None if spread is None else round(spread, 3)
             entry["noisy"] = bool(spread is not None and len(kept) > 1 and spread > NOISY_PCT)
@@ -192,9 +205,8 @@ def _subtrees(times, kept):
     for s in kept:
         sub = {}
         for (f, p), ns in times.get(s, {}).items():
-            parts = f.split(".")
-            for k in range(1, len(parts) + 1):
-                key = (".".join(parts[:k]), p)
+            for module in lineage(f):
+                key = (module, p)
                 sub[key] = sub.get(key, 0) + ns
         out.append(sub)
     return out

@@ -28,6 +28,7 @@ Rules (the same as the C++ summary exporter, so `summary --json` and <stem>.summ
 """
 import json
 import os
+from typing import NamedTuple
 
 from fqntrace.analysis import errors, memory, sampled, step_times, trace_events, tracestream
 from fqntrace.analysis.errors import TraceError
@@ -66,7 +67,7 @@ def _summarize_whole(trace, exclude_steps):
     slices = list(_valid_slices(trace.events))
     parents, _, starts, ends = trace_events.nest(slices)
     order = _post_order(parents, starts, ends)
-    ranges = step_times.step_ranges(slices, starts, ends)
+    ranges = step_times.step_ranges(zip(slices, starts, ends))
     if _native is not None and not any(memory.is_memory_event(e) for e in trace.events):
         # Without memory reports, no event but a slice depends on where it stands: the other
         # events first, then the slices in end order, is the engine's stream.
@@ -88,7 +89,7 @@ def _summarize_whole(trace, exclude_steps):
     acc.exclude_steps = exclude_steps
     acc.in_end_order = False
     for e in trace.events:
-        acc.totals.memory_order(e)
+        acc.totals.add_in_file_order(e)
     for i in order:
         acc.add_slice(slices[i])
     return acc.result(trace.header, trace.tail, trace.incomplete, trace.path), per_step
@@ -140,6 +141,14 @@ class NotPostOrder(Exception):
     """A thread's events are not in end order (not a file the core wrote): use summarize()."""
 
 
+class Group(NamedTuple):
+    """The ops of one owner (phase, fqn) on a pending subtree's frontier."""
+    dur_ns: int  # their summed duration
+    excluded_ns: int  # the time of counted ops below them, taken out of whichever op counts
+    contributions: dict  # (op name, step) -> [self_ns, count]: what they add if they count
+    phase_totals: dict  # their module's Totals phase record; None: no self time (a work range)
+
+
 class _Pending:
     __slots__ = ("start", "end", "depth", "groups")
 
@@ -147,7 +156,7 @@ class _Pending:
         self.start = start
         self.end = end
         self.depth = depth  # None when the trace has no args.depth
-        self.groups = groups  # owner -> [dur_ns, excluded_ns, {name: [self_ns, count]}, p]
+        self.groups = groups  # owner -> Group
 
 
 def _merge_groups(into, groups):
@@ -156,17 +165,17 @@ def _merge_groups(into, groups):
         if mine is None:
             into[owner] = g
             continue
-        mine[0] += g[0]
-        mine[1] += g[1]
-        if mine[3] is None:
-            mine[3] = g[3]  # a collective's work range shares the owner but adds no time
-        for name, (ns, count) in g[2].items():
-            t = mine[2].get(name)
+        for key, (ns, count) in g.contributions.items():
+            t = mine.contributions.get(key)
             if t is None:
-                mine[2][name] = [ns, count]
+                mine.contributions[key] = [ns, count]
             else:
                 t[0] += ns
                 t[1] += count
+        # A collective's work range shares the owner but adds no time: the op's record wins.
+        into[owner] = Group(mine.dur_ns + g.dur_ns, mine.excluded_ns + g.excluded_ns,
+                            mine.contributions,
+                            g.phase_totals if mine.phase_totals is None else mine.phase_totals)
 
 
 class StreamSummary:
@@ -196,7 +205,7 @@ class StreamSummary:
     in_end_order = True
 
     def add(self, e):
-        self.totals.memory_order(e)
+        self.totals.add_in_file_order(e)
         self.add_slice(e)
 
     def add_slice(self, e):
@@ -244,13 +253,13 @@ class StreamSummary:
             for c in children:
                 for g_owner, g in c.groups.items():
                     if g_owner != owner:
-                        excluded += g[0]
+                        excluded += g.dur_ns
                         self.commit(g_owner, g, start)
                     else:
-                        excluded += g[1]
+                        excluded += g.excluded_ns
             step = None if self.per_step is None else self.per_step.step_of(e.get("pid"), start)
             contrib = {} if p is None else {(event_name(e), step): [max(end - start - excluded, 0), 1]}
-            groups = {owner: [end - start, excluded, contrib, p]}
+            groups = {owner: Group(end - start, excluded, contrib, p)}
         else:
             groups = {}
             for c in reversed(children):
@@ -275,10 +284,10 @@ class StreamSummary:
     def commit(self, owner, group, when_ns):
         """A frontier group's ops count: their self time is added. when_ns: the start of the
         range that holds them (theirs when outermost), in the step their starts lie in."""
-        p = group[3]
+        p = group.phase_totals
         if p is not None:
             phase, fqn = owner
-            for (name, step), (ns, count) in group[2].items():
+            for (name, step), (ns, count) in group.contributions.items():
                 Totals.add_time(p, name, ns, count)
                 if self.per_step is not None:
                     self.per_step.add_to_step(step, fqn, phase, ns)
@@ -306,29 +315,6 @@ class StreamSummary:
     exclude_steps = step_times.DEFAULT_EXCLUDED
 
 
-STEP_MARK = b"ProfilerStep#"
-
-
-def _step_ranges(path):
-    """A first pass for a trace with training steps: {pid: [(start_ns, end_ns, step)]}, or None
-    when the file has no ProfilerStep ranges. Only the lines holding the mark are decoded (a
-    byte search); a file not in the core's layout is decoded whole."""
-    found = tracestream.lines_with(path, STEP_MARK)
-    if found is None:
-        with tracestream.TraceStream(path) as stream:
-            found = list(stream)  # only the step ranges are kept below
-    ranges = {}
-    for e in found:
-        if not isinstance(e, dict) or e.get("ph") != "X":
-            continue
-        step = step_times.step_number(e)
-        if (step is not None and trace_events.is_number(e.get("ts"))
-                and trace_events.is_number(e.get("dur"))):
-            start = round(e["ts"] * 1000)
-            ranges.setdefault(e.get("pid"), []).append((start, start + round(e["dur"] * 1000), step))
-    return ranges or None
-
-
 def summarize_stream(path, note=lambda message: None, exclude_steps=step_times.DEFAULT_EXCLUDED):
     """The summary of a trace file read as a stream (tracestream): the same numbers as
     summarize(tracestream.load(path)). A trace with training steps is read twice (its step ranges
@@ -339,44 +325,51 @@ def summarize_stream(path, note=lambda message: None, exclude_steps=step_times.D
 
 def summarize_with_steps(path, note=lambda message: None,
                          exclude_steps=step_times.DEFAULT_EXCLUDED):
-    """(summary, step_times.StepTimes or None) of a trace file read as a stream: by the native
-    engine when it is built (the one definition of op time on this path), else by
-    StreamSummary."""
-    ranges = _step_ranges(path)
-    with tracestream.TraceStream(path) as stream:
-        p = sampled.sample_of(stream.header)
-        if p is not None:  # FQNTRACE_SAMPLE: exact ranges and scaled ops (sampled.py)
-            acc = sampled.SampledSummary(p, step_times.StepTimes.from_ranges(ranges) if ranges else None,
-                                         stream.header.get("sampleNodeSpans") is True)
-            acc.exclude_steps = exclude_steps
-            for batch, _ in stream.batches():
-                for e in batch:
-                    acc.add(e)
-            _note_cut(stream, note)
-            return acc.result(stream.header, stream.tail, stream.incomplete, path), acc.per_step
-    if _native is not None:
-        try:
-            return _summarize_native(path, ranges, note, exclude_steps)
-        except NotPostOrder:
-            return _summarize_loaded(path, note, exclude_steps)
-        except _NativeCannot:
-            pass  # an event the engine does not take (a >64-bit integer, say): the Python loop
-    elif not _slow_noted:
-        _note_slow(note)
+    """(summary, step_times.StepTimes or None) of a trace file: a sampled trace by its estimates
+    (sampled.py); any other read as a stream by the native engine, or StreamSummary where the
+    engine is not built or cannot take an event; a file whose threads are not in end order
+    loaded whole and put in it."""
+    ranges = step_times.read_step_ranges(path)
+    try:
+        with tracestream.TraceStream(path) as stream:
+            p = sampled.sample_of(stream.header)
+            if p is not None:
+                return _summarize_sampled(stream, p, ranges, note, exclude_steps)
+        if _native is not None:
+            try:
+                return _summarize_native(path, ranges, note, exclude_steps)
+            except _NativeCannot:
+                pass  # an event the engine does not take (a >64-bit integer, say)
+        elif not _slow_noted:
+            _note_slow(note)
+        return _summarize_python(path, ranges, note, exclude_steps)
+    except NotPostOrder:
+        return _summarize_loaded(path, note, exclude_steps)
+
+
+def _summarize_sampled(stream, p, ranges, note, exclude_steps):
+    """FQNTRACE_SAMPLE: exact ranges and scaled ops (sampled.py)."""
+    acc = sampled.SampledSummary(p, step_times.StepTimes.from_ranges(ranges) if ranges else None,
+                                 stream.header.get("sampleNodeSpans") is True)
+    acc.exclude_steps = exclude_steps
+    for batch, _ in stream.batches():
+        for e in batch:
+            acc.add(e)
+    _note_cut(stream, note)
+    return acc.result(stream.header, stream.tail, stream.incomplete, stream.path), acc.per_step
+
+
+def _summarize_python(path, ranges, note, exclude_steps):
+    """StreamSummary over the stream: the engine's fallback. Raises NotPostOrder."""
     with tracestream.TraceStream(path) as stream:
         acc = StreamSummary(step_times.StepTimes.from_ranges(ranges) if ranges else None)
         acc.exclude_steps = exclude_steps
         add = acc.add
-        try:
-            for batch, _ in stream.batches():
-                for e in batch:
-                    add(e)
-        except NotPostOrder:
-            acc = None
-        if acc is not None:
-            _note_cut(stream, note)
-            return acc.result(stream.header, stream.tail, stream.incomplete, path), acc.per_step
-    return _summarize_loaded(path, note, exclude_steps)
+        for batch, _ in stream.batches():
+            for e in batch:
+                add(e)
+        _note_cut(stream, note)
+        return acc.result(stream.header, stream.tail, stream.incomplete, path), acc.per_step
 
 
 def _summarize_loaded(path, note, exclude_steps):
@@ -547,6 +540,8 @@ def load_summary(path, text=None):
 
 
 def filter_depth(summary, depth):
+    """The summary (of one trace, or crossrank's of several) with only the modules at most
+    `depth` levels below the root."""
     if depth is None:
         return summary
     out = dict(summary)

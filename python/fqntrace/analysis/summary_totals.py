@@ -2,7 +2,7 @@
 summary_result(), which turns them into the summary dict. summarize.py (op time by the full
 trace's rules) and sampled.py (a sampled trace's estimates) both fill them."""
 from fqntrace.analysis import memory, step_times, trace_events
-from fqntrace.analysis.trace_events import PHASES
+from fqntrace.analysis.trace_events import PHASES, ancestors, lineage, ms, rank_of
 
 TOP_OPS = 5
 ENGINE_WRAPPER = "autograd::engine::evaluate_function:"
@@ -11,10 +11,6 @@ ENGINE_WRAPPER = "autograd::engine::evaluate_function:"
 def new_phase():
     return {"self_ns": 0, "self_ops": 0, "self_flops": 0, "comm_ns": 0, "comm_bytes": 0,
             "collectives": 0, "device_ns": 0, "cpu_ns": 0, "top": {}}
-
-
-def ms(ns):
-    return round(ns / 1e6, 6)
 
 
 class Totals:
@@ -39,9 +35,9 @@ class Totals:
             self.first_seen[fqn] = round(ts * 1000) if trace_events.is_number(ts) else 0
         self.memory.add(e)
 
-    def memory_order(self, e):
-        """Any event, in file order: what the memory numbers need from it, and the classes of
-        the module table's entries."""
+    def add_in_file_order(self, e):
+        """Any event, in file order (where it stands matters, not what it encloses): what the
+        memory numbers need from it, and the classes of the module table's entries."""
         if not isinstance(e, dict) or trace_events.is_module_view(e):
             return
         if e.get("ph") == "M":
@@ -60,8 +56,8 @@ class Totals:
                                      "phases": {p: new_phase() for p in PHASES}}
         return m
 
-    def seen(self, fqn, start):
-        """The module's earliest time so far (the table's order among siblings)."""
+    def note_start(self, fqn, start):
+        """Keeps the module's earliest start so far (the table's order among siblings)."""
         first = self.first_seen.get(fqn)
         if first is None or start < first:
             self.first_seen[fqn] = start
@@ -72,7 +68,7 @@ class Totals:
         args = e["args"]
         fqn = args["fqn"]
         m = self.module(fqn)
-        self.seen(fqn, start)
+        self.note_start(fqn, start)
         phase = args.get("phase")
         cpu = args.get("self_cpu_ns")
         if phase in PHASES and trace_events.is_number(cpu) and cpu >= 0:
@@ -139,9 +135,7 @@ def summary_result(totals, header, tail, incomplete, path, merged_ranks, per_ste
     # Containers that never run a forward of their own (a ModuleList) still get a row, as in
     # the C++ summary exporter, so every level of the tree has its total.
     for fqn in list(modules):
-        parts = fqn.split(".")
-        for k in range(1, len(parts)):
-            ancestor = ".".join(parts[:k])
+        for ancestor in ancestors(fqn):
             if ancestor not in modules:
                 module(ancestor)
                 first_seen[ancestor] = first_seen.get(fqn, 0)
@@ -153,13 +147,11 @@ def summary_result(totals, header, tail, incomplete, path, merged_ranks, per_ste
     below = {fqn: {p: [] for p in PHASES} for fqn in modules}
     below_fqns = {fqn: [] for fqn in modules}
     for fqn, m in modules.items():
-        parts = fqn.split(".")
-        for k in range(1, len(parts) + 1):
-            path_k = ".".join(parts[:k])
-            if path_k in below:
-                below_fqns[path_k].append(fqn)
+        for module in lineage(fqn):
+            if module in below:
+                below_fqns[module].append(fqn)
                 for phase in PHASES:
-                    below[path_k][phase].append(m["phases"][phase])
+                    below[module][phase].append(m["phases"][phase])
     tail = tail if isinstance(tail, dict) else {}
     with_memory = tail.get("memory") is True or totals.memory.seen
     totals.memory.finish()
@@ -210,7 +202,3 @@ def summary_result(totals, header, tail, incomplete, path, merged_ranks, per_ste
         out["ranks"] = [r.get("rank") for r in merged_ranks if isinstance(r, dict)]
     return out
 
-
-def rank_of(header):
-    info = header.get("distributedInfo")
-    return info.get("rank") if isinstance(info, dict) else None

@@ -13,7 +13,7 @@ import re
 import sys
 
 from fqntrace.analysis import step_times, trace_events
-from fqntrace.analysis.trace_events import PHASES, printable
+from fqntrace.analysis.trace_events import PHASES, lineage, printable
 
 PHASE_SHORT = {"forward": "fwd", "backward": "bwd", "recompute": "recomp"}
 TABLE_WIDTH = 100
@@ -52,15 +52,15 @@ def _build_tree(modules):
     nodes = {}
     roots = []
     for fqn in names:
-        parts = [fqn] if fqn == "Global" else fqn.split(".")
-        for k in range(1, len(parts) + 1):
-            path = ".".join(parts[:k])
+        above = None
+        for path in lineage(fqn):
             if path not in nodes:
                 nodes[path] = _Node(path, None)
-                if k == 1:
+                if above is None:
                     roots.append(nodes[path])
                 else:
-                    nodes[".".join(parts[:k - 1])].children.append(nodes[path])
+                    nodes[above].children.append(nodes[path])
+            above = path
         nodes[fqn].entry = modules[fqn]
     roots.sort(key=lambda n: n.fqn == "Global")  # Global last
     return roots

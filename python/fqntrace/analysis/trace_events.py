@@ -1,10 +1,12 @@
 """What a trace's events mean, without reading or writing a file: the phases, the categories the
 verbs treat apart, times as integer nanoseconds, nesting per thread, module spans and the module
-table, where compiled code ran, and fqn paths.
+table, where compiled code ran, fqn paths and the header's rank.
 
 Times: ``ts`` / ``dur`` are microseconds with three decimals; everything here works in integer
 nanoseconds (:func:`to_ns`) so nesting checks and sums are exact.
 """
+import functools
+
 PHASES = ("forward", "backward", "recompute")
 # Backward and recompute module spans on each thread's module track (docs/trace-format.md): a
 # view of ranges the trace already has, never counted again.
@@ -175,16 +177,34 @@ class CompiledCode:
         return i >= 0 and event["ts"] + event["dur"] <= self._ends[thread_key(event)][i] + 0.002
 
 
+@functools.lru_cache(maxsize=1 << 14)  # a trace has few fqns, each walked once per op
+def lineage(fqn):
+    """The modules from the root down to `fqn`, itself last: `Net`, `Net.blocks`,
+    `Net.blocks.0` for `Net.blocks.0` (a tuple; the root's is just itself)."""
+    parts = fqn.split(".")
+    return tuple(".".join(parts[:k]) for k in range(1, len(parts) + 1))
+
+
+def ancestors(fqn):
+    """The modules above `fqn`, root first (`Net`, `Net.blocks` for `Net.blocks.0`)."""
+    return lineage(fqn)[:-1]
+
+
 def has_ancestor_in(fqn, fqns):
-    """Is a module above `fqn` (`Net` or `Net.blocks` for `Net.blocks.0`) in `fqns`?"""
-    dot = fqn.rfind(".")
-    while dot > 0:
-        fqn = fqn[:dot]
-        if fqn in fqns:
-            return True
-        dot = fqn.rfind(".")
-    return False
+    """Is a module above `fqn` in `fqns`? (An empty name before a leading dot is no module.)"""
+    return any(a in fqns for a in ancestors(fqn) if a)
 
 
 def fqn_depth(fqn):
     return 0 if fqn == "Global" else fqn.count(".")
+
+
+def ms(ns):
+    """Integer nanoseconds → milliseconds as the summaries write them (6 decimals)."""
+    return round(ns / 1e6, 6)
+
+
+def rank_of(header):
+    """The rank a trace's header names (distributedInfo.rank), None when it names none."""
+    info = header.get("distributedInfo")
+    return info.get("rank") if isinstance(info, dict) else None
