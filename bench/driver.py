@@ -1,7 +1,7 @@
 """Runs the fqntrace benchmarks (P1 … P8): every mode in its own process (bench/run_mode.py),
-modes interleaved in rounds (the order rotates each round), medians. Writes bench/results.json
-(machine, torch, date, every raw sample) and fills the generated sections of docs/benchmarks.md
-through bench/report.py.
+modes interleaved in rounds (the order rotates each round), medians. Writes each part's summary
+and its run's facts (date, commit, torch, load) to bench/measured.json, the raw samples to
+build/bench/raw/, and fills the generated sections of docs/benchmarks.md (bench/doc_tables.py).
 
     .venv/bin/python bench/driver.py [--quick]      # scripts/bench.sh runs this after set-up
 
@@ -22,11 +22,15 @@ import sys
 import tempfile
 import time
 
+import doc_tables
+import measured
 from modes import P1_MODES, P2_MODES, TRACKER_NAMES, environment
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PY = sys.executable
+# The main build, for P4's exporter benchmark (scripts/bench.sh sets it with --build DIR).
+BUILD = os.environ.get("FQNTRACE_BENCH_BUILD", os.path.join(ROOT, "build"))
 
 SETTINGS = {
     # rounds, ops per sample, samples per process, MLP steps per sample, transformer steps ...
@@ -175,7 +179,7 @@ def run_p1(runner, s):
             f"ns/op, empty +{em - base:.0f}, fqntrace +{fq - base:.0f}")
     return {"modes": list(P1_MODES), "rounds": s["p1_rounds"], "ops_per_sample": s["p1_ops"],
             "samples_per_process": s["p1_samples"], "mlp_steps_per_sample": s["mlp_steps"],
-            "threads": 1, "raw": raw, "facts": facts}
+            "threads": 1, "raw": raw, "raw_facts": facts}
 
 
 def summarize_p1(p1):
@@ -249,7 +253,7 @@ def summarize_p1(p1):
     base_iqr = quartiles(per_round["ops"]["baseline"])
     noise = max(0.01 * base_ops, base_iqr[1] - base_iqr[0])
     added = summary["ops"]["loaded_off"]["added_ns"]
-    facts = p1["facts"].get("loaded_off", {})
+    facts = p1["raw_facts"].get("loaded_off", {})
     summary["p6"] = {
         "running": facts.get("running"), "global_callbacks": facts.get("global_callbacks"),
         "function_scope_active": facts.get("function_scope_active"),
@@ -310,7 +314,7 @@ def run_p2_ab(runner, s, compiled=False):
             if a and t:
                 quads.append(100.0 * (statistics.fmean(t) / statistics.fmean(a) - 1.0))
         per_process.append({"baseline_ms": b, "fqntrace_ms": f, "slowdown_pct": 100.0 * (f / b - 1.0),
-                            "blocks": blocks, "traced_event_lines": out["traced_event_lines"]})
+                            "raw_blocks": blocks, "traced_event_lines": out["traced_event_lines"]})
         for k in pooled:
             pooled[k] += out["samples"][k]
         log(f"P2 A/B{' compiled' if compiled else ''} process {i + 1}/{s['p2ab_processes']}: "
@@ -352,7 +356,7 @@ def run_p3(runner, s):
                      "forward + sum().backward() inside `with tracker:`",
             "modules": s["p3_modules"], "processes": s["p3_processes"], "rounds": s["p3_rounds"],
             "steps_per_sample": s["p3_steps"], "threads": 1, "variants": list(TRACKER_NAMES),
-            "raw": raw, "thread_cpu": cpu, "per_process": per_process,
+            "raw": raw, "raw_thread_cpu": cpu, "per_process": per_process,
             "summary": summarize_p3(raw, cpu, s["p3_processes"])}
 
 
@@ -396,10 +400,10 @@ def run_p4(s):
     """P4: exporter throughput, C++ (Google Benchmark): build/fqntrace_exporter_bench. Wall and
     CPU time from Google Benchmark (repetitions interleaved at random), instructions per event
     from callgrind (bench binary's --plain mode, counting inside the drain only)."""
-    exe = os.path.join(ROOT, "build", "fqntrace_exporter_bench")
+    exe = os.path.join(BUILD, "fqntrace_exporter_bench")
     if not os.path.exists(exe):
-        log("P4 skipped: build/fqntrace_exporter_bench was not built (needs libbenchmark-dev)")
-        return {"skipped": "build/fqntrace_exporter_bench not built (Google Benchmark missing)"}
+        log(f"P4 skipped: {exe} was not built (needs libbenchmark-dev)")
+        return None
     with tempfile.TemporaryDirectory(prefix="fqntrace-p4-") as tmp:
         out_json = os.path.join(tmp, "gbench.json")
         cmd = [exe, f"--benchmark_repetitions={s['p4_repetitions']}",
@@ -418,17 +422,17 @@ def run_p4(s):
             continue
         fmt = b["run_name"].split("/", 1)[1]
         scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
-        d = formats.setdefault(fmt, {"cpu_events_per_s": [], "wall_events_per_s": []})
-        d["cpu_events_per_s"].append(b["events_per_s"])
-        d["wall_events_per_s"].append(b["events_per_iteration"] / (b["real_time"] * scale))
+        d = formats.setdefault(fmt, {"raw_cpu_events_per_s": [], "raw_wall_events_per_s": []})
+        d["raw_cpu_events_per_s"].append(b["events_per_s"])
+        d["raw_wall_events_per_s"].append(b["events_per_iteration"] / (b["real_time"] * scale))
         for key in ("bytes_per_event", "json_objects_per_event", "events_per_step",
                     "file_bytes_16_steps"):
             if key in b:
                 d[key] = b[key]
     for fmt, d in formats.items():
-        d["cpu_events_per_s_median"] = median(d["cpu_events_per_s"])
-        d["cpu_events_per_s_iqr"] = quartiles(d["cpu_events_per_s"])
-        d["wall_events_per_s_median"] = median(d["wall_events_per_s"])
+        d["cpu_events_per_s_median"] = median(d["raw_cpu_events_per_s"])
+        d["cpu_events_per_s_iqr"] = quartiles(d["raw_cpu_events_per_s"])
+        d["wall_events_per_s_median"] = median(d["raw_wall_events_per_s"])
         d["ns_per_event_cpu"] = 1e9 / d["cpu_events_per_s_median"]
     callgrind = {}
     if shutil.which("valgrind"):
@@ -450,7 +454,9 @@ def run_p4(s):
                 if "ns_per_event_cpu" in gz and "ns_per_event_cpu" in plain else None)
     gz_bpe = gz.get("bytes_per_event")
     return {"binary": "build/fqntrace_exporter_bench", "repetitions": s["p4_repetitions"],
-            "min_time_s": s["p4_min_time"], "context": gb.get("context", {}), "formats": formats,
+            "min_time_s": s["p4_min_time"], "raw_context": gb.get("context", {}),
+            "context": {k: gb.get("context", {}).get(k) for k in ("num_cpus", "mhz_per_cpu")},
+            "formats": formats,
             "callgrind": callgrind, "chrome_bytes": breakdown,
             "targets": {"events_per_s": {"target": ">= 2,000,000 events/s on one core (every format)",
                                          "value": slowest,
@@ -611,11 +617,12 @@ def run_ddp(s, tmpdir):
                       "--skip-comm", "--ab-blocks", str(s["p8_blocks"]), "--out",
                       os.path.join(tmpdir, f"ddp{i}"), "--json", j], j, timeout=900)
         if r:
+            r["raw_group_overheads"] = r.pop("group_overheads")
             runs.append(r)
     if not runs:
         return None
     overheads = [r["overhead"] for r in runs]
-    groups = [g for r in runs for g in r["group_overheads"]]
+    groups = [g for r in runs for g in r["raw_group_overheads"]]
     value = median(overheads)
     return {"runs": runs, "blocks": s["p8_blocks"], "overhead_median": value,
             "overhead_iqr": quartiles(overheads), "group_median": median(groups),
@@ -673,7 +680,7 @@ def run_p5(runner, s):
         "footer_x_events": footer.get("events"), "dropped_events": footer.get("dropped_events"),
         "complete": footer.get("complete"),
         "bytes_per_event": tf["bytes"] / tf["event_lines"] if tf["event_lines"] else None,
-        "target": "<= 32 MB and flat"})
+        "ops_planned": s["p5_ops"], "target": "<= 32 MB and flat"})
     fq_sum["met"] = fq_sum["max_growth_after_warmup_mb"] <= 32 and fq_sum["flat"]
     pr = prof["rss"]
     p_points = pr["points"]
@@ -688,106 +695,112 @@ def run_p5(runner, s):
             "raw": {"fqntrace": fq["rss"], "baseline": base["rss"], "profiler": pr}}
 
 
+def run_memory(quick):
+    """FQNTRACE_MEMORY against torch.profiler's profile_memory (bench/memory/cost.py)."""
+    env = dict(os.environ, FQNTRACE_BENCH_QUICK="1" if quick else "0")
+    out = subprocess.run([PY, os.path.join(HERE, "memory", "cost.py")], capture_output=True,
+                         text=True, cwd=ROOT, timeout=1800, env=env)
+    if out.returncode != 0:
+        log(f"memory failed (skipped):\n{out.stderr[-2000:]}")
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_callgrind(s):
+    out = subprocess.run([PY, os.path.join(HERE, "callgrind_ops.py"), "--ops", str(s["callgrind_ops"]),
+                          "--mlp-steps", str(s["callgrind_mlp_steps"]), "--jobs", "2", "--whole",
+                          "--ddp-steps", str(s["callgrind_ddp_steps"])],
+                         capture_output=True, text=True, cwd=ROOT, timeout=2400)
+    if out.returncode != 0:
+        log(f"callgrind failed (skipped):\n{out.stderr[-2000:]}")
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+ALL_PARTS = ("p1", "p2", "p3", "p4", "p5", "memory", "drain", "ddp", "callgrind")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds and ops (a smoke run)")
     parser.add_argument("--only", default=None,
-                        help="comma-separated subset of p1,p2,p3,p4,p5,memory,drain,ddp,callgrind "
-                             "(default: all; --quick skips callgrind). A subset keeps the other "
-                             "parts' numbers from the existing results file")
-    parser.add_argument("--results", default=os.path.join(HERE, "results.json"))
+                        help=f"comma-separated subset of {','.join(ALL_PARTS)} (default: all; "
+                             "--quick skips callgrind). The other parts keep their numbers in "
+                             "bench/measured.json")
+    parser.add_argument("--results", default=measured.PATH)
     parser.add_argument("--doc", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     args = parser.parse_args()
     kind = "quick" if args.quick else "full"
     s = SETTINGS[kind]
-    only = set((args.only or ("p1,p2,p3,p4,p5,memory,drain,ddp" if args.quick
-                              else "p1,p2,p3,p4,p5,memory,drain,ddp,callgrind")).split(","))
+    only = args.only.split(",") if args.only else [p for p in ALL_PARTS
+                                                   if not (args.quick and p == "callgrind")]
     started = time.time()
-    results = {"kind": kind, "settings": s,
-               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               "machine": machine(), "torch": torch_version(), "git_commit": git_commit(),
-               "python": PY}
+    common = {"git_commit": git_commit(), "kind": kind, "torch": torch_version()}
+    parts = {}
     tmpdir = tempfile.mkdtemp(prefix="fqntrace-bench-")
+    runner = Runner(tmpdir)
     try:
-        runner = Runner(tmpdir)
-        if "p1" in only:
-            log(f"P1/P6: {s['p1_rounds']} rounds x {len(P1_MODES)} modes")
-            p1 = run_p1(runner, s)
-            p1["summary"] = summarize_p1(p1)
-            results["p1"] = p1
-        if "p2" in only:
-            log(f"P2: {s['p2_rounds']} rounds x {len(P2_MODES)} modes, {P2_THREADS} thread")
-            results["p2"] = run_p2(runner, s)
-            log(f"P2 A/B: {s['p2ab_processes']} process(es) x {s['p2ab_blocks']} alternating blocks")
-            results["p2"]["ab"] = run_p2_ab(runner, s)
-            log(f"P2 compiled A/B: {s['p2ab_processes']} process(es) x {s['p2ab_blocks']} blocks")
-            results["p2"]["compiled_ab"] = run_p2_ab(runner, s, compiled=True)
-        if "p3" in only:
-            log(f"P3: {s['p3_processes']} process(es) x {s['p3_rounds']} rounds x {len(TRACKER_NAMES)} "
-                f"tracker variants, {s['p3_modules']} modules")
-            results["p3"] = run_p3(runner, s)
-        if "p4" in only:
-            results["p4"] = run_p4(s)
-        if "p5" in only:
-            results["p5"] = run_p5(runner, s)
-        if "memory" in only:
-            log("memory: FQNTRACE_MEMORY against torch.profiler's profile_memory")
-            env = dict(os.environ, FQNTRACE_BENCH_QUICK="1" if args.quick else "0")
-            out = subprocess.run([PY, os.path.join(HERE, "memory", "cost.py")], capture_output=True,
-                                 text=True, cwd=ROOT, timeout=1800, env=env)
-            if out.returncode == 0:
-                results["memory"] = json.loads(out.stdout.strip().splitlines()[-1])
-            else:
-                log(f"memory failed (skipped):\n{out.stderr[-2000:]}")
-        if "drain" in only:
-            results["drain"] = run_drain(s, tmpdir)
-        if "ddp" in only:
-            log(f"P8: DDP 2 ranks, in-process A/B, {s['p8_runs']} jobs x {s['p8_blocks']} blocks")
-            results["ddp"] = run_ddp(s, tmpdir)
-        if "callgrind" in only:
-            log(f"callgrind: instructions per op, {s['callgrind_ops']:,} ops per mode")
-            out = subprocess.run([PY, os.path.join(HERE, "callgrind_ops.py"), "--ops",
-                                  str(s["callgrind_ops"]), "--mlp-steps", str(s["callgrind_mlp_steps"]),
-                                  "--jobs", "2", "--whole", "--ddp-steps", str(s["callgrind_ddp_steps"])],
-                                 capture_output=True,
-                                 text=True, cwd=ROOT, timeout=2400)
-            if out.returncode == 0:
-                results["callgrind"] = json.loads(out.stdout.strip().splitlines()[-1])
-            else:
-                log(f"callgrind failed (skipped):\n{out.stderr[-2000:]}")
+        for part in only:
+            date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+            load_start = os.getloadavg()[0]
+            numbers = run_part(part, runner, s, tmpdir, args.quick)
+            if numbers is not None:
+                numbers["run"] = {"date": date, **common,
+                                  "loadavg": [load_start, os.getloadavg()[0]]}
+                parts[part] = numbers
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
-    seconds = time.time() - started
-    if args.only and os.path.exists(args.results):
-        # A partial run replaces only what it measured; the full run's facts (date, commit,
-        # machine, duration) stay, and the partial run is listed with its own.
-        with open(args.results) as f:
-            merged = json.load(f)
-        merged.update({part: value for part, value in results.items() if part in only})
-        merged.setdefault("partial", []).append({
-            "date": results["date"], "only": sorted(only), "git_commit": results["git_commit"],
-            "loadavg": [results["machine"]["loadavg_start"], list(os.getloadavg())],
-            "seconds": seconds})
-        results = merged
-    else:
-        results["machine"]["loadavg_end"] = os.getloadavg()
-        results["seconds"] = seconds
-        results["processes"] = runner.count
-    with open(args.results, "w") as f:
-        json.dump(results, f, indent=1)
-        f.write("\n")
-    log(f"wrote {os.path.relpath(args.results, ROOT)} ({seconds:.0f} s, "
-        f"{runner.count} processes)")
-    sys.path.insert(0, HERE)
-    import report
-
+    if not parts:
+        sys.exit("bench: no part measured anything")
+    raw = measured.save(parts, machine(), args.results)
+    log(f"wrote {os.path.relpath(args.results, ROOT)} ({', '.join(parts)}; "
+        f"{time.time() - started:.0f} s, {runner.count} processes), raw samples in "
+        f"{os.path.relpath(raw, ROOT)}")
+    results = measured.load(args.results)
     # Only the generated sections change; the hand-written analysis around them stays.
     with open(args.doc) as f:
-        text = report.update(f.read(), results)
+        text = doc_tables.update(f.read(), results)
     with open(args.doc, "w") as f:
         f.write(text)
     log(f"updated the generated sections of {os.path.relpath(args.doc, ROOT)}")
-    print(report.table(results))
+    print(doc_tables.table(results))
+
+
+def run_part(part, runner, s, tmpdir, quick):
+    """One part's numbers (None when it could not run)."""
+    if part == "p1":
+        log(f"P1/P6: {s['p1_rounds']} rounds x {len(P1_MODES)} modes")
+        p1 = run_p1(runner, s)
+        p1["summary"] = summarize_p1(p1)
+        return p1
+    if part == "p2":
+        log(f"P2: {s['p2_rounds']} rounds x {len(P2_MODES)} modes, {P2_THREADS} thread")
+        p2 = run_p2(runner, s)
+        log(f"P2 A/B: {s['p2ab_processes']} process(es) x {s['p2ab_blocks']} alternating blocks")
+        p2["ab"] = run_p2_ab(runner, s)
+        log(f"P2 compiled A/B: {s['p2ab_processes']} process(es) x {s['p2ab_blocks']} blocks")
+        p2["compiled_ab"] = run_p2_ab(runner, s, compiled=True)
+        return p2
+    if part == "p3":
+        log(f"P3: {s['p3_processes']} process(es) x {s['p3_rounds']} rounds x {len(TRACKER_NAMES)} "
+            f"tracker variants, {s['p3_modules']} modules")
+        return run_p3(runner, s)
+    if part == "p4":
+        return run_p4(s)
+    if part == "p5":
+        return run_p5(runner, s)
+    if part == "memory":
+        log("memory: FQNTRACE_MEMORY against torch.profiler's profile_memory")
+        return run_memory(quick)
+    if part == "drain":
+        return run_drain(s, tmpdir)
+    if part == "ddp":
+        log(f"P8: DDP 2 ranks, in-process A/B, {s['p8_runs']} jobs x {s['p8_blocks']} blocks")
+        return run_ddp(s, tmpdir)
+    if part == "callgrind":
+        log(f"callgrind: instructions per op, {s['callgrind_ops']:,} ops per mode")
+        return run_callgrind(s)
+    raise SystemExit(f"bench: unknown part {part!r} (parts: {', '.join(ALL_PARTS)})")
 
 
 if __name__ == "__main__":
