@@ -15,8 +15,11 @@ measured by hand come from the data file too. The analysis around the tables is 
 module never touches (bench/driver.py runs it after every benchmark run, so re-read the prose,
 and the reasons, when the numbers change). A section without data says so in one line.
 """
+import datetime
+import functools
 import os
 import re
+import subprocess
 import sys
 import tomllib
 
@@ -393,21 +396,74 @@ REASONS = BY_HAND["reasons"]
 MLP_MODULE_CALLS = 8
 
 
+# The code each measurement describes (paths for `git log`): a row measured before that code
+# last changed is not shown in the opening table but below it, dated, until a run measures it
+# again (parts: PART_CODE; rows measured by hand: their `code`).
+CODE = {
+    "tracer": ("plugin", "record_function", "buffer", "drain", "exporters", "binding", "include",
+               "python/fqntrace/_hooks.py"),
+    "exporters": ("buffer", "drain", "exporters", "tests/support", "bench/exporter_bench"),
+    "trackers": ("plugin", "record_function", "buffer", "binding", "python/fqntrace/_hooks.py",
+                 "python/fqntrace/_mod_tracker.py"),
+    "cli": ("python/fqntrace/analysis", "analysis"),
+}
+PART_CODE = {"p1": "tracer", "p2": "tracer", "p3": "trackers", "p4": "exporters", "p5": "tracer",
+             "memory": "tracer", "drain": "tracer", "ddp": "tracer", "callgrind": "tracer",
+             "cli-300": "cli", "cli-1024": "cli"}
+
+
+@functools.cache
+def code_changed(code):
+    """The time of the last commit that touched CODE[code]."""
+    out = subprocess.run(["git", "-C", ROOT, "log", "-1", "--format=%cI", "--", *CODE[code]],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    return datetime.datetime.fromisoformat(out)
+
+
+def measured_at(date):
+    """A run's ISO time, or a day measured by hand, read as that day's start (a row measured by
+    hand on the day its code changed counts as before the change)."""
+    when = datetime.datetime.fromisoformat(date)
+    return when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)
+
+
 def costs_table(results):
     """The document's first table: what fqntrace costs, each against its target and reference,
-    with the date of the run that measured it and the command that measures it again."""
-    results = results or {}
-    rows = ["| what | measured | target | met | date | command |", "|---|---|---|---|---|---|"]
+    with the date of the run that measured it and the command that measures it again. Only rows
+    measured since the code they describe last changed (the others: stale_costs_table)."""
+    fresh, _ = cost_rows(results)
+    return "\n".join(["| what | measured | target | met | date | command |",
+                      "|---|---|---|---|---|---|", *fresh])
 
-    def row(rid, part, what, measured, target, met, command=None, date=None):
-        date = date or day(results[part]["run"]["date"])
+
+def stale_costs_table(results):
+    """The rows of the opening table measured before the code they describe last changed."""
+    _, stale = cost_rows(results)
+    if not stale:
+        return "No row of the opening table was measured before its code last changed."
+    return "\n".join(["| what | measured | target | met | date | code last changed | command |",
+                      "|---|---|---|---|---|---|---|", *stale])
+
+
+def cost_rows(results):
+    """(fresh rows, stale rows) of the opening table, as Markdown lines."""
+    results = results or {}
+    fresh, stale = [], []
+
+    def row(rid, part, what, measured, target, met, command=None, date=None, code=None):
+        date = date or results[part]["run"]["date"]
         newer = BY_HAND["newer"].get(rid)
-        if newer and newer["date"] > date:
+        if newer and newer["date"] > day(date):
             measured += f"; by hand on {newer['date']}: {newer['text']}"
         verdict = ("—" if met is None else "yes" if met else
                    f"**no** — {REASONS.get(rid, 'see Notes')}")
-        rows.append(f"| {what} | {measured} | {target} | {verdict} | {date} | "
-                    f"{command or f'`bench/driver.py --only {part}`'} |")
+        command = command or f"`bench/driver.py --only {part}`"
+        changed = code_changed(code or PART_CODE[part])
+        if measured_at(date) >= changed:
+            fresh.append(f"| {what} | {measured} | {target} | {verdict} | {day(date)} | {command} |")
+        else:
+            stale.append(f"| {what} | {measured} | {target} | {verdict} | {day(date)} | "
+                         f"{changed.date().isoformat()} | {command} |")
 
     cg = (results or {}).get("callgrind") or {}
     modes, mlp_ir = cg.get("modes") or {}, cg.get("mlp") or {}
@@ -473,7 +529,7 @@ def costs_table(results):
             f"**{f(p2['summary']['slowdown_pct'], 1, sign=True)} %**", "≤ 3 %", p2["summary"]["met"])
     for r in BY_HAND["row"]:
         row(r["id"], None, r["what"], r["measured"], r["target"], r.get("met"), r["command"],
-            r["date"])
+            r["date"], r["code"])
     d = results.get("ddp")
     if d:
         row("ddp", "ddp", "DDP, 2 gloo ranks on 2 cores (P8): in-process A/B, median over jobs",
@@ -571,9 +627,9 @@ def costs_table(results):
                 ", ".join(f"{r['events_per_cpu_s'] / 1e3:,.0f} k" for r in got) + \
                 " events/CPU-s; peak " + ", ".join(f"{r['peak_rss_mib']:.0f}" for r in got) + " MiB"
             if duck:
-                row("cli-duckdb", None, f"{verb.split(' (')[0]} on the same {size} JSON Lines file: "
-                    "per fqn and phase, sum of op `dur` and count (no nesting rule)", measured, "—",
-                    None, f"`scripts/bench.sh --cli {big['mb']}`", day(big["run"]["date"]))
+                row("cli-duckdb", f"cli-{big['mb']}", f"{verb.split(' (')[0]} on the same {size} "
+                    "JSON Lines file: per fqn and phase, sum of op `dur` and count (no nesting "
+                    "rule)", measured, "—", None, f"`scripts/bench.sh --cli {big['mb']}`")
                 continue
             met = all(r["met"] for r in got)
             target = f"≥ {first['target'] / 1e3:,.0f} k events/CPU-s, ≤ {CLI_RSS_LIMIT_MIB} MiB"
@@ -588,9 +644,9 @@ def costs_table(results):
                 measured += (f"; {cli_size(o['mb'])} run: " + ", ".join(
                     f"{r['events_per_cpu_s'] / 1e3:,.0f} k ({r['format']})" for r in rs)
                     + f", **no** — {REASONS.get(rid, 'see Notes')}")
-            row(rid, None, what, measured, target, met, f"`scripts/bench.sh --cli {big['mb']}`",
-                day(big["run"]["date"]))
-    return "\n".join(rows)
+            row(rid, f"cli-{big['mb']}", what, measured, target, met,
+                f"`scripts/bench.sh --cli {big['mb']}`")
+    return fresh, stale
 
 
 def p3_table(results):
@@ -744,7 +800,7 @@ def joined(*sections):
 
 # Section name (as in the document's markers) → its content.
 SECTIONS = {
-    "costs": costs_table,
+    "costs": costs_table, "costs-stale": stale_costs_table,
     "run": run_section, "settings": settings_section,
     "p1": p1_section, "callgrind": joined(callgrind_ops, callgrind_mlp),
     "p2": joined(p2_section, p2_ab_section, lambda results: p2_ab_section(results, "compiled_ab")),
