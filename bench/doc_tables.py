@@ -518,6 +518,32 @@ def cost_rows(results):
         row("mlp-ir", "callgrind", "… loop-thread instructions added per step, vs the empty "
             "observer's (callgrind)", f"+{f(ours)} vs +{f(floor)}: **{f(ours / floor, 2)}×**",
             "≤ 1.5×", ours / floor <= 1.5)
+    if all(m in modes for m in ("baseline", "empty", "fqntrace_sampled")):
+        key = "main_thread_ir_per_op"
+        b = modes["baseline"][key]
+        ours, floor = modes["fqntrace_sampled"][key] - b, modes["empty"][key] - b
+        row("sample-op", "callgrind", "Sampled mode (`FQNTRACE_SAMPLE=0.01`): loop-thread "
+            "instructions added per tiny op, vs the empty observer's (callgrind)",
+            f"{f(ours, sign=True)} vs +{f(floor)}: **{f(100 * ours / floor, 1, sign=True)} %**",
+            "≤ 10 %", ours / floor <= 0.10)
+    if all(m in mlp_ir for m in ("baseline", "empty", "fqntrace", "fqntrace_sampled")):
+        key = "main_thread_ir_per_step"
+        b = mlp_ir["baseline"][key]
+
+        def added(mode):
+            return mlp_ir[mode][key] - b, 100 * (mlp_ir[mode][key] / b - 1)
+        ours, pct = added("fqntrace_sampled")
+        row("sample-mlp", "callgrind", "… P1's small MLP step: loop-thread instructions added per "
+            f"step (callgrind; the empty observer {f(added('empty')[1], 1, sign=True)} %, the full "
+            f"trace {f(added('fqntrace')[1], 1, sign=True)} %)",
+            f"{f(ours, sign=True)} on {f(b)}: **{f(pct, 1, sign=True)} %**", "≤ 2 %", pct <= 2)
+        if all(m in mlp_ir for m in ("empty_sampled", "empty_sampled_ops")):
+            (both, both_pct), (ops, ops_pct) = added("empty_sampled"), added("empty_sampled_ops")
+            row("sample-mlp-limit", "callgrind", "… the limit under it: the sampled mode's two "
+                "callbacks doing nothing (`empty_sampled`); one callback on ops alone, sampled at "
+                "0.01, doing nothing (`empty_sampled_ops`, the least any op sampler costs)",
+                f"{f(both, sign=True)} (**{f(both_pct, 1, sign=True)} %**); {f(ops, sign=True)} "
+                f"({f(ops_pct, 1, sign=True)} %)", "—", None)
     p2 = results.get("p2") or {}
     if p2.get("ab"):
         a = p2["ab"]["summary"]
