@@ -23,7 +23,6 @@ import concurrent.futures
 import glob
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -36,6 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 LOOP = os.path.join(ROOT, "tests", "python", "ondemand_scripts", "loop.py")
 sys.path.insert(0, os.path.dirname(HERE))  # bench/: sample_cost's demo step, the A/B harness
 import ab  # noqa: E402
+from callgrind_ops import callgrind_switch, totals  # noqa: E402
 
 MODES = {
     "untraced": {},
@@ -91,11 +91,6 @@ def demo_step():
     return make()
 
 
-def callgrind_switch(state):
-    subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], capture_output=True,
-                   check=True)
-
-
 def child(what, steps, warmup):
     import torch
 
@@ -107,12 +102,6 @@ def child(what, steps, warmup):
     for _ in range(steps):
         step()
     callgrind_switch("off")
-
-
-def totals(path):
-    out = subprocess.run(["callgrind_annotate", path], capture_output=True, text=True).stdout
-    match = re.search(r"^\s*([\d,]+)\s+\(100\.0%\)\s+PROGRAM TOTALS", out, re.M)
-    return int(match.group(1).replace(",", "")) if match else 0
 
 
 def callgrind_one(mode, what, steps, warmup, outdir):
