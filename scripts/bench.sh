@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
     --python) PY="$2"; shift ;;
     --build) BUILD="$(cd "$2" && pwd)"; shift ;;
     [0-9]*) CLI_MB="$1" ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument '$1' (use --quick, --cli [MiB], --python PY --build DIR)" >&2
        exit 2 ;;
   esac
