@@ -9,8 +9,8 @@ SOURCE is a trace the core wrote (scripts/demo.sh's traces/demo.json); the big t
 from it by tests/python/bigtrace.py (and deleted at the end unless --keep). --pythonpath runs
 another checkout's package (a "before" measurement). Prints a Markdown table and writes it (and
 the commands) to OUT/cli_bench.md; a run of this checkout at 300 or 1024 MiB (all verbs) also
-writes bench/results-cli-MB.json and refills docs/benchmarks.md's P9 table and opening table
-(`p9-cli` and `costs`, through bench/report.py).
+replaces the part cli-MB of bench/measured.json and refills docs/benchmarks.md's P9 table and
+opening table (`p9-cli` and `costs`, through bench/doc_tables.py).
 """
 import argparse
 import json
@@ -24,7 +24,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
 import bigtrace  # noqa: E402
-import report  # noqa: E402  (the table's Markdown and docs/benchmarks.md's section)
+import doc_tables  # noqa: E402  (the table's Markdown and docs/benchmarks.md's section)
+import measured  # noqa: E402
 from modes import CLI_DOC_SIZES, CLI_RSS_LIMIT_MIB as RSS_LIMIT_MIB  # noqa: E402
 
 # Issue 24's bounds: events per CPU second per verb (the rest: DEFAULT_TARGET); peak RSS: modes.
@@ -161,10 +162,12 @@ def main():
             for path in made:
                 if os.path.exists(path):
                     os.remove(path)
-    results = {"mb": mb, "label": args.label, "source": os.path.basename(args.source),
-               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-               "git_commit": git_commit(), "loadavg": os.getloadavg(), **sizes, "rows": rows}
-    text = report.cli_table(results)
+    run = {"date": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+           "git_commit": git_commit(), "loadavg": [None, os.getloadavg()[0]], "kind": "full",
+           "torch": torch_version()}
+    results = {"run": run, "mb": mb, "label": args.label, "source": os.path.basename(args.source),
+               **sizes, "rows": rows}
+    text = doc_tables.cli_table(results)
     with open(os.path.join(args.out, "cli_bench.md"), "w") as f:
         f.write(text + "\n")
     print(text)
@@ -181,22 +184,21 @@ def line(row):
 
 
 def write_doc(results):
-    """bench/results-cli-MB.json, and docs/benchmarks.md's P9 table and opening table, which
-    also shows bench/results.json's numbers (bench/report.py)."""
-    with open(os.path.join(HERE, f"results-cli-{results['mb']}.json"), "w") as f:
-        json.dump(results, f, indent=1)
-        f.write("\n")
-    main_results = os.path.join(HERE, "results.json")
-    others = None
-    if os.path.exists(main_results):
-        with open(main_results) as f:
-            others = json.load(f)
+    """The part cli-MB of bench/measured.json, and docs/benchmarks.md's P9 table and opening
+    table, which also shows the other parts' numbers (bench/doc_tables.py)."""
+    measured.save({f"cli-{results['mb']}": results})
     doc = os.path.join(ROOT, "docs", "benchmarks.md")
     with open(doc) as f:
-        text = report.update(f.read(), others, only=["p9-cli", "costs"])
+        text = doc_tables.update(f.read(), measured.load(), only=["p9-cli", "costs", "costs-stale"])
     with open(doc, "w") as f:
         f.write(text)
-    print(f"wrote bench/results-cli-{results['mb']}.json and docs/benchmarks.md (p9-cli, costs)")
+    print(f"wrote the part cli-{results['mb']} of bench/measured.json and docs/benchmarks.md "
+          "(p9-cli, costs)")
+
+
+def torch_version():
+    return subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"],
+                          capture_output=True, text=True, check=True).stdout.strip()
 
 
 def git_commit():

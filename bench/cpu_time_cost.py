@@ -1,7 +1,6 @@
 """What the thread CPU readings (FQNTRACE_CPU, plugin/thread_cpu.h) cost a traced step, in one
-process: blocks of steps alternate between a session with the readings on and one with them
-off (FQNTRACE_CPU=0), in the order A B B A A B B A ..., so both arms share the machine's noise
-of the moment. Workloads: P1's MLP step (4 Linear, 3 ReLU, batch 8: forward, backward,
+process: blocks of steps alternate between a session with the readings off (FQNTRACE_CPU=0,
+arm A) and one with them on (B), through the A/B harness (bench/ab.py). Workloads: P1's MLP step (4 Linear, 3 ReLU, batch 8: forward, backward,
 zero_grad) and P2's transformer training step (fqntrace.demo.TinyTransformer, AdamW).
 
     .venv/bin/python bench/cpu_time_cost.py [--blocks 64] [--steps 50] [--null] [--json]
@@ -25,6 +24,8 @@ import time
 import torch
 
 import fqntrace
+
+import ab
 import run_mode
 
 
@@ -58,25 +59,29 @@ def measure(name, step, blocks, steps, folder, null=False):
     for _ in range(3):
         step()  # warm-up: allocator, kernels, the module names
     modules, backward = measured_ranges(step, folder)
-    arms = {"on": {"wall": [], "cpu": []}, "off": {"wall": [], "cpu": []}}
-    for block in range(blocks):
-        arm = "on" if block % 4 in (0, 3) else "off"
-        os.environ["FQNTRACE_CPU"] = "1" if arm == "on" or null else "0"
-        with fqntrace.profile(os.path.join(folder, f"{name}{block}.json")):
+
+    def block(on):
+        os.environ["FQNTRACE_CPU"] = "1" if on or null else "0"
+        path = os.path.join(folder, f"{name}.json")
+        times = []  # (wall, loop-thread CPU) ns of each step
+        with fqntrace.profile(path):
             step()  # the session's first step is not timed
             for _ in range(steps):
                 w0, c0 = time.perf_counter_ns(), time.thread_time_ns()
                 step()
-                arms[arm]["cpu"].append(time.thread_time_ns() - c0)
-                arms[arm]["wall"].append(time.perf_counter_ns() - w0)
-        os.remove(os.path.join(folder, f"{name}{block}.json"))
+                times.append((time.perf_counter_ns() - w0, time.thread_time_ns() - c0))
+        os.remove(path)
+        return times
+
+    off, on = ab.arms(ab.run(blocks, block))
     out = {"workload": name, "module_calls": modules, "backward_ops": backward,
-           "steps_per_arm": len(arms["on"]["wall"])}
-    for what in ("wall", "cpu"):
-        on = statistics.median(arms["on"][what]) / 1e3
-        off = statistics.median(arms["off"][what]) / 1e3
-        out[what] = {"on_us": round(on, 2), "off_us": round(off, 2),
-                     "added_us": round(on - off, 2), "added_pct": round(100 * (on - off) / off, 2)}
+           "steps_per_arm": len(on)}
+    for what, column in (("wall", 0), ("cpu", 1)):
+        on_us = statistics.median(t[column] for t in on) / 1e3
+        off_us = statistics.median(t[column] for t in off) / 1e3
+        out[what] = {"on_us": round(on_us, 2), "off_us": round(off_us, 2),
+                     "added_us": round(on_us - off_us, 2),
+                     "added_pct": round(100 * (on_us - off_us) / off_us, 2)}
     return out
 
 

@@ -1,5 +1,5 @@
 """The benchmark modes and P3's tracker variants, listed once: driver.py runs them,
-run_mode.py / callgrind_ops.py set them up and report.py labels them.
+run_mode.py / callgrind_ops.py set them up and doc_tables.py labels them.
 
 A mode is what one measurement process has switched on around the same workload. The driver sets
 FQNTRACE (and FQNTRACE_FLOPS) in the environment of the `traced` modes, so tracing starts the way
@@ -97,6 +97,6 @@ def environment(mode, trace_path):
 
 # bench/cli_bench.py's bound on a verb's peak RSS (issue 24), also in its table's header.
 CLI_RSS_LIMIT_MIB = 256
-# The trace sizes (MiB) whose `scripts/bench.sh --cli MiB` run is kept in bench/results-cli-MiB.json
-# and shown in docs/benchmarks.md (P9, and the CLI rows of the opening table at the largest).
+# The trace sizes (MiB) whose `scripts/bench.sh --cli MiB` run is kept in bench/measured.json (part
+# cli-MiB) and shown in docs/benchmarks.md (P9, and the CLI rows of the opening table at the largest).
 CLI_DOC_SIZES = (300, 1024)

@@ -23,6 +23,7 @@ import time
 
 import torch
 
+import ab
 from modes import BY_NAME, MODES, NAMES, TRACKER_NAMES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -220,11 +221,11 @@ def bench_transformer(mode, args):
 
 
 def bench_transformer_ab(mode, args):
-    """P2 inside one process: blocks of steps alternate untraced / traced (fqntrace.profile),
-    in the order A B B A A B B A ..., so both arms share the machine's noise of the moment.
-    Needs mode baseline (FQNTRACE unset). Between traced blocks the session is stopped and the
-    module hooks removed, so untraced blocks run without fqntrace's Python hooks (the parameter
-    hooks stay: one no-op Python call per parameter per backward, ~0.02 % of a step)."""
+    """P2 inside one process, through the A/B harness (bench/ab.py): untraced blocks (A) and
+    blocks traced by fqntrace.profile (B). Needs mode baseline (FQNTRACE unset). Between traced
+    blocks the session is stopped and the module hooks removed, so untraced blocks run without
+    fqntrace's Python hooks (the parameter hooks stay: one no-op Python call per parameter per
+    backward, ~0.02 % of a step)."""
     import tempfile
 
     import fqntrace
@@ -233,42 +234,32 @@ def bench_transformer_ab(mode, args):
     # Compiled (--compile) with inductor: the warm-up below compiles both arms, untraced (no
     # module hooks) and traced (fqntrace's hooks, which Dynamo guards on), so no block recompiles.
     step = transformer_step(args.batch, compile=args.compile)
-
-    def timed_steps(n):
-        out = []
-        for _ in range(n):
-            t0 = time.perf_counter_ns()
-            step()
-            out.append((time.perf_counter_ns() - t0) / 1e6)
-        return out
-
-    samples = {"baseline": [], "fqntrace": []}
-    blocks = []  # per block: [traced, step times]
     events = 0
     with tempfile.TemporaryDirectory(prefix="fqntrace-ab-") as tmp:
         path = os.path.join(tmp, "ab.json")
+
+        def block(traced):
+            nonlocal events
+            if not traced:
+                step()
+                return ab.timed(step, args.steps)
+            with fqntrace.profile(path):
+                step()  # settle: the session's first step allocates its buffers
+                times = ab.timed(step, args.steps)
+            fqntrace._hooks.uninstall()
+            with open(path, "rb") as trace:
+                events += sum(1 for _ in trace) - 2
+            return times
+
         for _ in range(args.warmup):
             step()
         with fqntrace.profile(path):  # first traced steps name the modules and hook parameters
             step()
         fqntrace._hooks.uninstall()
-        for block in range(args.blocks):
-            traced = (block % 4) in (1, 2)
-            if traced:
-                with fqntrace.profile(path):
-                    step()  # settle: the session's first step allocates its buffers
-                    times = timed_steps(args.steps)
-                fqntrace._hooks.uninstall()
-                samples["fqntrace"] += times
-                with open(path, "rb") as trace:
-                    events += sum(1 for _ in trace) - 2
-            else:
-                step()
-                times = timed_steps(args.steps)
-                samples["baseline"] += times
-            blocks.append([traced, times])
+        blocks = ab.run(args.blocks, block)
+    untraced, traced = ab.arms(blocks)
     return {"unit": "ms/step", "batch": args.batch, "blocks": blocks, "steps_per_block": args.steps,
-            "samples": samples, "traced_event_lines": events}
+            "samples": {"baseline": untraced, "fqntrace": traced}, "traced_event_lines": events}
 
 
 def bench_rss(mode, args):

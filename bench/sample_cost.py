@@ -5,9 +5,9 @@ dim 128, batch 8, AdamW, one thread).
     .venv/bin/python bench/sample_cost.py [--p 0.01] [--blocks 32] [--steps 20] [--run-steps 200] [--json]
                                           [--null | --floor]
 
-Cost: in one process, blocks of training steps alternate between untraced and traced with
-fqntrace.profile(sample=p), in the order A B B A A B B A ..., so both arms share the machine's
-noise of the moment; each block's first step is not timed (a session's start). --null traces
+Cost: in one process, blocks of training steps alternate between untraced (A) and traced with
+fqntrace.profile(sample=p) (B), through the A/B harness (bench/ab.py); each block's first step
+is not timed (a session's start). --null traces
 both arms: the A/B's own noise floor. --floor puts, in place of the trace, the callbacks the
 sampled mode installs doing nothing (bench/empty_observer's empty_sampled_observer): what torch
 charges before fqntrace does anything.
@@ -28,12 +28,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import torch
 
 import fqntrace
 from fqntrace.demo import TinyTransformer
+
+import ab
 
 VOCAB = 512
 
@@ -78,30 +79,24 @@ def cost(p, blocks, steps, folder, null=False, floor=False):
     empty = EmptySampledObserver(p) if floor else None
     for _ in range(5):
         step()
-    arms = {"traced": [], "untraced": []}
-    for block in range(blocks):
-        arm = "traced" if block % 4 in (0, 3) else "untraced"
-        if arm == "traced" or null:
-            path = os.path.join(folder, f"block{block}.jsonl")
-            with empty if floor else fqntrace.profile(path, sample=p):
-                step()  # the session's first step is not timed
-                for _ in range(steps):
-                    t0 = time.perf_counter_ns()
-                    step()
-                    arms[arm].append(time.perf_counter_ns() - t0)
-            if not floor:
-                os.remove(path)
-        else:
+
+    def block(traced):
+        if not (traced or null):
             step()
-            for _ in range(steps):
-                t0 = time.perf_counter_ns()
-                step()
-                arms[arm].append(time.perf_counter_ns() - t0)
-    traced = statistics.median(arms["traced"]) / 1e6
-    untraced = statistics.median(arms["untraced"]) / 1e6
-    return {"p": p, "steps_per_arm": len(arms["traced"]), "traced_ms": round(traced, 3),
-            "untraced_ms": round(untraced, 3), "added_pct": round(100 * (traced - untraced) / untraced, 2),
-            "null": null, "floor": floor}
+            return ab.timed(step, steps)
+        path = os.path.join(folder, "block.jsonl")
+        with empty if floor else fqntrace.profile(path, sample=p):
+            step()  # the session's first step is not timed
+            times = ab.timed(step, steps)
+        if not floor:
+            os.remove(path)
+        return times
+
+    untraced, traced = ab.arms(ab.run(blocks, block))
+    traced_ms, untraced_ms = statistics.median(traced), statistics.median(untraced)
+    return {"p": p, "steps_per_arm": len(traced), "traced_ms": round(traced_ms, 3),
+            "untraced_ms": round(untraced_ms, 3),
+            "added_pct": round(ab.change_pct(untraced, traced), 2), "null": null, "floor": floor}
 
 
 def run_demo(path, steps, **env):

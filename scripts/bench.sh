@@ -4,35 +4,47 @@
 # trace size, P6 library loaded but off, P7 the drain thread's CPU per event, drops under load per
 # drain priority and the demo's bytes per op event, P8 the DDP 2-rank step, in-process A/B; then
 # the cost of the thread CPU readings, bench/cpu_time_cost.py). Sets up first (scripts/setup.sh), builds the bench
-# helpers, runs bench/driver.py, prints the table, writes bench/results.json and fills the generated
-# sections of docs/benchmarks.md (the hand-written analysis around them is left alone).
+# helpers, runs bench/driver.py, prints the table, writes each part's summary to
+# bench/measured.json (raw samples to build/bench/raw/) and fills the generated sections of
+# docs/benchmarks.md (the hand-written analysis around them is left alone).
 #   scripts/bench.sh            full run (~20 min on 2 cores, plus set-up when it rebuilds)
 #   scripts/bench.sh --quick    smoke run: fewer rounds and ops (~3 min, plus set-up)
 #   scripts/bench.sh --cli [MiB]  P9: every `python -m fqntrace` verb on a MiB-sized trace (default
 #                               300; Chrome and JSON Lines), CPU s, events/CPU-s, peak RSS against
 #                               each verb's target, DuckDB beside it when installed; prints the
-#                               table and, at 300 or 1024 MiB, writes bench/results-cli-MiB.json and
-#                               refills docs/benchmarks.md's P9 and opening tables. Needs ~10x MiB of
-#                               disk in build/cli_bench while it runs (the traces are deleted after)
+#                               table and, at 300 or 1024 MiB, replaces bench/measured.json's part
+#                               cli-MiB and refills docs/benchmarks.md's P9 and opening tables.
+#                               Needs ~10x MiB of disk in build/cli_bench while it runs
+#   --python PY --build DIR     no set-up: run PY (a venv with fqntrace installed) and take P4's
+#                               exporter benchmark from the build DIR (e.g. another checkout's)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 QUICK=()
 CLI=""
 CLI_MB=300
-for arg in "$@"; do
-  case "$arg" in
+PY=""
+BUILD="$ROOT/build"
+while [ $# -gt 0 ]; do
+  case "$1" in
     --quick) QUICK=(--quick) ;;
     --cli) CLI=1 ;;
-    [0-9]*) CLI_MB="$arg" ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
-    *) echo "bench.sh: unknown argument '$arg' (use --quick or --cli [MiB])" >&2; exit 2 ;;
+    --python) PY="$2"; shift ;;
+    --build) BUILD="$(cd "$2" && pwd)"; shift ;;
+    [0-9]*) CLI_MB="$1" ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    *) echo "bench.sh: unknown argument '$1' (use --quick, --cli [MiB], --python PY --build DIR)" >&2
+       exit 2 ;;
   esac
+  shift
 done
 log() { echo "[bench] $*" >&2; }
 
-bash "$ROOT/scripts/setup.sh"
-PY="$ROOT/.venv/bin/python"
+if [ -z "$PY" ]; then
+  bash "$ROOT/scripts/setup.sh"
+  PY="$ROOT/.venv/bin/python"
+fi
+export FQNTRACE_BENCH_BUILD="$BUILD"
 
 if [ -n "$CLI" ]; then
   # The source of the big traces: a real trace of the demo (written once).
@@ -59,15 +71,15 @@ command -v valgrind >/dev/null || log "valgrind not found: the instruction count
 # P4's exporter benchmark: a target of the main build, configured only when Google Benchmark is
 # installed. A build directory configured before the package was there is configured again
 # (CMake retries a package it did not find).
-if [ ! -x "$ROOT/build/fqntrace_exporter_bench" ]; then
-  cmake "$ROOT/build" >/dev/null
-  cmake --build "$ROOT/build" --target fqntrace_exporter_bench >/dev/null 2>&1 \
+if [ ! -x "$BUILD/fqntrace_exporter_bench" ]; then
+  cmake "$BUILD" >/dev/null
+  cmake --build "$BUILD" --target fqntrace_exporter_bench >/dev/null 2>&1 \
     || log "fqntrace_exporter_bench could not be built (libbenchmark-dev missing?): P4 is skipped"
 fi
 
 "$PY" "$ROOT/bench/driver.py" "${QUICK[@]}"
 # What the thread CPU readings (FQNTRACE_CPU) cost a traced step: printed only; its numbers go by
-# hand into bench/report.py's BY_HAND rows of docs/benchmarks.md's opening table.
+# hand into bench/measured_by_hand.toml's rows of docs/benchmarks.md's opening table.
 log "thread CPU readings, in-process A/B (bench/cpu_time_cost.py)"
 if [ ${#QUICK[@]} -gt 0 ]; then
   "$PY" "$ROOT/bench/cpu_time_cost.py" --blocks 8 --steps 20

@@ -1,6 +1,7 @@
 """DDP step time with and without tracing, in one torchrun job: blocks of steps alternate
-untraced / traced (A B B A ...) through fqntrace.profile, on both ranks in lockstep, so the
-machine's slow drifts hit both arms alike. Not a test; measure.py --ab-blocks N runs it.
+untraced (A) and traced through fqntrace.profile (B) by the A/B harness (bench/ab.py), on both
+ranks in lockstep, so the machine's slow drifts hit both arms alike. Not a test; measure.py
+--ab-blocks N runs it.
 
     torchrun --standalone --nproc_per_node=2 ddp_ab.py [--blocks 16] [--steps 4] [--batch 4] [--seq 32] --out DIR
 
@@ -21,6 +22,8 @@ import fqntrace._hooks
 # The model of the distributed tests (tests/python/dist_scripts/train.py), as measure.py's runs.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "python", "dist_scripts"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import ab  # noqa: E402
 from train import VOCAB, build, lm_step  # noqa: E402
 
 
@@ -42,32 +45,24 @@ def main():
     def step():
         lm_step(model, opt, torch.randint(0, VOCAB, (args.batch, args.seq), generator=gen))
 
-    def timed(n):
-        out = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            step()
-            out.append((time.perf_counter() - t0) * 1e3)
-        return out
-
     path = os.path.join(args.out, f"ab.{rank}.json")
     for _ in range(3):
         step()
     with fqntrace.profile(path):  # names the modules and hooks the parameters once
         step()
     fqntrace._hooks.uninstall()  # untraced blocks run with torch's own nn.Module.__call__
-    blocks = []
-    for block in range(args.blocks):
-        traced = block % 4 in (1, 2)
-        if traced:
-            with fqntrace.profile(path):
-                step()  # the session's first step allocates its buffers
-                times = timed(args.steps)
-            fqntrace._hooks.uninstall()
-        else:
+
+    def block(traced):
+        if not traced:
             step()
-            times = timed(args.steps)
-        blocks.append([traced, times])
+            return ab.timed(step, args.steps)
+        with fqntrace.profile(path):
+            step()  # the session's first step allocates its buffers
+            times = ab.timed(step, args.steps)
+        fqntrace._hooks.uninstall()
+        return times
+
+    blocks = ab.run(args.blocks, block)
     with open(os.path.join(args.out, f"ab.{rank}.times.json"), "w") as f:
         json.dump({"rank": rank, "blocks": blocks}, f)
     dist.barrier()

@@ -27,6 +27,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SCRIPT = os.path.join(ROOT, "tests", "python", "dist_scripts", "train.py")
 TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
+sys.path.insert(0, os.path.dirname(HERE))
+import ab  # noqa: E402  (bench/ab.py)
 
 
 def torchrun(args, fqntrace=None, formats=None, script=SCRIPT):
@@ -81,16 +83,9 @@ def in_process_ab(blocks, steps, out, extra):
     # Per block: (traced, the slower rank's time for each step).
     blocks_ms = [(block[0], [max(t) for t in zip(*(r["blocks"][b][1] for r in ranks))])
                  for b, block in enumerate(ranks[0]["blocks"])]
-    arms = {True: [], False: []}
-    for traced, times in blocks_ms:
-        arms[traced] += times
-    groups = []  # A B B A: traced median / untraced median - 1, per group of four blocks
-    for g in range(0, len(blocks_ms) - 3, 4):
-        per = {True: [], False: []}
-        for traced, times in blocks_ms[g:g + 4]:
-            per[traced] += times
-        groups.append(statistics.median(per[True]) / statistics.median(per[False]) - 1)
-    off, on = statistics.median(arms[False]), statistics.median(arms[True])
+    untraced, traced = ab.arms(blocks_ms)
+    groups = [pct / 100 for pct in ab.group_changes(blocks_ms, statistics.median)]
+    off, on = statistics.median(untraced), statistics.median(traced)
     print(f"### DDP step, in-process A/B ({' '.join(extra) or 'train.py defaults'}), {blocks} blocks "
           f"of {steps} steps, slower rank per step\n")
     print("| arm | ms/step (median) | overhead | per A B B A group: median (min … max) |")

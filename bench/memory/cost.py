@@ -7,8 +7,9 @@
            allocates nothing (fqntrace takes and gives back the slot around each outermost range).
 
 Each tracer runs in its own processes (`cost.py MODE ...`), and inside one process its sessions
-alternate between memory off and on, one round each, so both variants see the same machine
-state; the cost of memory is the difference of the two variants' medians, per process. The
+alternate between memory off (A) and on (B), one round a block, through the A/B harness
+(bench/ab.py), so both variants see the same machine state; the cost of memory is the
+difference of the two variants' medians, per process. The
 parent (`cost.py`) runs the processes and prints JSON: per tracer the ns per op off and on, and
 the median over processes of the difference.
 """
@@ -19,6 +20,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import ab  # noqa: E402  (bench/ab.py)
 
 TRACERS = ("baseline", "fqntrace", "profiler")
 WORKLOADS = ("alloc", "inplace", "alloc_with_stop", "inplace_with_stop")
@@ -58,27 +62,28 @@ def _measure(tracer, n_ops, rounds):
             return tp.profile(activities=[tp.ProfilerActivity.CPU], profile_memory=memory)
         return None
 
-    times = {}
+    def block(memory, fn):
+        s = session(memory)
+        if s is not None:
+            s.__enter__()
+        try:
+            t0 = time.perf_counter_ns()
+            fn()
+            t1 = time.perf_counter_ns()
+        finally:
+            if s is not None:
+                s.__exit__(None, None, None)
+        # With the session's end: torch.profiler processes its events at stop, fqntrace's
+        # drain thread while the loop runs (and the rest at stop).
+        return [((t1 - t0) / n_ops, (time.perf_counter_ns() - t0) / n_ops)]
+
+    times = {"off": {}, "on": {}}
     for name, fn in (("alloc", alloc_round), ("inplace", inplace_round)):
         fn()  # warm-up
-        for r in range(2 * rounds):
-            memory = r % 2 == 1
-            s = session(memory)
-            if s is not None:
-                s.__enter__()
-            try:
-                t0 = time.perf_counter_ns()
-                fn()
-                t1 = time.perf_counter_ns()
-            finally:
-                if s is not None:
-                    s.__exit__(None, None, None)
-            t2 = time.perf_counter_ns()
-            by = times.setdefault("on" if memory else "off", {})
-            by.setdefault(name, []).append((t1 - t0) / n_ops)
-            # With the session's end: torch.profiler processes its events at stop, fqntrace's
-            # drain thread while the loop runs (and the rest at stop).
-            by.setdefault(name + "_with_stop", []).append((t2 - t0) / n_ops)
+        blocks = ab.run(2 * rounds, lambda memory, fn=fn: block(memory, fn))
+        for variant, rounds_ns in zip(("off", "on"), ab.arms(blocks)):
+            times[variant][name] = [loop for loop, _ in rounds_ns]
+            times[variant][name + "_with_stop"] = [whole for _, whole in rounds_ns]
     return {variant: {k: statistics.median(v) for k, v in by.items()} for variant, by in times.items()}
 
 

@@ -23,7 +23,6 @@ import concurrent.futures
 import glob
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -34,7 +33,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 LOOP = os.path.join(ROOT, "tests", "python", "ondemand_scripts", "loop.py")
-sys.path.insert(0, os.path.dirname(HERE))  # bench/: sample_cost's demo step
+sys.path.insert(0, os.path.dirname(HERE))  # bench/: sample_cost's demo step, the A/B harness
+import ab  # noqa: E402
+from callgrind_ops import callgrind_switch, totals  # noqa: E402
 
 MODES = {
     "untraced": {},
@@ -90,11 +91,6 @@ def demo_step():
     return make()
 
 
-def callgrind_switch(state):
-    subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], capture_output=True,
-                   check=True)
-
-
 def child(what, steps, warmup):
     import torch
 
@@ -106,12 +102,6 @@ def child(what, steps, warmup):
     for _ in range(steps):
         step()
     callgrind_switch("off")
-
-
-def totals(path):
-    out = subprocess.run(["callgrind_annotate", path], capture_output=True, text=True).stdout
-    match = re.search(r"^\s*([\d,]+)\s+\(100\.0%\)\s+PROGRAM TOTALS", out, re.M)
-    return int(match.group(1).replace(",", "")) if match else 0
 
 
 def callgrind_one(mode, what, steps, warmup, outdir):
@@ -155,7 +145,8 @@ def cmd_callgrind(args):
 
 
 def cmd_ab(args):
-    """Armed against untraced in one process: ABBA blocks of the demo step."""
+    """Armed (B) against untraced (A) in one process: the A/B harness (bench/ab.py) over blocks
+    of the demo step, each block's mean step."""
     import torch
 
     import fqntrace
@@ -166,36 +157,22 @@ def cmd_ab(args):
     for _ in range(5):
         step()
     outdir = tempfile.mkdtemp(prefix="ondemand-ab-")
-    per_step = {"untraced": [], "armed": []}
-    order = ["untraced", "armed", "armed", "untraced"]
-    for block in range(args.blocks):
-        mode = order[block % 4]
-        if mode == "armed":
-            ctx = fqntrace.profile(os.path.join(outdir, f"ab{block}.json"), steps="demand")
-        else:
-            ctx = None
-        if ctx is not None:
-            ctx.__enter__()
-        t0 = time.perf_counter()
-        for _ in range(args.block_steps):
-            step()
-        per_step[mode].append((time.perf_counter() - t0) / args.block_steps * 1e3)
-        if ctx is not None:
-            ctx.__exit__(None, None, None)
-            # Untraced blocks run torch's own nn.Module.__call__ (profile() puts ours back).
-            fqntrace._hooks.uninstall()
+
+    def block(armed):
+        if not armed:
+            return [statistics.fmean(ab.timed(step, args.block_steps))]
+        with fqntrace.profile(os.path.join(outdir, "ab.json"), steps="demand"):
+            per_step = statistics.fmean(ab.timed(step, args.block_steps))
+        fqntrace._hooks.uninstall()  # untraced blocks run torch's own nn.Module.__call__
+        return [per_step]
+
+    blocks = ab.run(args.blocks, block)
     shutil.rmtree(outdir, ignore_errors=True)
-    # Each ABBA quartet gives one ratio (armed / untraced of the same quartet).
-    ratios = []
-    for q in range(args.blocks // 4):
-        u = per_step["untraced"][2 * q:2 * q + 2]
-        a = per_step["armed"][2 * q:2 * q + 2]
-        ratios.append(100.0 * (sum(a) / sum(u) - 1))
-    # The A/B's own noise: untraced against untraced (first vs second block of each quartet).
-    noise = [100.0 * (per_step["untraced"][2 * q + 1] / per_step["untraced"][2 * q] - 1)
-             for q in range(args.blocks // 4)]
+    untraced, armed = ab.arms(blocks)
+    ratios, noise = ab.group_changes(blocks), ab.null_changes(blocks)
     return {"block_steps": args.block_steps, "blocks": args.blocks,
-            "ms_per_step": {m: [round(v, 3) for v in vs] for m, vs in per_step.items()},
+            "ms_per_step": {"untraced": [round(v, 3) for v in untraced],
+                            "armed": [round(v, 3) for v in armed]},
             "armed_added_pct_per_quartet": [round(r, 2) for r in ratios],
             "armed_added_pct_median": round(statistics.median(ratios), 2),
             "untraced_vs_untraced_pct": [round(r, 2) for r in noise],

@@ -1,24 +1,29 @@
-"""Fills the generated sections of docs/benchmarks.md from bench/results.json (and
-bench/results-cli-MiB.json), and prints a terminal summary.
+"""Fills the generated sections of docs/benchmarks.md from bench/measured.json (the last run of
+each part) and bench/measured_by_hand.toml (what was measured by hand), and prints a terminal
+summary.
 
-    .venv/bin/python bench/report.py [bench/results.json] [docs/benchmarks.md]
+    .venv/bin/python bench/doc_tables.py [bench/measured.json] [docs/benchmarks.md]
 
 docs/benchmarks.md is hand-written, except between marker lines
 
     <!-- generated:begin NAME -->
     <!-- generated:end NAME -->
 
-whose content is SECTIONS[NAME](results): tables and numbers. The one exception is the opening
-table (`costs`): a row that misses its target says why in a few words (REASONS), and the rows
-measured by hand outside the results live here (BY_HAND, NEWER). The analysis around the tables
-is prose that this module never touches (scripts/bench.sh runs it after every benchmark run, so
-re-read the prose, and REASONS, when the numbers change). A section without data in this run
-says so in one line.
+whose content is SECTIONS[NAME](results): tables and numbers. In the opening table (`costs`) a
+row that misses its target says why in a few words (the data file's reasons), and the rows
+measured by hand come from the data file too. The analysis around the tables is prose that this
+module never touches (bench/driver.py runs it after every benchmark run, so re-read the prose,
+and the reasons, when the numbers change). A section without data says so in one line.
 """
-import json
+import datetime
+import functools
 import os
 import re
+import subprocess
 import sys
+import tomllib
+
+import measured
 
 from modes import (CALLGRIND_DDP_STEP_MODES, CALLGRIND_MLP_MODES, CALLGRIND_OPS_MODES,
                    CLI_DOC_SIZES, CLI_RSS_LIMIT_MIB, LABELS_BY_MODE as LABELS, TRACKER_LABELS)
@@ -85,56 +90,44 @@ def update(doc, results, only=None):
 # Sections: each returns Markdown, or None when the results have nothing for it.
 
 
-# The parts of a run (`bench/driver.py --only PART`), in the run table's order, with what each
-# measures.
+# The parts of bench/measured.json, in the run table's order, with what each measures
+# (`bench/driver.py --only PART`; the cli parts: `scripts/bench.sh --cli MiB`).
 PARTS = (("p1", "P1 per op and MLP step, P6"), ("p2", "P2 transformer step"),
          ("p3", "P3 ModTracker"), ("p4", "P4 exporters"), ("p5", "P5 memory and trace size"),
          ("memory", "FQNTRACE_MEMORY"), ("drain", "P7 drain CPU and priority, P4b"),
-         ("ddp", "P8 DDP"), ("callgrind", "instructions (callgrind), P8c"))
-
-
-def part_runs(results):
-    """{part: (date, commit, load average at start, at end)} of the run that last measured it: the
-    full run, unless a partial run (`--only`) replaced the part since."""
-    m = results["machine"]
-    full = (results["date"], results.get("git_commit"), m["loadavg_start"][0],
-            (m.get("loadavg_end") or [None])[0])
-    runs = {part: full for part, _ in PARTS}
-    if "memory_run" in results:
-        r = results["memory_run"]
-        runs["memory"] = (r.get("date"), r.get("git_commit"), None, (r.get("loadavg_end") or [None])[0])
-    for p in results.get("partial", []):
-        load = p.get("loadavg") or [[None], [None]]
-        for part in p["only"]:
-            runs[part] = (p["date"], p["git_commit"], load[0][0], load[1][0])
-    return runs
+         ("ddp", "P8 DDP"), ("callgrind", "instructions (callgrind), P8c"),
+         ("cli-1024", "P9 the CLI, 1 GiB"), ("cli-300", "P9 the CLI, 300 MiB"))
 
 
 def day(date):
     return (date or "?")[:10]
 
 
+def minute(date):
+    return (date or "?")[:16].replace("T", " ")
+
+
 def run_section(results):
     m = results["machine"]
-    kind = ("quick smoke run (`scripts/bench.sh --quick`: few rounds, rough numbers)"
-            if results["kind"] == "quick" else "full run (`scripts/bench.sh`)")
-    runs = part_runs(results)
+    torch = sorted({results[part]["run"]["torch"] for part, _ in PARTS if part in results})
     lines = [f"Machine: {m.get('cpu')}, {m.get('cores')} cores, {m.get('mem_total_gb')} GB, Linux "
-             f"{m.get('kernel')}, Python {m.get('python')}, torch {results['torch']}; shared with "
-             "other work, so times are noisy (instruction counts are not). Last "
-             f"{kind}: {results['date'][:16].replace('T', ' ')} UTC, commit "
-             f"{results.get('git_commit')}, {f(results.get('seconds'), 0)} s. Parts re-run since "
-             "replace its numbers. Raw numbers: `bench/results.json`.", "",
-             "| part | measures | last run (UTC) | commit | load average, start → end |",
-             "|---|---|---|---|---|"]
+             f"{m.get('kernel')}, Python {m.get('python')}, torch {', '.join(torch)}; shared with "
+             "other work, so times are noisy (instruction counts are not). Each part's numbers "
+             "are from its last run; a quick run (`scripts/bench.sh --quick`) has few rounds and "
+             "rough numbers. Summaries: `bench/measured.json`; a run's raw samples go to "
+             "`build/bench/raw/`.", "",
+             "| part | measures | last run (UTC) | commit | run | load average, start → end |",
+             "|---|---|---|---|---|---|"]
     groups = {}  # parts last measured by the same run share a row
     for part, what in PARTS:
         if part in results:
-            groups.setdefault(runs[part], []).append((part, what))
-    for (date, commit, start, end), parts in groups.items():
+            run = results[part]["run"]
+            key = (run["date"], run["git_commit"], run["kind"], *run["loadavg"])
+            groups.setdefault(key, []).append((part, what))
+    for (date, commit, kind, start, end), parts in groups.items():
         load = " → ".join("—" if x is None else f"{x:.2f}" for x in (start, end))
         lines.append(f"| {', '.join(p for p, _ in parts)} | {'; '.join(w for _, w in parts)} | "
-                     f"{(date or '?')[:16].replace('T', ' ')} | {commit} | {load} |")
+                     f"{minute(date)} | {commit} | {kind} | {load} |")
     return "\n".join(lines)
 
 
@@ -153,7 +146,7 @@ def settings_section(results):
                 f"{f(p2['steps_per_process'])} timed steps per process, {f(p2['rounds'])} rounds.")
         ab = p2.get("ab")
         if ab:
-            text += (f" A/B: {f(ab['processes'])} processes × {len(ab['per_process'][0]['blocks'])} "
+            text += (f" A/B: {f(ab['processes'])} processes × {f(ab['blocks'])} "
                      f"blocks of {f(ab['steps_per_block'])} steps.")
         lines.append(text)
     if "p3" in results:
@@ -236,7 +229,7 @@ def p5_problems(results):
     rows = []
     if fq.get("stopped_by_budget"):
         rows.append(("**stopped at its time budget**: ops done, ops planned",
-                     f"{f(fq['ops'])}, {f(results['settings']['p5_ops'])}"))
+                     f"{f(fq['ops'])}, {f(fq['ops_planned'])}"))
     if fq.get("dropped_events"):
         total = fq["dropped_events"] + (fq["footer_x_events"] or 0)
         rows.append(("**events dropped**",
@@ -387,117 +380,90 @@ def p1_table(results):
 # What fqntrace costs: the table the document opens with
 
 
-# Why a row misses its target, in a few words; shown only while the row's "met" is no. Re-read
-# them when a run changes a verdict (the analysis is in the document's Notes and docs/history/).
-REASONS = {
-    "sample-mlp": "below torch's own limit: callbacks that do nothing, installed as the sampled "
-                  "mode installs them, add +9.8 % here (next row), ops sampled alone +4.7 %: the "
-                  "autograd engine rebuilds every scope's callback list twice per node "
-                  "(docs/sampling.md)",
-    "sample-demo-ab": "the sampled mode's callbacks doing nothing already add +1.0 to +1.9 % "
-                      "here, ops sampled alone +0.7 to +0.9 % (next row); fqntrace's own work is "
-                      "the ~2 points above that (docs/sampling.md)",
-    "op-empty": "RecordFunction's own cost (the empty observer) dominates; ours carries the "
-                "contract's fields (Notes)",
-    "op-ir": "the same: ~290 instructions of two callbacks that carry required fields; trimming "
-             "leaves ~1.4× (Notes)",
-    "op-all": "torch.profiler formats its events after this window, at stop; the whole run "
-              "(next row) is what a trace costs",
-    "mlp-wall": "measured before module scopes moved into C (issue 22); the instructions (next "
-                "row) meet it",
-    "p2-procs": "process-to-process noise here is larger than 3 %; the A/B above is the number "
-                "to trust",
-    "ddp": "an empty RecordFunction observer alone costs this model more than 3 % (next row); "
-           "2 ranks on 2 cores leave no core for the drain",
-    "ddp-ir": "below the floor of any RecordFunction observer on this model of small ops",
-    "drain": "that day this VM ran ~2.8× slower per instruction (82 ns on 2026-11-23); the "
-             "drain's instructions per event did not grow (Notes)",
-    "gzip-train": "a training step writes more than deflate's 32 KiB window; the numbers are "
-                  "literals",
-    "gzip-mix": "the mix's FLOPs digits and collective lines, which the writer does not announce; "
-                "not analysed further",
-    "bytes-mix": "Kineto's key names and the contract's fields; a backward node's flows add two "
-                 "objects",
-    "bytes-demo": "the contract's required fields alone take ~165 B; `.json.gz` is the answer for "
-                  "size",
-    "cli-summary": "at the edge: runs here spread by ±10 %, and the interpreter's start "
-                   "(~0.15 s) weighs more on a smaller file",
-}
+def by_hand(path=os.path.join(HERE, "measured_by_hand.toml")):
+    """bench/measured_by_hand.toml: {"reasons": {row id: why it misses}, "newer": {row id:
+    {date, text}}, "row": [rows measured by hand]}."""
+    with open(path, "rb") as fh:
+        data = tomllib.load(fh)
+    return {"reasons": data.get("reasons", {}), "newer": data.get("newer", {}),
+            "row": data.get("row", [])}
 
-# Measured by hand, newer than the run a row comes from: shown beside the row's number until a
-# run is newer (row: (date, text)).
-NEWER = {
-    "op-ir": ("2026-11-28", "1.49× with the thread CPU readings"),
-    "mlp-ir": ("2026-11-28", "1.28× with the thread CPU readings"),
-}
 
-# Rows measured outside `bench/driver.py`'s results, by hand (scripts/bench.sh prints them):
-# (what, measured, target, met, date, command). Update them when you measure again.
-BY_HAND = {
-    "cpu": [
-        ("Thread CPU readings (`FQNTRACE_CPU`, on by default), P2's transformer step: in-process "
-         "A/B, readings on vs off", "+0.63 ms (+0.3 %), within the A/B's noise (±0.3 %)",
-         "≤ 3 % (P2)", True, "2026-11-28", "`bench/cpu_time_cost.py`"),
-        ("… P1's small MLP step (30 readings a step, ~350 ns each; `FQNTRACE_CPU=0` drops them)",
-         "+10.7 µs (+5.8 %)", "—", None, "2026-11-28", "`bench/cpu_time_cost.py`"),
-    ],
-    # FQNTRACE_SAMPLE=0.01 (docs/sampling.md): (row id, what, measured, target, met, date, command)
-    "sample": [
-        ("sample-op", "Sampled mode (`FQNTRACE_SAMPLE=0.01`): loop-thread instructions added per "
-         "tiny op, vs the empty observer's (callgrind)", "−6 vs +592: **≈ 0 %** (the same as "
-         "untraced, within callgrind's run-to-run spread)", "≤ 10 %", True, "2026-11-28",
-         "`bench/callgrind_ops.py --modes baseline,empty,fqntrace_sampled`"),
-        ("sample-mlp", "… P1's small MLP step: loop-thread instructions added per step "
-         "(callgrind; the empty observer +24.9 %, the full trace +32.3 %)",
-         "+122,548 on 1,113,346: **+11.0 %**", "≤ 2 %", False, "2026-11-28",
-         "`bench/callgrind_ops.py --modes baseline,empty,fqntrace,fqntrace_sampled`"),
-        ("sample-mlp-limit", "… the limit under it: the sampled mode's two callbacks doing "
-         "nothing (`empty_sampled`); one callback on ops alone, sampled at 0.01, doing nothing "
-         "(`empty_sampled_ops`, the least any op sampler costs)", "+108,737 (**+9.8 %**); +52,210 (+4.7 %)", "—", None,
-         "2026-11-29", "`bench/callgrind_ops.py --modes baseline,empty_sampled,empty_sampled_ops`"),
-        ("sample-demo", "… the demo transformer's training step (2 layers, dim 128), "
-         "instructions per step (callgrind, 4 steps)", "loop thread +805,105 on 235,102,885: "
-         "**+0.34 %**; all threads (the drain included) +0.48 %", "≤ 1 %", True, "2026-11-28",
-         "`bench/callgrind_ops.py --only-demo --demo-steps 4 --modes baseline,fqntrace_sampled`"),
-        ("sample-demo-ab", "… the same step, in-process A/B (480 steps an arm)",
-         "+2.9 % to +4.3 % in five runs, +3.3 % and +4.2 % on 2026-11-29 (null A/B: −1.4 % "
-         "and −0.03 %)", "≤ 1 %", False, "2026-11-28", "`bench/sample_cost.py --only cost --blocks 48`"),
-        ("sample-demo-limit", "… the limit under it, the same A/B with the sampled mode's "
-         "callbacks doing nothing in place of the trace; with the ops callback alone",
-         "+1.0 %, +1.3 %, +1.9 %; +0.7 %, +0.9 %", "—", None, "2026-11-29",
-         "`bench/sample_cost.py --only cost --floor --blocks 48` (`FQNTRACE_BENCH_EMPTY_NODES=0`)"),
-        ("sample-share", "… per-module share of the step's time, 200 steps of the demo, vs a full "
-         "trace of the same program (modules above 2 %)", "worst module **1.13 pp** (1.70 pp "
-         "with Global left out of the whole); Global itself 19.0 → 25.9 %", "≤ 2 pp", True,
-         "2026-11-28", "`bench/sample_cost.py --only accuracy`"),
-        ("sample-nodes", "… backward nodes that name the module the full trace names (Global "
-         "aside)", "27,600 of 27,600: **100 %**", "≥ 99 %", True, "2026-11-28",
-         "`bench/sample_cost.py --only accuracy`"),
-        ("sample-bytes", "… trace bytes per step, vs the full trace's", "17,942 vs 416,068: "
-         "**4.31 %**", "≤ 5 %", True, "2026-11-28", "`bench/sample_cost.py --only accuracy`"),
-    ],
-}
+BY_HAND = by_hand()
+REASONS = BY_HAND["reasons"]
 
 # run_mode.make_mlp: nn.Sequential of 4 Linear and 3 ReLU, 8 module calls a step.
 MLP_MODULE_CALLS = 8
 
 
+# The code each measurement describes (paths for `git log`): a row measured before that code
+# last changed is not shown in the opening table but below it, dated, until a run measures it
+# again (parts: PART_CODE; rows measured by hand: their `code`).
+CODE = {
+    "tracer": ("plugin", "record_function", "buffer", "drain", "exporters", "binding", "include",
+               "python/fqntrace/_hooks.py"),
+    "exporters": ("buffer", "drain", "exporters", "tests/support", "bench/exporter_bench"),
+    "trackers": ("plugin", "record_function", "buffer", "binding", "python/fqntrace/_hooks.py",
+                 "python/fqntrace/_mod_tracker.py"),
+    "cli": ("python/fqntrace/analysis", "analysis"),
+}
+PART_CODE = {"p1": "tracer", "p2": "tracer", "p3": "trackers", "p4": "exporters", "p5": "tracer",
+             "memory": "tracer", "drain": "tracer", "ddp": "tracer", "callgrind": "tracer",
+             "cli-300": "cli", "cli-1024": "cli"}
+
+
+@functools.cache
+def code_changed(code):
+    """The time of the last commit that touched CODE[code]."""
+    out = subprocess.run(["git", "-C", ROOT, "log", "-1", "--format=%cI", "--", *CODE[code]],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    return datetime.datetime.fromisoformat(out)
+
+
+def measured_at(date):
+    """A run's ISO time, or a day measured by hand, read as that day's start (a row measured by
+    hand on the day its code changed counts as before the change)."""
+    when = datetime.datetime.fromisoformat(date)
+    return when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)
+
+
 def costs_table(results):
     """The document's first table: what fqntrace costs, each against its target and reference,
-    with the date of the run that measured it and the command that measures it again."""
-    results = results or {}
-    runs = part_runs(results) if "machine" in results else {}
-    rows = ["| what | measured | target | met | date | command |", "|---|---|---|---|---|---|"]
+    with the date of the run that measured it and the command that measures it again. Only rows
+    measured since the code they describe last changed (the others: stale_costs_table)."""
+    fresh, _ = cost_rows(results)
+    return "\n".join(["| what | measured | target | met | date | command |",
+                      "|---|---|---|---|---|---|", *fresh])
 
-    def row(rid, part, what, measured, target, met, command=None, date=None):
-        date = date or day(runs.get(part, (None,))[0])
-        newer = NEWER.get(rid)
-        if newer and newer[0] > date:
-            measured += f"; by hand on {newer[0]}: {newer[1]}"
+
+def stale_costs_table(results):
+    """The rows of the opening table measured before the code they describe last changed."""
+    _, stale = cost_rows(results)
+    if not stale:
+        return "No row of the opening table was measured before its code last changed."
+    return "\n".join(["| what | measured | target | met | date | code last changed | command |",
+                      "|---|---|---|---|---|---|---|", *stale])
+
+
+def cost_rows(results):
+    """(fresh rows, stale rows) of the opening table, as Markdown lines."""
+    results = results or {}
+    fresh, stale = [], []
+
+    def row(rid, part, what, measured, target, met, command=None, date=None, code=None):
+        date = date or results[part]["run"]["date"]
+        newer = BY_HAND["newer"].get(rid)
+        if newer and newer["date"] > day(date):
+            measured += f"; by hand on {newer['date']}: {newer['text']}"
         verdict = ("—" if met is None else "yes" if met else
                    f"**no** — {REASONS.get(rid, 'see Notes')}")
-        rows.append(f"| {what} | {measured} | {target} | {verdict} | {date} | "
-                    f"{command or f'`bench/driver.py --only {part}`'} |")
+        command = command or f"`bench/driver.py --only {part}`"
+        changed = code_changed(code or PART_CODE[part])
+        if measured_at(date) >= changed:
+            fresh.append(f"| {what} | {measured} | {target} | {verdict} | {day(date)} | {command} |")
+        else:
+            stale.append(f"| {what} | {measured} | {target} | {verdict} | {day(date)} | "
+                         f"{changed.date().isoformat()} | {command} |")
 
     cg = (results or {}).get("callgrind") or {}
     modes, mlp_ir = cg.get("modes") or {}, cg.get("mlp") or {}
@@ -552,6 +518,32 @@ def costs_table(results):
         row("mlp-ir", "callgrind", "… loop-thread instructions added per step, vs the empty "
             "observer's (callgrind)", f"+{f(ours)} vs +{f(floor)}: **{f(ours / floor, 2)}×**",
             "≤ 1.5×", ours / floor <= 1.5)
+    if all(m in modes for m in ("baseline", "empty", "fqntrace_sampled")):
+        key = "main_thread_ir_per_op"
+        b = modes["baseline"][key]
+        ours, floor = modes["fqntrace_sampled"][key] - b, modes["empty"][key] - b
+        row("sample-op", "callgrind", "Sampled mode (`FQNTRACE_SAMPLE=0.01`): loop-thread "
+            "instructions added per tiny op, vs the empty observer's (callgrind)",
+            f"{f(ours, sign=True)} vs +{f(floor)}: **{f(100 * ours / floor, 1, sign=True)} %**",
+            "≤ 10 %", ours / floor <= 0.10)
+    if all(m in mlp_ir for m in ("baseline", "empty", "fqntrace", "fqntrace_sampled")):
+        key = "main_thread_ir_per_step"
+        b = mlp_ir["baseline"][key]
+
+        def added(mode):
+            return mlp_ir[mode][key] - b, 100 * (mlp_ir[mode][key] / b - 1)
+        ours, pct = added("fqntrace_sampled")
+        row("sample-mlp", "callgrind", "… P1's small MLP step: loop-thread instructions added per "
+            f"step (callgrind; the empty observer {f(added('empty')[1], 1, sign=True)} %, the full "
+            f"trace {f(added('fqntrace')[1], 1, sign=True)} %)",
+            f"{f(ours, sign=True)} on {f(b)}: **{f(pct, 1, sign=True)} %**", "≤ 2 %", pct <= 2)
+        if all(m in mlp_ir for m in ("empty_sampled", "empty_sampled_ops")):
+            (both, both_pct), (ops, ops_pct) = added("empty_sampled"), added("empty_sampled_ops")
+            row("sample-mlp-limit", "callgrind", "… the limit under it: the sampled mode's two "
+                "callbacks doing nothing (`empty_sampled`); one callback on ops alone, sampled at "
+                "0.01, doing nothing (`empty_sampled_ops`, the least any op sampler costs)",
+                f"{f(both, sign=True)} (**{f(both_pct, 1, sign=True)} %**); {f(ops, sign=True)} "
+                f"({f(ops_pct, 1, sign=True)} %)", "—", None)
     p2 = results.get("p2") or {}
     if p2.get("ab"):
         a = p2["ab"]["summary"]
@@ -561,10 +553,9 @@ def costs_table(results):
     if "summary" in p2:
         row("p2-procs", "p2", "… the same, traced and untraced in separate processes",
             f"**{f(p2['summary']['slowdown_pct'], 1, sign=True)} %**", "≤ 3 %", p2["summary"]["met"])
-    for what, measured, target, met, date, command in BY_HAND["cpu"]:
-        row("cpu", None, what, measured, target, met, command, date)
-    for rid, what, measured, target, met, date, command in BY_HAND["sample"]:
-        row(rid, None, what, measured, target, met, command, date)
+    for r in BY_HAND["row"]:
+        row(r["id"], None, r["what"], r["measured"], r["target"], r.get("met"), r["command"],
+            r["date"], r["code"])
     d = results.get("ddp")
     if d:
         row("ddp", "ddp", "DDP, 2 gloo ranks on 2 cores (P8): in-process A/B, median over jobs",
@@ -601,7 +592,8 @@ def costs_table(results):
             f"**{f(g['value'], 2)}×** ({f(g['gzip_ns'])} vs {f(g['plain_ns'])} ns)", "≤ 1.5×", g["met"])
     if "gzip_drain_cost_ratio" in p4.get("targets", {}):
         gz = p4["targets"]["gzip_drain_cost_ratio"]
-        row("gzip-mix", "p4", "… the exporter benchmark's mix (P4)", f"**{f(gz['value'], 2)}×**",
+        row("gzip-mix", "p4", "The drain with gzip, CPU per event vs plain: the exporter "
+            "benchmark's mix (P4)", f"**{f(gz['value'], 2)}×**",
             "≤ 1.5×", gz["met"])
     if "targets" in p4:
         b = p4["targets"]["chrome_bytes_per_event"]
@@ -648,7 +640,7 @@ def costs_table(results):
             f"{f(v['fqntrace_modtracker']['added_ms'], 2, sign=True)} vs "
             f"{f(v['torch_modtracker']['added_ms'], 2, sign=True)} ms a step: "
             f"**{f(p3['target']['value'], 2)}×**", "≤ 0.5×", p3["target"]["met"])
-    cli = cli_runs()
+    cli = cli_runs(results)
     big = cli.get(max(CLI_DOC_SIZES))
     if big:
         size = cli_size(big["mb"])
@@ -662,9 +654,9 @@ def costs_table(results):
                 ", ".join(f"{r['events_per_cpu_s'] / 1e3:,.0f} k" for r in got) + \
                 " events/CPU-s; peak " + ", ".join(f"{r['peak_rss_mib']:.0f}" for r in got) + " MiB"
             if duck:
-                row("cli-duckdb", None, f"{verb.split(' (')[0]} on the same {size} JSON Lines file: "
-                    "per fqn and phase, sum of op `dur` and count (no nesting rule)", measured, "—",
-                    None, f"`scripts/bench.sh --cli {big['mb']}`", day(big["date"]))
+                row("cli-duckdb", f"cli-{big['mb']}", f"{verb.split(' (')[0]} on the same {size} "
+                    "JSON Lines file: per fqn and phase, sum of op `dur` and count (no nesting "
+                    "rule)", measured, "—", None, f"`scripts/bench.sh --cli {big['mb']}`")
                 continue
             met = all(r["met"] for r in got)
             target = f"≥ {first['target'] / 1e3:,.0f} k events/CPU-s, ≤ {CLI_RSS_LIMIT_MIB} MiB"
@@ -679,9 +671,9 @@ def costs_table(results):
                 measured += (f"; {cli_size(o['mb'])} run: " + ", ".join(
                     f"{r['events_per_cpu_s'] / 1e3:,.0f} k ({r['format']})" for r in rs)
                     + f", **no** — {REASONS.get(rid, 'see Notes')}")
-            row(rid, None, what, measured, target, met, f"`scripts/bench.sh --cli {big['mb']}`",
-                day(big["date"]))
-    return "\n".join(rows)
+            row(rid, f"cli-{big['mb']}", what, measured, target, met,
+                f"`scripts/bench.sh --cli {big['mb']}`")
+    return fresh, stale
 
 
 def p3_table(results):
@@ -756,16 +748,9 @@ def memory_section(results):
     return "\n".join(lines)
 
 
-def cli_runs():
-    """{MiB: results} of `scripts/bench.sh --cli MiB`'s last runs (bench/cli_bench.py writes
-    bench/results-cli-MiB.json; the other benchmarks leave them as they are)."""
-    runs = {}
-    for mb in CLI_DOC_SIZES:
-        path = os.path.join(HERE, f"results-cli-{mb}.json")
-        if os.path.exists(path):
-            with open(path) as fh:
-                runs[mb] = json.load(fh)
-    return runs
+def cli_runs(results):
+    """{MiB: numbers} of `scripts/bench.sh --cli MiB`'s last runs (the parts cli-MiB)."""
+    return {mb: results[f"cli-{mb}"] for mb in CLI_DOC_SIZES if f"cli-{mb}" in results}
 
 
 def cli_size(mb):
@@ -774,14 +759,15 @@ def cli_size(mb):
 
 def cli_doc_section(results):
     """P9: every verb at each size, both formats side by side, against its target."""
-    runs = cli_runs()
+    runs = cli_runs(results)
     if not runs:
         return ("*Not measured yet: `scripts/bench.sh --cli 1024` and `--cli 300` fill this "
                 "table.*")
     sizes = sorted(runs, reverse=True)
     lines = ["Runs: " + "; ".join(
-        f"{cli_size(mb)}, {r['date']}, commit {r['git_commit']}, load average at the end "
-        f"{r['loadavg'][0]:.1f}" for mb, r in ((mb, runs[mb]) for mb in sizes)) + ".", ""]
+        f"{cli_size(mb)}, {minute(r['run']['date'])} UTC, commit {r['run']['git_commit']}, load "
+        f"average at the end {r['run']['loadavg'][1]:.1f}" for mb, r in ((mb, runs[mb]) for mb in sizes))
+        + ".", ""]
     head = " | ".join(f"{cli_size(mb)}: events / CPU-s, Chrome · JSON Lines" for mb in sizes)
     big = sizes[0]
     lines += [f"| verb | {head} | {cli_size(big)}: CPU s (sys), Chrome · JSON Lines | "
@@ -809,8 +795,9 @@ def cli_doc_section(results):
 
 def cli_table(results):
     """bench/cli_bench.py's run as Markdown: one row per verb and format, each against its target."""
-    lines = [f"Package: {results['label']} (commit {results['git_commit']}), {results['date']}, "
-             f"load average at the end {', '.join(f'{x:.1f}' for x in results['loadavg'])} "
+    run = results["run"]
+    lines = [f"Package: {results['label']} (commit {run['git_commit']}), {minute(run['date'])} UTC, "
+             f"load average at the end {run['loadavg'][1]:.1f} "
              "(2 shared cores). Traces: "
              f"{results['chrome_mib']:.0f} MiB Chrome / {results['jsonl_mib']:.0f} MiB JSON Lines "
              f"(`tests/python/bigtrace.py {results['source']} OUT {results['mb']}`, a second rank "
@@ -840,7 +827,7 @@ def joined(*sections):
 
 # Section name (as in the document's markers) → its content.
 SECTIONS = {
-    "costs": costs_table,
+    "costs": costs_table, "costs-stale": stale_costs_table,
     "run": run_section, "settings": settings_section,
     "p1": p1_section, "callgrind": joined(callgrind_ops, callgrind_mlp),
     "p2": joined(p2_section, p2_ab_section, lambda results: p2_ab_section(results, "compiled_ab")),
@@ -892,10 +879,9 @@ def table(results):
 
 
 def main():
-    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "results.json")
+    path = sys.argv[1] if len(sys.argv) > 1 else measured.PATH
     doc = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "docs", "benchmarks.md")
-    with open(path) as fh:
-        results = json.load(fh)
+    results = measured.load(path)
     with open(doc) as fh:
         text = update(fh.read(), results)
     with open(doc, "w") as fh:
