@@ -10,7 +10,8 @@ TORCH_VERSION="2.13.0"
 # chromium: the HTML report's browser tests (headless, driven over the DevTools protocol).
 # tmux: the tests drive `python -m fqntrace top` in a tmux pane. libdeflate-dev: gzip outputs (CRC-32; zlib1g-dev was their deflate before).
 # libsimdjson-dev: the CLI's native summary (fqntrace.analysis._native_summary).
-APT_PACKAGES=(nlohmann-json3-dev libgtest-dev jq libbenchmark-dev chromium tmux zlib1g-dev libdeflate-dev libsimdjson-dev)
+# clang-format: the C++ layout check (scripts/lint.sh).
+APT_PACKAGES=(nlohmann-json3-dev libgtest-dev jq libbenchmark-dev chromium tmux zlib1g-dev libdeflate-dev libsimdjson-dev clang-format)
 log() { echo "[setup] $*" >&2; }
 
 # --- Debian packages -------------------------------------------------------------------------
@@ -62,6 +63,13 @@ done
 if [ ${#need_py[@]} -gt 0 ]; then
   log "installing Python packages: ${need_py[*]}"
   "$PY" -m pip install -q -c "$PIN" "${need_py[@]}"
+fi
+
+# ruff, pinned: its lint rules and layout change between versions (scripts/lint.sh).
+RUFF_VERSION="0.16.9"
+if [ "$("$ROOT/.venv/bin/ruff" --version 2>/dev/null)" != "ruff $RUFF_VERSION" ]; then
+  log "installing ruff==$RUFF_VERSION"
+  "$PY" -m pip install -q -c "$PIN" "ruff==$RUFF_VERSION" 2>&1 | { grep -v "^WARNING: Location" >&2 || true; }
 fi
 
 # --- Build and install: the pip command a user runs (README, docs/install.md) -----------------
