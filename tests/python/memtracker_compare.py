@@ -83,7 +83,7 @@ def memtracker_numbers(model, loss_of):
 
 def fqntrace_numbers(model, loss_of):
     import fqntrace
-    from fqntrace import summarize, tracestream
+    from fqntrace.analysis import summarize, tracestream
     path = os.path.join(tempfile.mkdtemp(), "mem.json")
     with fqntrace.profile(path, memory=True):
         loss_of(model).backward()

@@ -172,7 +172,7 @@ def test_cli_runs_in_a_venv_without_torch(trace, profiled, venv_without_torch, t
     assert not (tmp_path / "never.json").exists()
     # The standard library's decoder gives the same events (the fallback without msgspec).
     code = ("import json, sys; sys.modules['msgspec'] = None\n"
-            "from fqntrace import summarize\n"
+            "from fqntrace.analysis import summarize\n"
             "print(json.dumps(summarize.load_for_summary(sys.argv[1])))")
     proc = subprocess.run([py, "-c", code, trace], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from fqntrace import cli, summarize, tracestream
+from fqntrace.analysis import cli, summarize, tracestream
 from fqntrace.analysis import trace_events
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -763,7 +763,8 @@ def test_help_works(capsys):
 
 
 def test_cli_never_imports_torch(tiny):
-    code = ("import sys; from fqntrace.cli import main; rc = main(['summary', sys.argv[1]]); "
+    code = ("import sys; from fqntrace.analysis.cli import main; "
+            "rc = main(['summary', sys.argv[1]]); "
             "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('torch.', 'fqntrace._C'))]; "
             "assert not bad, bad; sys.exit(rc)")
     env = {k: v for k, v in os.environ.items() if k not in ("FQNTRACE", "PYTHONPATH")}

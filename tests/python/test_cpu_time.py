@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 import fqntrace
-from fqntrace import cli, diff, summarize, tracestream
+from fqntrace.analysis import cli, diff, summarize, tracestream
 from conftest import load_trace, slices
 
 STEPS = 8

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 
-from fqntrace import summarize, tracestream
+from fqntrace.analysis import summarize, tracestream
 
 KILLS = 10
 

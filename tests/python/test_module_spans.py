@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import load_trace, run_python, slices
-from fqntrace import summarize, tracestream, validate
+from fqntrace.analysis import summarize, tracestream, validate
 from fqntrace.analysis import trace_events
 
 TRACK_BIT = 0x40000000

@@ -1,10 +1,10 @@
-"""fqntrace.stats against values worked out by hand (and, for the record, equal to scipy's
+"""fqntrace.analysis.stats against values worked out by hand (and, for the record, equal to scipy's
 mannwhitneyu(alternative="two-sided"), which the package does not depend on)."""
 import math
 
 import pytest
 
-from fqntrace import stats
+from fqntrace.analysis import stats
 
 
 def test_UCountsPairsWhereTheFirstSampleIsLarger_TiesCountingOneHalf():

@@ -1,4 +1,4 @@
-"""`summary` reads a trace as a stream (fqntrace.tracestream + summarize.summarize_stream): the
+"""`summary` reads a trace as a stream (fqntrace.analysis.tracestream + summarize.summarize_stream): the
 same numbers as the whole-file reader for every layout (the core's lines, JSON Lines, gzip,
 pretty-printed, cut off, out of order), and peak memory that does not grow with the file."""
 import gzip
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from fqntrace import summarize, tracestream
+from fqntrace.analysis import summarize, tracestream
 from fqntrace.analysis import errors, trace_events
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -13,7 +13,7 @@ import zlib
 
 import pytest
 
-from fqntrace import steps, summarize, top, tracestream
+from fqntrace.analysis import steps, summarize, top, tracestream
 
 TMUX = shutil.which("tmux")
 SOCKET = f"fqntrace-test-{os.getpid()}"  # our own tmux server, never the user's
