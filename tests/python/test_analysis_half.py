@@ -20,8 +20,9 @@ from test_import_graph import circles  # noqa: E402
 # What `python -m fqntrace` may load: the offline readers and verbs (fqntrace.analysis).
 ANALYSIS = {"cli", "crossrank", "diff", "kineto_annotate", "memory", "merge", "repair", "report",
             "stats", "step_times", "steps", "summarize", "table", "top", "tracestream",
-            "validate", "results", "inline_view", "errors", "trace_events", "trace_write",
-            "sampled", "summary_totals", "ondemand", "ondemand_status"}
+            "trace_bytes", "trace_damage", "whole_file", "follower", "validate", "results",
+            "inline_view", "errors", "trace_events", "trace_write", "sampled", "summary_totals",
+            "ondemand", "ondemand_status"}
 # Its native summary (analysis/summary_engine.cpp) and merge (analysis/merge_engine.cpp):
 # CPython extensions linking no libtorch.
 NATIVE = {"_native_summary", "_native_merge"}

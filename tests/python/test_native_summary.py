@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from fqntrace.analysis import errors, summarize, top, tracestream, validate
+from fqntrace.analysis import errors, follower, summarize, top, validate
 
 pytestmark = pytest.mark.skipif(summarize._native is None,
                                 reason="the native summary is not built (libsimdjson-dev)")
@@ -275,7 +275,7 @@ def test_native_live_view_equals_the_python_loop(traces, tmp_path, monkeypatch):
         out = []
         for engine in (summarize._native, None):
             monkeypatch.setattr(summarize, "_native", engine)
-            monkeypatch.setattr(tracestream.Follower, "MAX_READ", 1 << 16)  # many reads
+            monkeypatch.setattr(follower.Follower, "MAX_READ", 1 << 16)  # many reads
             source = top.Source(str(growing), window_s=0.05)
             assert isinstance(source.live, top.NativeLiveSummary) == (engine is not None)
             written = 0

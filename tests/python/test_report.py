@@ -14,7 +14,7 @@ from PIL import Image
 from browser import Page, chromium_binary
 import fqntrace
 from fqntrace import demo
-from fqntrace.analysis import steps, summarize, tracestream
+from fqntrace.analysis import steps, summarize, whole_file
 from slow_block import SLOW_BLOCK, Net, train
 
 pytestmark = pytest.mark.skipif(chromium_binary() is None,
@@ -64,7 +64,7 @@ def make_report(*args):
 
 
 def test_StepsComeFromProfilerStepRanges(demo_trace):
-    trace = tracestream.load(demo_trace)
+    trace = whole_file.load(demo_trace)
     per_step = steps.per_step(trace)
     assert [s["step"] for s in per_step] == list(range(STEPS))
     whole = summarize.summarize(trace)

@@ -9,7 +9,7 @@ without step ranges has no steps (an empty list).
 import bisect
 import re
 
-from fqntrace.analysis import summarize, trace_events, tracestream
+from fqntrace.analysis import summarize, trace_events, whole_file
 from fqntrace.analysis.trace_events import PHASES
 
 STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
@@ -80,7 +80,8 @@ def per_step(trace):
         # and one equal to its end is out, whatever the float rounding of ns / 1000.
         lo = bisect.bisect_left(starts, (start - 0.5) / 1000.0)
         hi = bisect.bisect_left(starts, (end - 0.5) / 1000.0)
-        part = tracestream.Trace(trace.path, trace.format, trace.header, timed[lo:hi], trace.tail)
+        part = whole_file.LoadedTrace(trace.path, trace.format, trace.header, timed[lo:hi],
+                                      trace.tail)
         summary = summarize.summarize(part)
         modules = {}
         op_ms = {p: 0.0 for p in PHASES}

@@ -29,7 +29,8 @@ Rules (the same as the C++ summary exporter, so `summary --json` and <stem>.summ
 import json
 import os
 
-from fqntrace.analysis import errors, memory, sampled, step_times, trace_events, tracestream
+from fqntrace.analysis import (errors, memory, sampled, step_times, trace_events, tracestream,
+                               whole_file)
 from fqntrace.analysis.errors import TraceError
 from fqntrace.analysis.summary_totals import Totals, event_name, summary_result
 from fqntrace.analysis.trace_events import PHASES
@@ -50,7 +51,8 @@ def _owner(args):
 
 
 def summarize(trace, exclude_steps=step_times.DEFAULT_EXCLUDED):
-    """The summary of a loaded trace (tracestream.Trace) in the JSON shape of <stem>.summary.json.
+    """The summary of a loaded trace (a whole_file.LoadedTrace) in the JSON shape of
+    <stem>.summary.json.
     Holds every event; summarize_stream() gives the same numbers reading a file as a stream.
     With training steps (ProfilerStep#N ranges) the summary also has per-step numbers;
     `exclude_steps`: step numbers left out of the per-step medians (default {0})."""
@@ -313,7 +315,7 @@ def _step_ranges(path):
     """A first pass for a trace with training steps: {pid: [(start_ns, end_ns, step)]}, or None
     when the file has no ProfilerStep ranges. Only the lines holding the mark are decoded (a
     byte search); a file not in the core's layout is decoded whole."""
-    found = tracestream.lines_with(path, STEP_MARK)
+    found = whole_file.lines_with(path, STEP_MARK)
     if found is None:
         with tracestream.TraceStream(path) as stream:
             found = list(stream)  # only the step ranges are kept below
@@ -331,7 +333,7 @@ def _step_ranges(path):
 
 def summarize_stream(path, note=lambda message: None, exclude_steps=step_times.DEFAULT_EXCLUDED):
     """The summary of a trace file read as a stream (tracestream): the same numbers as
-    summarize(tracestream.load(path)). A trace with training steps is read twice (its step ranges
+    summarize(whole_file.load(path)). A trace with training steps is read twice (its step ranges
     first). A file whose threads are not in end order (not written by the core) is loaded whole
     instead."""
     return summarize_with_steps(path, note, exclude_steps)[0]
@@ -381,7 +383,7 @@ def summarize_with_steps(path, note=lambda message: None,
 
 def _summarize_loaded(path, note, exclude_steps):
     """A file not in end order (not written by the core): loaded whole."""
-    trace = tracestream.load(path)
+    trace = whole_file.load(path)
     _note_cut(trace, note, len(trace.events))
     return _summarize_whole(trace, exclude_steps)
 
@@ -529,7 +531,7 @@ def is_summary_path(path):
 def load_summary(path, text=None):
     """A summary file (the JSON shape above). Raises TraceError."""
     if text is None:
-        text = tracestream.read_text(path)
+        text = whole_file.read_text(path)
     try:
         obj = json.loads(text)
     except ValueError as error:

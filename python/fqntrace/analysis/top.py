@@ -1,6 +1,6 @@
 """`python -m fqntrace top TRACE...`: a live per-module view of a running job.
 
-Each trace file is followed (tracestream.Follower: only the bytes appended since the last read,
+Each trace file is followed (follower.Follower: only the bytes appended since the last read,
 one partial line kept) and its events go through the summary's streaming rules, so memory is
 bounded by the modules, never by the file: the native engine's (fed the appended event lines as
 they are, NativeLiveSummary) when it is built, else summarize.StreamSummary's (LiveSummary). A
@@ -27,7 +27,7 @@ import sys
 import time
 
 from fqntrace.analysis import sampled as sampled_trace
-from fqntrace.analysis import stats, step_times, summarize, trace_events, tracestream
+from fqntrace.analysis import follower, stats, step_times, summarize, trace_events, tracestream
 from fqntrace.analysis.errors import TraceError
 from fqntrace.analysis.trace_events import PHASES
 
@@ -265,7 +265,7 @@ class Source:
         self.path = path
         self.window_s = window_s
         self.exclude_steps = exclude_steps
-        self.follower = tracestream.Follower(path)
+        self.follower = follower.Follower(path)
         self.live = new_live(window_s, exclude_steps, path)
         self.message = None
 
