@@ -13,7 +13,10 @@ import zlib
 
 import pytest
 
-from fqntrace.analysis import follower, steps, summarize, top
+from fqntrace.analysis import follower, steps, summarize
+from fqntrace.analysis.top.live import CPU, LiveSummary, NativeLiveSummary
+from fqntrace.analysis.top.sources import Source
+from fqntrace.analysis.top.tree import build_rows
 
 TMUX = shutil.which("tmux")
 SOCKET = f"fqntrace-test-{os.getpid()}"  # our own tmux server, never the user's
@@ -123,7 +126,7 @@ def test_follower_decompresses_a_growing_gzip_stream(tmp_path):
 
 
 def test_live_summary_counts_steps_and_forgets_old_seconds():
-    live = top.LiveSummary(window_s=2)
+    live = LiveSummary(window_s=2)
     for second in range(5):
         ts = second * 1e6  # µs
         live.add(json.loads(op(ts + 10)))
@@ -140,7 +143,7 @@ def test_live_per_step_medians_leave_the_warm_up_out_as_summary_does():
     # Steps 0..5 of 1 ms each; Net's op in step k lasts 100 µs, except the warm-up (step 0):
     # 900 µs. Step ranges arrive after their ops (the core writes them when the step ends), and
     # step 3's op only after its range: both still land in their step.
-    live = top.LiveSummary(window_s=60)
+    live = LiveSummary(window_s=60)
     durs = [900.0, 100.0, 110.0, 90.0, 100.0, 120.0]
     for k, dur in enumerate(durs):
         ts = k * 1000.0
@@ -155,9 +158,9 @@ def test_live_per_step_medians_leave_the_warm_up_out_as_summary_does():
     # Step 0 left out, step 5 (the last read) waits for late time: steps 1..4.
     assert n == 4 and per[("forward", "Net")] == [100_000, 110_000, 90_000, 100_000]
     # The same median `summary` gives per step: 0.1 ms.
-    rows = top.build_rows([type("S", (), {"live": live, "rank": 0})()])
+    rows = build_rows([type("S", (), {"live": live, "rank": 0})()])
     assert rows[0].fqn == "Net" and rows[0].step_median("forward") == 100_000
-    everything = top.LiveSummary(window_s=60, exclude_steps=frozenset())
+    everything = LiveSummary(window_s=60, exclude_steps=frozenset())
     for k, dur in enumerate(durs):
         event = json.loads(op(k * 1000.0 + 10))
         event["dur"] = dur
@@ -265,11 +268,11 @@ def test_per_step_columns_are_the_steps_summary_counts(demo_trace, engine, monke
         monkeypatch.setattr(summarize, "_native", None)
     elif summarize._native is None:
         pytest.skip("the native summary engine is not built")
-    source = top.Source(demo_trace, window_s=600)
+    source = Source(demo_trace, window_s=600)
     while source.poll() is not None:
         pass
     source.settle()
-    assert isinstance(source.live, top.NativeLiveSummary) == (engine == "native")
+    assert isinstance(source.live, NativeLiveSummary) == (engine == "native")
     _, times = summarize.summarize_with_steps(demo_trace)
     truth = {s["step"]: s["modules"] for s in steps.per_step_from(times)}
     kept = list(source.live.step_self)[:-1]  # the last step read waits for late time
@@ -281,7 +284,7 @@ def test_per_step_columns_are_the_steps_summary_counts(demo_trace, engine, monke
             rows[r.fqn] = r
             walk(r.children)
 
-    walk(top.build_rows([source]))
+    walk(build_rows([source]))
     checked = 0
     for fqn in ("TinyTransformer", "TinyTransformer.layers.0.attn.qkv", "TinyTransformer.head"):
         for index, phase in enumerate(("forward", "backward")):
@@ -296,7 +299,7 @@ def test_per_step_columns_are_the_steps_summary_counts(demo_trace, engine, monke
         # summary's per-step CPU times (self_cpu_ns) added up the same way
         own = [sum(ns for (f, _), ns in times.cpu_times(number).items()
                    if f == fqn or f.startswith(fqn + ".")) for number in kept]
-        assert rows[fqn].steps[top.CPU] == own, fqn
+        assert rows[fqn].steps[CPU] == own, fqn
         assert min(own) > 0
     assert checked == 3 * 2 * len(kept)
     if engine == "native":  # what `top --once` prints (a user's check on a finished run)

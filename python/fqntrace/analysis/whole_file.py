@@ -34,11 +34,6 @@ class LoadedTrace:
         """True when events may be missing: cut off, repaired, or the writer dropped events."""
         return may_miss_events(self.cut, self.tail)
 
-    @property
-    def rank(self):
-        info = self.header.get("distributedInfo")
-        return info.get("rank") if isinstance(info, dict) else None
-
     def slices(self):
         """The complete ("X") events."""
         return [e for e in self.events if isinstance(e, dict) and e.get("ph") == "X"]
