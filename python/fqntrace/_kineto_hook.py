@@ -8,7 +8,7 @@ traces*). Runs in the traced process:
 * when the profiler writes its trace (`torch.autograd.profiler.profile.export_chrome_trace`, which
   `torch.profiler.profile.export_chrome_trace`, `tensorboard_trace_handler` and any
   `on_trace_ready` that exports go through; a `.gz` export writes through it first), the file is
-  annotated in place from the drain's attribution (fqntrace.kineto_annotate).
+  annotated in place from the drain's attribution (fqntrace.analysis.kineto_annotate).
 
 Nothing here may disturb the profiler: a failure is one line on stderr and the file stays as
 torch wrote it."""

@@ -1,10 +1,11 @@
 """`fqntrace.load(path)`: a trace's results as Python objects, for notebooks and scripts.
 
 A `Trace` holds what `python -m fqntrace summary --json` prints for the same files (the same
-engine: fqntrace.summarize, and fqntrace.crossrank for several ranks) and hands it out as tables:
-`.summary()` one row per module and phase, `.steps()` one row per training step, `.diff(other)`
-diff's rows with their verdicts, `.ranks()` the spread across ranks. The column names are the
-JSON keys of docs/trace-format.md, so a number in a table is the number the CLI prints.
+engine: fqntrace.analysis.summarize, and fqntrace.analysis.crossrank for several ranks) and hands
+it out as tables: `.summary()` one row per module and phase, `.steps()` one row per training
+step, `.diff(other)` diff's rows with their verdicts, `.ranks()` the spread across ranks. The
+column names are the JSON keys of docs/trace-format.md, so a number in a table is the number the
+CLI prints.
 
 Tables are pandas DataFrames when pandas is installed (the `fqntrace[notebook]` extra);
 `frame=False` gives the same rows as a list of dicts, which is all this module needs itself.
@@ -115,7 +116,8 @@ def cross_rank_rows(result, depth=None):
 
 
 def diff_rows(result):
-    """One dict per row of a diff (fqntrace.diff.compare), intervals and per-phase times flat."""
+    """One dict per row of a diff (fqntrace.analysis.diff.compare), intervals and per-phase times
+    flat."""
     rows = []
     for r in result["rows"]:
         row = {"fqn": r["fqn"], "module_type": r.get("module_type") or "",
@@ -274,7 +276,7 @@ class Trace:
         return out
 
     def report_data(self):
-        """The HTML report's data (fqntrace.report.data_of): one run, or the ranks."""
+        """The HTML report's data (fqntrace.analysis.report.data_of): one run, or the ranks."""
         return report.data_of(self._loaded, mode="ranks" if self.several else "single")
 
     def report(self, path=None):
