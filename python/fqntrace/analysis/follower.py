@@ -9,7 +9,7 @@ import zlib
 from fqntrace.analysis.errors import TraceError
 from fqntrace.analysis.trace_bytes import GzipInflater, as_text
 from fqntrace.analysis.tracestream import (BATCH_ERRORS, CHROME, DECODER, FOOTER_MARK, JSONL,
-                                           base_name, decode_batch, header_fields, is_gzip,
+                                           decode_batch, format_by_name, header_fields, is_gzip,
                                            parse_chrome_header, parse_chrome_tail)
 
 # The header of a Chrome trace is its first line, up to this key (the events follow it).
@@ -38,7 +38,7 @@ class Follower:
         self._offset = 0
         self._partial = b""
         self._inflater = None
-        self.format = JSONL if base_name(path).lower().endswith(".jsonl") else CHROME
+        self.format = format_by_name(path) or CHROME
 
     @property
     def offset(self):

@@ -1,15 +1,12 @@
 """The one reader of trace files: every verb reads a trace through it, one batch of events at a
 time, in memory bounded by a read chunk (4 MiB) and one event, never by the file. Its bytes come
-from ``trace_bytes`` (gzip inflated there); ``whole_file`` collects a whole trace on top of it,
-and ``follower`` (`top`) reads what a running job appends with the header, tail and decoder
-defined here.
+from ``trace_bytes``; ``whole_file`` and ``follower`` (`top`) build on the format defined here.
 
 * Chrome trace (``.json``): the header up to ``"traceEvents": [``, then the events (the core
   writes one per line, joined by ``,\\n``), then the tail ``], "fqntrace": {...}}``, written only
   at normal exit. After a crash the file stops anywhere, possibly inside a line.
 * JSON Lines (``.jsonl``): a ``{"ph": "header", ...}`` line, event lines, a ``{"ph": "footer",
   ...}`` line at normal exit.
-* gzip (either format): inflated as it is read (``trace_bytes``).
 
 **Cut and damage.** A cut-off file is read up to its last complete event: a partial last line is
 dropped (``cut``, ``dropped_partial``). Damage anywhere but at the end (a bad line followed by
@@ -28,8 +25,8 @@ damage (a bad event followed by more lines: a DamagedTrace). Both paths give the
 
 A stream also knows, for messages and for `repair`, the line of each event (fast path, and JSON
 Lines' general path) and the byte offset just past the last complete event (``keep_end``, in the
-decompressed text). The line and column of damage are counted only when it is reported, by
-reading the file again.
+decompressed text). The line and column of damage are counted only when it is reported
+(``trace_damage``).
 """
 import codecs
 import functools
@@ -70,6 +67,12 @@ def base_name(path):
     """The path without a trailing .gz: what the format is detected from."""
     text = str(path)
     return text[:-3] if is_gzip(text) else text
+
+
+def format_by_name(path):
+    """CHROME or JSONL as the file's name says (a .gz suffix aside), None when it says neither."""
+    name = base_name(path).lower()
+    return JSONL if name.endswith(".jsonl") else CHROME if name.endswith(".json") else None
 
 
 def header_fields(obj, fmt):
@@ -215,11 +218,9 @@ class TraceStream:
         return self._text_bytes
 
     def _detect(self):
-        name = base_name(self.path).lower()
-        if name.endswith(".jsonl"):
-            return JSONL
-        if name.endswith(".json"):
-            return CHROME
+        named = format_by_name(self.path)
+        if named is not None:
+            return named
         while b"\n" not in self._bbuf and self._fill_bytes():
             pass
         first = self._bbuf.lstrip().split(b"\n", 1)[0]

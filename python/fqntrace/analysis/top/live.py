@@ -4,7 +4,7 @@ Python loop (LiveSummary)."""
 import bisect
 import collections
 
-from fqntrace.analysis import step_times, summarize, tracestream
+from fqntrace.analysis import step_times, summarize
 from fqntrace.analysis.trace_events import PHASES
 
 STEP_PREFIX = "ProfilerStep#"
@@ -117,7 +117,7 @@ class LiveSummary(summarize.StreamSummary, LiveWindow):
     def __init__(self, window_s, exclude_steps=step_times.DEFAULT_EXCLUDED):
         summarize.StreamSummary.__init__(self)
         LiveWindow.__init__(self, window_s, exclude_steps)
-        self.totals.step_cpu = self  # _Totals.add_event gives CPU times to add_cpu
+        self.totals.step_cpu = self  # summary_totals.Totals.add_event gives CPU times to add_cpu
 
     def add_cpu(self, event, start_ns, fqn, phase, ns):
         self.cpu_read(start_ns, fqn, ns)
@@ -221,9 +221,8 @@ class NativeLiveSummary(LiveWindow):
         return out
 
 
-def new_live(window_s, exclude_steps, path):
-    """The live summary of one file: native when the engine is built."""
+def new_live(window_s, exclude_steps, jsonl):
+    """The live summary of one file (`jsonl`: in JSON Lines): native when the engine is built."""
     if summarize._native is None:
         return LiveSummary(window_s, exclude_steps)
-    jsonl = tracestream.base_name(path).lower().endswith(".jsonl")
     return NativeLiveSummary(window_s, exclude_steps, jsonl)

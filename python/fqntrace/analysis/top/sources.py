@@ -7,6 +7,7 @@ import time
 from fqntrace.analysis import follower, step_times, summarize
 from fqntrace.analysis.errors import TraceError
 from fqntrace.analysis.top.live import NativeLiveSummary, new_live
+from fqntrace.analysis.tracestream import JSONL
 
 
 class Source:
@@ -17,7 +18,7 @@ class Source:
         self.window_s = window_s
         self.exclude_steps = exclude_steps
         self.follower = follower.Follower(path)
-        self.live = new_live(window_s, exclude_steps, path)
+        self.live = new_live(window_s, exclude_steps, self.follower.format == JSONL)
         self.message = None
 
     @property
@@ -35,7 +36,7 @@ class Source:
             self.message = str(error) + "; retrying"
             return None
         if restarted:
-            self.live = new_live(self.window_s, self.exclude_steps, self.path)
+            self.live = new_live(self.window_s, self.exclude_steps, self.follower.format == JSONL)
             self.message = (f"{self.path} was replaced (a new run, rotated or truncated): "
                             "reading the new file from its start")
         if isinstance(self.live, NativeLiveSummary):
