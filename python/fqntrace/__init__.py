@@ -21,9 +21,7 @@ Steps: every torch.optim optimizer step ends a step (``ProfilerStep#N``); a loop
 This module stays light (no torch import) so that `python -m fqntrace` and the start-up hook cost
 nothing; the native library is loaded on first use.
 """
-import importlib.util as _util
 import os as _os
-import sys as _sys
 
 __version__ = "0.1.0"
 __all__ = ["library_path", "profile", "load", "Trace", "TraceError", "ModTracker", "ModuleTracker",
@@ -65,32 +63,3 @@ def load_ipython_extension(ipython):
     from fqntrace import notebook
 
     notebook.load_ipython_extension(ipython)
-
-
-# The analysis half (readers and verbs: fqntrace.analysis) moved out of the package root; its
-# modules keep their old names too (`from fqntrace import summarize`), as one module object.
-_ANALYSIS = frozenset({"cli", "crossrank", "diff", "kineto_annotate", "memory", "merge", "repair",
-                       "report", "stats", "step_times", "steps", "summarize", "table", "top",
-                       "tracestream", "validate"})
-
-
-# A finder and loader by protocol, not by importlib.abc's base classes: importing importlib.abc
-# pulls in importlib.resources (~30 ms), and this module runs in every process of the venv.
-class _AnalysisAlias:
-    def find_spec(self, fullname, path=None, target=None):
-        package, _, name = fullname.rpartition(".")
-        if package == __name__ and name in _ANALYSIS:
-            return _util.spec_from_loader(fullname, self)
-        return None
-
-    def create_module(self, spec):
-        import importlib
-
-        return importlib.import_module(f"{__name__}.analysis.{spec.name.rpartition('.')[2]}")
-
-    def exec_module(self, module):
-        pass  # already executed under its own name
-
-
-if not any(isinstance(f, _AnalysisAlias) for f in _sys.meta_path):
-    _sys.meta_path.append(_AnalysisAlias())

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 import fqntrace
-from fqntrace import cli
+from fqntrace.analysis import cli
 
 STEPS = 25  # step 0 (warm-up) is left out: 24 steps per side (a few ms each)
 DIM = 96

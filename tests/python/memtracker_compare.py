@@ -83,11 +83,11 @@ def memtracker_numbers(model, loss_of):
 
 def fqntrace_numbers(model, loss_of):
     import fqntrace
-    from fqntrace import summarize, tracestream
+    from fqntrace.analysis import summarize, whole_file
     path = os.path.join(tempfile.mkdtemp(), "mem.json")
     with fqntrace.profile(path, memory=True):
         loss_of(model).backward()
-    s = summarize.summarize(tracestream.load(path))
+    s = summarize.summarize(whole_file.load(path))
     return {fqn: {"fw_peak": m["forward"]["peak_bytes"], "act": m["forward"]["activation_bytes"]}
             for fqn, m in s["modules"].items()}
 

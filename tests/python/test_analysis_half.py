@@ -19,9 +19,11 @@ from test_import_graph import circles  # noqa: E402
 
 # What `python -m fqntrace` may load: the offline readers and verbs (fqntrace.analysis).
 ANALYSIS = {"cli", "crossrank", "diff", "kineto_annotate", "memory", "merge", "repair", "report",
-            "stats", "step_times", "steps", "summarize", "table", "top", "tracestream",
-            "validate", "results", "inline_view", "errors", "trace_events", "trace_write",
-            "sampled", "summary_totals", "ondemand", "ondemand_status", "verbs"}
+            "stats", "step_times", "steps", "summarize", "table", "top", "top.live", "top.sources",
+            "top.tree", "top.screen", "top.terminal", "tracestream",
+            "trace_bytes", "trace_damage", "whole_file", "follower", "validate", "results",
+            "inline_view", "errors", "trace_events", "trace_write", "sampled", "summary_totals",
+            "ondemand", "ondemand_status", "verbs"}
 # Its native summary (analysis/summary_engine.cpp) and merge (analysis/merge_engine.cpp):
 # CPython extensions linking no libtorch.
 NATIVE = {"_native_summary", "_native_merge"}
@@ -35,16 +37,38 @@ for _ in range(3):
 """
 
 
+def _source(name):
+    """The file of analysis module `name` (dotted below fqntrace.analysis; a package's
+    __init__.py)."""
+    path = os.path.join(PACKAGE, *name.split("."))
+    return os.path.join(path, "__init__.py") if os.path.isdir(path) else path + ".py"
+
+
+def _on_disk(folder=PACKAGE, prefix=""):
+    """The analysis modules in the folder, dotted below fqntrace.analysis, packages too."""
+    out = set()
+    for entry in os.listdir(folder):
+        path = os.path.join(folder, entry)
+        if entry.endswith(".py") and entry != "__init__.py":
+            out.add(prefix + entry[:-3])
+        elif os.path.isfile(os.path.join(path, "__init__.py")):
+            out.add(prefix + entry)
+            out |= _on_disk(path, prefix + entry + ".")
+    return out
+
+
 def _imports(name):
     """The fqntrace modules `name` imports, at any level (functions too)."""
-    tree = ast.parse(open(os.path.join(PACKAGE, name + ".py")).read())
+    tree = ast.parse(open(_source(name)).read())
     out = set()
     for node in ast.walk(tree):
         module = node.module or "" if isinstance(node, ast.ImportFrom) else ""
         if module in ("fqntrace", "fqntrace.analysis"):
             out.update(a.name for a in node.names)
         elif module.startswith("fqntrace.analysis."):
-            out.add(module.split(".")[2])
+            below = module[len("fqntrace.analysis."):]
+            out.add(below)
+            out.update(f"{below}.{a.name}" for a in node.names if f"{below}.{a.name}" in ANALYSIS)
         elif module.startswith("fqntrace."):
             out.add(module.split(".")[1])
         elif isinstance(node, ast.Import):
@@ -55,8 +79,7 @@ def _imports(name):
 
 
 def test_analysis_modules_import_no_capture_module_no_torch_and_no_circle():
-    on_disk = {f[:-3] for f in os.listdir(PACKAGE) if f.endswith(".py") and f != "__init__.py"}
-    assert on_disk == ANALYSIS
+    assert _on_disk() == ANALYSIS
     graph = {m: _imports(m) for m in ANALYSIS}
     graph.update({m: set() for m in NATIVE})  # a C extension imports no Python module
     for module, deps in graph.items():
@@ -172,7 +195,7 @@ def test_cli_runs_in_a_venv_without_torch(trace, profiled, venv_without_torch, t
     assert not (tmp_path / "never.json").exists()
     # The standard library's decoder gives the same events (the fallback without msgspec).
     code = ("import json, sys; sys.modules['msgspec'] = None\n"
-            "from fqntrace import summarize\n"
+            "from fqntrace.analysis import summarize\n"
             "print(json.dumps(summarize.load_for_summary(sys.argv[1])))")
     proc = subprocess.run([py, "-c", code, trace], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from fqntrace import cli, summarize, tracestream
+from fqntrace.analysis import cli, summarize, trace_damage, whole_file
 from fqntrace.analysis import trace_events
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -189,8 +189,8 @@ def test_summary_json_self_and_total_per_module_and_phase(tiny, capsys):
 
 def test_summary_jsonl_equals_chrome(tiny, tmp_path, capsys):
     jsonl = write(tmp_path / "trace.jsonl", jsonl_text(tiny_events()))
-    chrome = summarize.summarize(tracestream.load(tiny))
-    lines = summarize.summarize(tracestream.load(jsonl))
+    chrome = summarize.summarize(whole_file.load(tiny))
+    lines = summarize.summarize(whole_file.load(jsonl))
     assert lines["modules"] == chrome["modules"] and lines["step_ms"] == chrome["step_ms"]
 
 
@@ -351,7 +351,7 @@ def test_only_the_outermost_cpu_op_counts(tmp_path):
         op("aten::relu", 20, 4, "M"), op("aten::relu_", 20, 4, "M"),  # equal extent: one counts
         span("M.a", 0, 10, "A"), span("M", 0, 30, "M"),
     ]
-    s = summarize.summarize(tracestream.load(write(tmp_path / "t.json", chrome_text(events))))
+    s = summarize.summarize(whole_file.load(write(tmp_path / "t.json", chrome_text(events))))
     fwd = {f: (e["forward"]["self_ms"], e["forward"]["self_ops"]) for f, e in s["modules"].items()}
     assert fwd == {"M": (0.004, 2), "M.a": (0.013, 3)}
     assert s["modules"]["M.a"]["calls"] == 2 and s["step_ms"] == pytest.approx(0.017)
@@ -610,7 +610,7 @@ def test_the_reader_names_damage_at_any_size(tiny, tmp_path, capsys, monkeypatch
     text = open(tiny).read()
     damaged = write(tmp_path / "d.json", text.replace('"aten::add"', '"aten::add" "oops"', 1))
     small = [run_main(capsys, verb, damaged) for verb in ("validate", "summary", "repair")]
-    monkeypatch.setattr(tracestream, "DESCRIBE_BYTES", 16)
+    monkeypatch.setattr(trace_damage, "DESCRIBE_BYTES", 16)
     assert [run_main(capsys, verb, damaged) for verb in ("validate", "summary", "repair")] == small
     assert_one_line_error(*small[0][::2], "not valid JSON (Expecting ',' delimiter: line 11 column")
     assert_one_line_error(*small[1][::2], "line 11 is not valid JSON", "damaged")
@@ -628,7 +628,7 @@ def test_whole_traces_come_from_the_stream(tiny, tmp_path, capsys):
     moved = write(tmp_path / "moved.json",
                   json.dumps({"traceEvents": doc["traceEvents"],
                               **{k: v for k, v in doc.items() if k != "traceEvents"}}))
-    trace = tracestream.load(moved)
+    trace = whole_file.load(moved)
     assert trace.header == {k: v for k, v in doc.items() if k not in ("traceEvents", "fqntrace")}
     assert trace.events == doc["traceEvents"] and trace.tail == doc["fqntrace"]
     assert not trace.cut and trace.event_lines is None  # one line: no line of its own
@@ -679,7 +679,7 @@ def test_merge_two_ranks(tmp_path, capsys):
     assert len({i for _, i, _ in flows}) == 2 and len(flows) == 4
     assert run_main(capsys, "validate", out_path)[:2] == (0, f"ok: {n_events} events, 4 threads\n")
     # The merged summary adds both ranks.
-    s = summarize.summarize(tracestream.load(str(out_path)))
+    s = summarize.summarize(whole_file.load(str(out_path)))
     assert s["modules"]["Model"]["calls"] == 2 and s["step_ms"] == pytest.approx(0.160)
 
 
@@ -763,7 +763,8 @@ def test_help_works(capsys):
 
 
 def test_cli_never_imports_torch(tiny):
-    code = ("import sys; from fqntrace.cli import main; rc = main(['summary', sys.argv[1]]); "
+    code = ("import sys; from fqntrace.analysis.cli import main; "
+            "rc = main(['summary', sys.argv[1]]); "
             "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('torch.', 'fqntrace._C'))]; "
             "assert not bad, bad; sys.exit(rc)")
     env = {k: v for k, v in os.environ.items() if k not in ("FQNTRACE", "PYTHONPATH")}

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 import fqntrace
-from fqntrace import cli, diff, summarize, tracestream
+from fqntrace.analysis import cli, diff, summarize, whole_file
 from conftest import load_trace, slices
 
 STEPS = 8
@@ -108,7 +108,7 @@ def test_ModulesAndOutermostBackwardOpsCarryTheirOwnCpuTime(traced):
 
 def test_SummaryGivesCpuTimePerModuleAndStepTheSameNativelyAndInPython(traced):
     native = summarize.load_for_summary(traced)
-    python = summarize.summarize(tracestream.load(traced))
+    python = summarize.summarize(whole_file.load(traced))
     assert native["modules"] == python["modules"]
     assert native["steps"] == python["steps"]
     m = native["modules"]

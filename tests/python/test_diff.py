@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from fqntrace import diff, summarize
+from fqntrace.analysis import diff, summarize
 from slow_block import SLOW_BLOCK, Net, Other, train
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 import gate_runs
-from fqntrace import diff
+from fqntrace.analysis import diff
 
 PAIRS = 5
 STEPS = 40

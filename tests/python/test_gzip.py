@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 
-from fqntrace import summarize, tracestream
+from fqntrace.analysis import summarize, whole_file
 
 KILLS = 10
 
@@ -104,7 +104,7 @@ def test_sigkill_then_repair_keeps_every_flushed_event(tmp_path):
         assert path.read_bytes()[:2] == b"\x1f\x8b"  # repaired in place, still gzip
         validated = cli("validate", str(path))
         assert validated.returncode == 0, (attempt, validated.stdout, validated.stderr)
-        trace = tracestream.load(str(path))
+        trace = whole_file.load(str(path))
         marks = {e["name"] for e in trace.slices() if e["name"].startswith("mark ")}
         for i in range(flushed[-1] + 1):
             assert f"mark {i}" in marks, (attempt, i, flushed[-1])

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 from conftest import run_python
-from fqntrace import kineto_annotate, summarize, table
+from fqntrace.analysis import kineto_annotate, summarize, table
 
 PROGRAM = r"""
 import sys, torch
@@ -227,7 +227,7 @@ def test_summary_shows_device_time_per_phase(tmp_path):
     header = next(line for line in lines if line.startswith("module"))
     assert "fwd dev" in header and "bwd dev" in header
     # diff carries the device time of both sides.
-    from fqntrace import diff
+    from fqntrace.analysis import diff
     row = next(r for r in diff.compare(s, s)["rows"] if r["fqn"] == "Net.fc")
     assert row["new"]["backward"]["device_ms"] == 0.065
 

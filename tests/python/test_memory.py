@@ -206,7 +206,7 @@ def test_four_threads_allocating_at_once(run, tmp_path):
 def test_a_free_without_its_allocation_counts_as_freed_only():
     """Allocators that report frees of blocks from before tracing (CUDA's caching allocator
     does; the CPU one stays silent): freed, but never taken from any module's live bytes."""
-    from fqntrace import memory
+    from fqntrace.analysis import memory
 
     def report(fqn, ptr, size, tid=1):
         return {"ph": "i", "name": "[memory]", "pid": 1, "tid": tid, "ts": 0,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import load_trace, run_python, slices
-from fqntrace import summarize, tracestream, validate
+from fqntrace.analysis import summarize, validate, whole_file
 from fqntrace.analysis import trace_events
 
 TRACK_BIT = 0x40000000
@@ -131,7 +131,7 @@ def test_readers_ignore_the_spans(tmp_path):
         return s
 
     assert numbers(path) == numbers(bare)
-    whole = summarize.summarize(tracestream.load(str(path)))
+    whole = summarize.summarize(whole_file.load(str(path)))
     whole.pop("trace", None)
     assert whole == numbers(bare)
     # The C++ exporter's summary does not count them either: calls are forward spans only.

@@ -14,7 +14,9 @@ import sys
 
 import pytest
 
-from fqntrace.analysis import errors, summarize, top, tracestream, validate
+from fqntrace.analysis import errors, follower, summarize, validate
+from fqntrace.analysis.top.live import NativeLiveSummary
+from fqntrace.analysis.top.sources import Source
 
 pytestmark = pytest.mark.skipif(summarize._native is None,
                                 reason="the native summary is not built (libsimdjson-dev)")
@@ -275,9 +277,9 @@ def test_native_live_view_equals_the_python_loop(traces, tmp_path, monkeypatch):
         out = []
         for engine in (summarize._native, None):
             monkeypatch.setattr(summarize, "_native", engine)
-            monkeypatch.setattr(tracestream.Follower, "MAX_READ", 1 << 16)  # many reads
-            source = top.Source(str(growing), window_s=0.05)
-            assert isinstance(source.live, top.NativeLiveSummary) == (engine is not None)
+            monkeypatch.setattr(follower.Follower, "MAX_READ", 1 << 16)  # many reads
+            source = Source(str(growing), window_s=0.05)
+            assert isinstance(source.live, NativeLiveSummary) == (engine is not None)
             written = 0
             snapshots = []
             for part in (3, 2, 1):  # the job writes: read in three growing steps

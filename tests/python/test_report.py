@@ -13,7 +13,8 @@ from PIL import Image
 
 from browser import Page, chromium_binary
 import fqntrace
-from fqntrace import demo, steps, summarize
+from fqntrace import demo
+from fqntrace.analysis import steps, summarize
 from slow_block import SLOW_BLOCK, Net, train
 
 pytestmark = pytest.mark.skipif(chromium_binary() is None,
@@ -308,7 +309,7 @@ def test_ReportWithoutPlotlySaysHowToInstall(demo_trace, folder, tmp_path):
 
 def test_ReportReadsTheSummaryBesideTheTrace(demo_trace, folder):
     # As FQNTRACE_FORMATS=summary writes it: <stem>.summary.json. Marked, to see which was read.
-    from fqntrace import report
+    from fqntrace.analysis import report
 
     summary = summarize.load_for_summary(demo_trace)
     summary["modules"]["TinyTransformer"]["calls"] = 999

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from fqntrace import stats
+from fqntrace.analysis import stats
 
 
 def test_UCountsPairsWhereTheFirstSampleIsLarger_TiesCountingOneHalf():

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from fqntrace import summarize, tracestream
+from fqntrace.analysis import summarize, trace_bytes, tracestream, whole_file
 from fqntrace.analysis import errors, trace_events
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -51,7 +51,7 @@ def traced(tmp_path_factory):
 
 
 def whole(path):
-    return summarize.summarize(tracestream.load(path))
+    return summarize.summarize(whole_file.load(path))
 
 
 def streamed(path):
@@ -73,7 +73,7 @@ def test_streamed_summary_equals_whole_file_summary_in_every_layout(traced, tmp_
     # another layout (pretty-printed), read in chunks far smaller than an event
     pretty = tmp_path / "pretty.json"
     pretty.write_text(json.dumps(json.load(open(chrome)), indent=2))
-    monkeypatch.setattr(tracestream, "CHUNK_BYTES", 97)
+    monkeypatch.setattr(trace_bytes, "CHUNK_BYTES", 97)
     assert streamed(str(pretty))[0] == expected
     assert streamed(str(gz))[0] == expected
 
@@ -264,7 +264,7 @@ def test_one_event_per_line_fast_path_and_general_path_agree(traced, tmp_path, m
             with tracestream.TraceStream(str(pretty)) as stream:
                 assert list(stream) == fast and stream.tail == doc["fqntrace"]
         # Small chunks: events cut across chunk boundaries everywhere.
-        monkeypatch.setattr(tracestream, "CHUNK_BYTES", 4093)
+        monkeypatch.setattr(trace_bytes, "CHUNK_BYTES", 4093)
         with tracestream.TraceStream(source) as stream:
             assert list(stream) == fast and stream.keep_end == keep_end
         monkeypatch.undo()

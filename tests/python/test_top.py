@@ -1,4 +1,4 @@
-"""`python -m fqntrace top`: following growing traces (tracestream.Follower) and the live view,
+"""`python -m fqntrace top`: following growing traces (follower.Follower) and the live view,
 driven in a tmux pane next to a traced training loop (TOP_LOOP) that runs ~10 s."""
 import gzip
 import itertools
@@ -13,7 +13,10 @@ import zlib
 
 import pytest
 
-from fqntrace import steps, summarize, top, tracestream
+from fqntrace.analysis import follower, steps, summarize
+from fqntrace.analysis.top.live import CPU, LiveSummary, NativeLiveSummary
+from fqntrace.analysis.top.sources import Source
+from fqntrace.analysis.top.tree import build_rows
 
 TMUX = shutil.which("tmux")
 SOCKET = f"fqntrace-test-{os.getpid()}"  # our own tmux server, never the user's
@@ -61,39 +64,46 @@ def op(ts, name="aten::mm", fqn="Net", phase="forward", depth=0):
                        "dur": 1.0, "args": {"fqn": fqn, "phase": phase, "depth": depth}})
 
 
+def poll(f):
+    """The events appended since the last read, and whether the file restarted, all parsed by
+    the follower (as `top` reads them without the native engine)."""
+    data, end, restarted = f.read_lines()
+    return f.poll_events(data, end, lambda *block: None)[0], restarted
+
+
 def test_follower_reads_only_complete_lines_and_waits_for_the_file(tmp_path):
     path = tmp_path / "t.json"
-    f = tracestream.Follower(str(path))
-    assert f.poll() == ([], False) and f.state == "waiting"
+    f = follower.Follower(str(path))
+    assert poll(f) == ([], False) and f.state == "waiting"
     with open(path, "w") as out:
         out.write(header_line(3) + op(1.0) + ",\n" + op(3.0)[:20])
         out.flush()
-        events, restarted = f.poll()
+        events, restarted = poll(f)
         assert [e["ts"] for e in events] == [1.0] and not restarted
         assert f.header["distributedInfo"]["rank"] == 3 and f.state == "reading"
         out.write(op(3.0)[20:] + ",\n" + op(5.0) + "\n")
         out.flush()
-        assert [e["ts"] for e in f.poll()[0]] == [3.0, 5.0]
+        assert [e["ts"] for e in poll(f)[0]] == [3.0, 5.0]
         out.write('], "fqntrace": {"dropped_events": 7, "complete": true}}\n')
-    assert f.poll() == ([], False) and f.state == "ended" and f.tail["dropped_events"] == 7
+    assert poll(f) == ([], False) and f.state == "ended" and f.tail["dropped_events"] == 7
 
 
 def test_follower_starts_over_when_the_file_is_replaced_or_truncated(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text('{"ph": "header", "schemaVersion": 1}\n' + op(1.0) + "\n" + op(2.0) + "\n")
-    f = tracestream.Follower(str(path))
-    assert len(f.poll()[0]) == 2
+    f = follower.Follower(str(path))
+    assert len(poll(f)[0]) == 2
     # rotated: a new file under the same name
     new = tmp_path / "new.jsonl"
     new.write_text('{"ph": "header", "schemaVersion": 1}\n' + op(9.0) + "\n")
     os.replace(new, path)
-    events, restarted = f.poll()
-    assert restarted and [e["ts"] for e in events] == [9.0] and f.restarts == 1
+    events, restarted = poll(f)
+    assert restarted and [e["ts"] for e in events] == [9.0]
     # truncated in place (a new run opening it with O_TRUNC): shorter than what was read
     with open(path, "w") as out:
-        out.write('{"ph": "header"}\n')
-    events, restarted = f.poll()
-    assert restarted and events == [] and f.header == {"ph": "header"}
+        out.write('{"ph": "header", "schemaVersion": 2}\n')
+    events, restarted = poll(f)
+    assert restarted and events == [] and f.header == {"schemaVersion": 2}
 
 
 def test_follower_decompresses_a_growing_gzip_stream(tmp_path):
@@ -101,22 +111,22 @@ def test_follower_decompresses_a_growing_gzip_stream(tmp_path):
     comp = zlib.compressobj(wbits=31)
     text = header_line() + ",\n".join(op(float(i)) for i in range(100)) + ",\n"
     with open(path, "wb") as out:
-        f = tracestream.Follower(str(path))
+        f = follower.Follower(str(path))
         out.write(comp.compress(text[:1000].encode()) + comp.flush(zlib.Z_SYNC_FLUSH))
         out.flush()
-        first = f.poll()[0]
+        first = poll(f)[0]
         out.write(comp.compress(text[1000:].encode()) + comp.flush(zlib.Z_SYNC_FLUSH))
         out.flush()
-        rest = f.poll()[0]
+        rest = poll(f)[0]
     assert first and [e["ts"] for e in first + rest] == [float(i) for i in range(100)]
     # A writer that closes a gzip member and starts another (concatenated members)
     with open(path, "ab") as out:
         out.write(comp.flush() + gzip.compress((op(100.0) + ",\n").encode()))
-    assert [e["ts"] for e in f.poll()[0]] == [100.0]
+    assert [e["ts"] for e in poll(f)[0]] == [100.0]
 
 
 def test_live_summary_counts_steps_and_forgets_old_seconds():
-    live = top.LiveSummary(window_s=2)
+    live = LiveSummary(window_s=2)
     for second in range(5):
         ts = second * 1e6  # µs
         live.add(json.loads(op(ts + 10)))
@@ -133,7 +143,7 @@ def test_live_per_step_medians_leave_the_warm_up_out_as_summary_does():
     # Steps 0..5 of 1 ms each; Net's op in step k lasts 100 µs, except the warm-up (step 0):
     # 900 µs. Step ranges arrive after their ops (the core writes them when the step ends), and
     # step 3's op only after its range: both still land in their step.
-    live = top.LiveSummary(window_s=60)
+    live = LiveSummary(window_s=60)
     durs = [900.0, 100.0, 110.0, 90.0, 100.0, 120.0]
     for k, dur in enumerate(durs):
         ts = k * 1000.0
@@ -148,9 +158,9 @@ def test_live_per_step_medians_leave_the_warm_up_out_as_summary_does():
     # Step 0 left out, step 5 (the last read) waits for late time: steps 1..4.
     assert n == 4 and per[("forward", "Net")] == [100_000, 110_000, 90_000, 100_000]
     # The same median `summary` gives per step: 0.1 ms.
-    rows = top.build_rows([type("S", (), {"live": live, "rank": 0})()])
+    rows = build_rows([type("S", (), {"live": live, "rank": 0})()])
     assert rows[0].fqn == "Net" and rows[0].step_median("forward") == 100_000
-    everything = top.LiveSummary(window_s=60, exclude_steps=frozenset())
+    everything = LiveSummary(window_s=60, exclude_steps=frozenset())
     for k, dur in enumerate(durs):
         event = json.loads(op(k * 1000.0 + 10))
         event["dur"] = dur
@@ -258,11 +268,11 @@ def test_per_step_columns_are_the_steps_summary_counts(demo_trace, engine, monke
         monkeypatch.setattr(summarize, "_native", None)
     elif summarize._native is None:
         pytest.skip("the native summary engine is not built")
-    source = top.Source(demo_trace, window_s=600)
+    source = Source(demo_trace, window_s=600)
     while source.poll() is not None:
         pass
     source.settle()
-    assert isinstance(source.live, top.NativeLiveSummary) == (engine == "native")
+    assert isinstance(source.live, NativeLiveSummary) == (engine == "native")
     summary, times = summarize.summarize_with_steps(demo_trace)
     truth = {s["step"]: s["modules"] for s in steps.per_step_from(times)}
     kept = list(source.live.step_self)[:-1]  # the last step read waits for late time
@@ -274,7 +284,7 @@ def test_per_step_columns_are_the_steps_summary_counts(demo_trace, engine, monke
             rows[r.fqn] = r
             walk(r.children)
 
-    walk(top.build_rows([source]))
+    walk(build_rows([source]))
     checked = 0
     for fqn in ("TinyTransformer", "TinyTransformer.layers.0.attn.qkv", "TinyTransformer.head"):
         for index, phase in enumerate(("forward", "backward")):
@@ -290,7 +300,7 @@ def test_per_step_columns_are_the_steps_summary_counts(demo_trace, engine, monke
         at = summary["steps"]["kept"].index  # the summary also keeps the last step
         own = [sum(m["step_self_cpu_ms"][at(number)] for f, m in summary["modules"].items()
                    if f == fqn or f.startswith(fqn + ".")) for number in kept]
-        assert [ns / 1e6 for ns in rows[fqn].steps[top.CPU]] == pytest.approx(own, abs=1e-4), fqn
+        assert [ns / 1e6 for ns in rows[fqn].steps[CPU]] == pytest.approx(own, abs=1e-4), fqn
         assert min(own) > 0
     assert checked == 3 * 2 * len(kept)
     if engine == "native":  # what `top --once` prints (a user's check on a finished run)

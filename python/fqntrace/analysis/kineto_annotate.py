@@ -17,7 +17,7 @@ the drain) and by `python -m fqntrace annotate KINETO FQNTRACE -o OUT` for trace
 """
 import json
 
-from fqntrace.analysis import errors, trace_write, tracestream
+from fqntrace.analysis import errors, trace_write, tracestream, whole_file
 from fqntrace.analysis.errors import TraceError
 from fqntrace.analysis.trace_events import PHASES
 
@@ -146,7 +146,7 @@ def attribution_from_trace(path):
 
 def load_kineto(path):
     """The Kineto trace as a JSON object (plain or gzip)."""
-    text = tracestream.read_text(path)
+    text = whole_file.read_text(path)
     try:
         doc = json.loads(text)
     except ValueError as error:

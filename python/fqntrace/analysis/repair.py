@@ -11,7 +11,7 @@ a read chunk, never the file.
 """
 import json
 
-from fqntrace.analysis import summarize, trace_write, tracestream
+from fqntrace.analysis import summarize, trace_bytes, trace_write, tracestream
 from fqntrace.analysis.errors import TraceError
 
 
@@ -66,7 +66,7 @@ def _is_slice(event):
 
 def _repaired_chunks(path, fmt, keep_end, n_slices, dropped_partial):
     """The first keep_end bytes of the (decompressed) file, then the tail that closes it."""
-    source = tracestream.ByteSource(path)
+    source = trace_bytes.ByteSource(path)
     try:
         left = keep_end
         while left > 0:

@@ -21,7 +21,7 @@ import os
 import time
 
 from fqntrace.analysis import (diff, step_times, steps, summarize, trace_events, trace_write,
-                               tracestream)
+                               tracestream, whole_file)
 from fqntrace.analysis.errors import TraceError
 
 PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_page.html")
@@ -71,7 +71,7 @@ def load_run(path, note=lambda message: None, exclude_steps=step_times.DEFAULT_E
     if summarize.is_summary_path(path):
         return summarize.load_summary(path), []
     sibling = _sibling_summary(path) if use_sibling else None
-    if sibling is not None and not tracestream.lines_with(path, step_times.STEP_MARK):
+    if sibling is not None and not whole_file.lines_with(path, step_times.STEP_MARK):
         return sibling, []
     try:
         summary, times = summarize.summarize_with_steps(path, note=note,

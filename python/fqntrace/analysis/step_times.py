@@ -10,7 +10,7 @@ import bisect
 import re
 import statistics
 
-from fqntrace.analysis import stats, trace_events, tracestream
+from fqntrace.analysis import stats, trace_events, tracestream, whole_file
 from fqntrace.analysis.trace_events import PHASES, lineage, ms, to_ns
 
 STEP_PREFIX = "ProfilerStep#"
@@ -69,7 +69,7 @@ def read_step_ranges(path):
     """A first pass over a trace file: step_ranges() of its step ranges, or None when it has
     none. Only the lines holding STEP_MARK are decoded (a byte search); a file not in the core's
     layout is decoded whole."""
-    found = tracestream.lines_with(path, STEP_MARK)
+    found = whole_file.lines_with(path, STEP_MARK)
     if found is None:
         with tracestream.TraceStream(path) as stream:
             found = list(stream)  # only the step ranges are kept below

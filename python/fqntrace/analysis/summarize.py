@@ -30,7 +30,8 @@ import json
 import os
 from typing import NamedTuple
 
-from fqntrace.analysis import errors, memory, sampled, step_times, trace_events, tracestream
+from fqntrace.analysis import (errors, memory, sampled, step_times, trace_events, tracestream,
+                               whole_file)
 from fqntrace.analysis.errors import TraceError
 from fqntrace.analysis.summary_totals import Totals, event_name, summary_result
 from fqntrace.analysis.trace_events import PHASES
@@ -51,7 +52,8 @@ def _owner(args):
 
 
 def summarize(trace, exclude_steps=step_times.DEFAULT_EXCLUDED):
-    """The summary of a loaded trace (tracestream.Trace) in the JSON shape of <stem>.summary.json.
+    """The summary of a loaded trace (a whole_file.LoadedTrace) in the JSON shape of
+    <stem>.summary.json.
     Holds every event; summarize_stream() gives the same numbers reading a file as a stream.
     With training steps (ProfilerStep#N ranges) the summary also has per-step numbers;
     `exclude_steps`: step numbers left out of the per-step medians (default {0})."""
@@ -317,7 +319,7 @@ class StreamSummary:
 
 def summarize_stream(path, note=lambda message: None, exclude_steps=step_times.DEFAULT_EXCLUDED):
     """The summary of a trace file read as a stream (tracestream): the same numbers as
-    summarize(tracestream.load(path)). A trace with training steps is read twice (its step ranges
+    summarize(whole_file.load(path)). A trace with training steps is read twice (its step ranges
     first). A file whose threads are not in end order (not written by the core) is loaded whole
     instead."""
     return summarize_with_steps(path, note, exclude_steps)[0]
@@ -374,7 +376,7 @@ def _summarize_python(path, ranges, note, exclude_steps):
 
 def _summarize_loaded(path, note, exclude_steps):
     """A file not in end order (not written by the core): loaded whole."""
-    trace = tracestream.load(path)
+    trace = whole_file.load(path)
     _note_cut(trace, note, len(trace.events))
     return _summarize_whole(trace, exclude_steps)
 
@@ -522,7 +524,7 @@ def is_summary_path(path):
 def load_summary(path, text=None):
     """A summary file (the JSON shape above). Raises TraceError."""
     if text is None:
-        text = tracestream.read_text(path)
+        text = whole_file.read_text(path)
     try:
         obj = json.loads(text)
     except ValueError as error:

@@ -1,17 +1,12 @@
 """The one reader of trace files: every verb reads a trace through it, one batch of events at a
-time, in memory bounded by a read chunk (4 MiB) and one event, never by the file. `top` follows a
-growing file with ``Follower`` below. On top of the stream: ``load`` collects a whole trace for a
-verb that needs every event at once, ``read_text`` reads another JSON file whole (a
-torch.profiler trace to annotate, a summary).
+time, in memory bounded by a read chunk (4 MiB) and one event, never by the file. Its bytes come
+from ``trace_bytes``; ``whole_file`` and ``follower`` (`top`) build on the format defined here.
 
 * Chrome trace (``.json``): the header up to ``"traceEvents": [``, then the events (the core
   writes one per line, joined by ``,\\n``), then the tail ``], "fqntrace": {...}}``, written only
   at normal exit. After a crash the file stops anywhere, possibly inside a line.
 * JSON Lines (``.jsonl``): a ``{"ph": "header", ...}`` line, event lines, a ``{"ph": "footer",
   ...}`` line at normal exit.
-* gzip (either format; any file starting with gzip's magic bytes): decompressed on the fly. The
-  core sync-flushes the compressor at every periodic flush, so a gzip stream cut off by a crash
-  ends where its data ends, and is then read as any cut-off text.
 
 **Cut and damage.** A cut-off file is read up to its last complete event: a partial last line is
 dropped (``cut``, ``dropped_partial``). Damage anywhere but at the end (a bad line followed by
@@ -30,40 +25,34 @@ damage (a bad event followed by more lines: a DamagedTrace). Both paths give the
 
 A stream also knows, for messages and for `repair`, the line of each event (fast path, and JSON
 Lines' general path) and the byte offset just past the last complete event (``keep_end``, in the
-decompressed text). The line and column of damage are counted only when it is reported, by
-reading the file again.
+decompressed text). The line and column of damage are counted only when it is reported
+(``trace_damage``).
 """
 import codecs
 import functools
 import json
-import os
 import re
-import zlib
 
-from fqntrace.analysis.errors import DamagedTrace, NotATrace, TraceError, describe_json_error
+from fqntrace.analysis import trace_damage
+from fqntrace.analysis.errors import DamagedTrace, TraceError
+from fqntrace.analysis.trace_bytes import ByteSource, as_text, check_not_binary
 
 try:  # a decoder made for bulk JSON: ~2x the standard library's speed on the core's lines
-    from msgspec.json import decode as _decode_batch
-    _BATCH_ERRORS = (ValueError, __import__("msgspec").DecodeError)
+    from msgspec.json import decode as decode_batch
+    BATCH_ERRORS = (ValueError, __import__("msgspec").DecodeError)
 except ImportError:  # pragma: no cover - the standard library's C decoder, same results
-    _decode_batch = json.loads
-    _BATCH_ERRORS = (ValueError,)
+    decode_batch = json.loads
+    BATCH_ERRORS = (ValueError,)
 
 CHROME = "chrome"
 JSONL = "jsonl"
-GZIP_MAGIC = b"\x1f\x8b"
-CHUNK_BYTES = 1 << 22  # 4 MiB per read
 MAX_EVENT_CHARS = 1 << 24  # far more than any event (shapes included) takes
-# What a file with no trace header is, and where a damaged file's JSON first breaks, is told by
-# reading it whole: only a file of up to this much text (an error's detail, never the reading).
-DESCRIBE_BYTES = 32 << 20
-_DECODER = json.JSONDecoder()
+DECODER = json.JSONDecoder()
+FOOTER_MARK = b'"footer"'  # in a JSON Lines footer line
 _SEPARATORS = re.compile(r"[\s,]*")
 _TAIL_PREFIX = re.compile(r"\]\s*")
 _TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
-_TRACE_EVENTS_TEXT_KEY = re.compile(r'"traceEvents"\s*:\s*\[')
 _EMPTY_TAIL = '{"traceEvents": []'
-_FOOTER_MARK = b'"footer"'
 _END_MARK_WINDOW = 1 << 16
 _LEADING_BRACKET = re.compile(rb"\s*\]")
 
@@ -80,94 +69,38 @@ def base_name(path):
     return text[:-3] if is_gzip(text) else text
 
 
-def _text(data):
-    """Bytes as text. Invalid UTF-8 is kept byte-exact (surrogateescape), so a repair writes back
-    exactly what it read; a character cut in half at the end lands in the dropped line."""
-    return data.decode("utf-8", errors="surrogateescape")
+def format_by_name(path):
+    """CHROME or JSONL as the file's name says (a .gz suffix aside), None when it says neither."""
+    name = base_name(path).lower()
+    return JSONL if name.endswith(".jsonl") else CHROME if name.endswith(".json") else None
 
 
-def _check_not_binary(path, start):
-    """Raises TraceError when the (decompressed) start of a file holds a NUL byte."""
-    if b"\x00" in start[:4096]:
-        raise TraceError(f"{path}: binary data, not a trace (fqntrace writes .json or .jsonl text)")
+def header_fields(obj, fmt):
+    """A header object's fields: a Chrome trace's top level without traceEvents and the fqntrace
+    tail, a JSON Lines header line without its "ph"."""
+    left_out = ("ph",) if fmt == JSONL else ("traceEvents", "fqntrace")
+    return {k: v for k, v in obj.items() if k not in left_out}
 
 
-def open_trace(path):
-    """The file opened for binary reading; a TraceError whose one line says what to do when it
-    cannot be."""
+def parse_chrome_header(text):
+    """The header fields of a Chrome trace's text up to and including ``"traceEvents": [``, or
+    None when that is not the start of a JSON object."""
     try:
-        return open(path, "rb")
-    except FileNotFoundError:
-        raise TraceError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise TraceError(f"{path}: is a directory, not a trace file") from None
-    except PermissionError:
-        raise TraceError(f"{path}: permission denied (check the file's permissions)") from None
-    except OSError as error:
-        raise TraceError(f"{path}: cannot read ({error.strerror or error})") from None
+        obj = json.loads(text + "]}")
+    except ValueError:
+        return None
+    return header_fields(obj, CHROME) if isinstance(obj, dict) else None
 
 
-class ByteSource:
-    """A file's bytes in chunks; a gzip file (by its first bytes, whatever its name) decompressed
-    with zlib as it is read, so a gzip stream cut off by a crash gives every byte that was
-    written (GzipFile raises EOFError and loses the last read instead)."""
-
-    def __init__(self, path):
-        self.path = path
-        self._file = open_trace(path)
-        self._inflate = None
-        self._first = True
-        self._done = False
-        self._inflated_any = False
-        self._pending = b""
-
-    def read(self):
-        """The next chunk of bytes (at most CHUNK_BYTES, decompressed ones too), b'' at the
-        end."""
-        while True:
-            if self._pending:  # compressed bytes not inflated yet
-                data = self._inflate_some()
-                if data:
-                    return data
-                continue
-            if self._done:
-                return b""
-            try:
-                data = self._file.read(CHUNK_BYTES if self._inflate is None else CHUNK_BYTES >> 3)
-            except OSError as error:
-                raise TraceError(f"{self.path}: cannot read ({error.strerror or error})") from None
-            if not data:
-                self._done = True
-                return b""
-            if self._first:
-                self._first = False
-                if data.startswith(GZIP_MAGIC):
-                    self._inflate = zlib.decompressobj(wbits=31)
-            if self._inflate is None:
-                return data
-            self._pending = data
-
-    def _inflate_some(self):
-        """Inflates the pending bytes, at most CHUNK_BYTES of output."""
-        try:
-            out = self._inflate.decompress(self._pending, CHUNK_BYTES)
-        except zlib.error as error:
-            if not self._inflated_any:
-                raise TraceError(f"{self.path}: damaged gzip data ({error}); the file was not "
-                                 "written by fqntrace or was overwritten") from None
-            self._pending = b""
-            self._done = True  # damaged compressed data: keep what was decoded
-            return b""
-        self._inflated_any = True
-        if self._inflate.eof:  # another gzip member may follow
-            self._pending = self._inflate.unused_data
-            self._inflate = zlib.decompressobj(wbits=31)
-        else:
-            self._pending = self._inflate.unconsumed_tail
-        return out
-
-    def close(self):
-        self._file.close()
+def parse_chrome_tail(rest):
+    """(the fqntrace tail, the other top-level fields after traceEvents) of a Chrome trace's text
+    from the ']' closing traceEvents on, a missing ',' after it supplied; ValueError when it is
+    no valid tail."""
+    after = _TAIL_PREFIX.match(rest).end()
+    obj = json.loads(_EMPTY_TAIL + (", " if rest[after:after + 1] not in (",", "}") else "") +
+                     rest[after:])
+    tail = obj.get("fqntrace")
+    return (tail if isinstance(tail, dict) else {}), header_fields(obj, CHROME)
 
 
 class TraceStream:
@@ -197,7 +130,7 @@ class TraceStream:
         self._pos = 0
         try:
             self._fill_bytes()
-            _check_not_binary(path, self._bbuf)
+            check_not_binary(path, self._bbuf)
             self.format = self._detect()
             self.header = self._read_chrome_header() if self.format == CHROME else \
                 self._read_jsonl_header()
@@ -222,15 +155,16 @@ class TraceStream:
 
     @property
     def incomplete(self):
-        return _incomplete(self.cut, self.tail)
+        return may_miss_events(self.cut, self.tail)
 
     def _line_at(self, pos):
         """General path: the line of _buf[pos], for a message."""
-        return _positions(self.path, self._byte_offset_at(pos))[0][0]
+        return trace_damage.positions(self.path, self._byte_offset_at(pos))[0][0]
 
     def _json_error(self, pos, reason):
-        """Where the JSON first breaks, found when asked (validate says it): see _json_error_at."""
-        return functools.partial(_json_error_at, self.path, self._byte_offset_at(pos), reason)
+        """Where the JSON first breaks, found when asked (validate says it)."""
+        return functools.partial(trace_damage.json_error_at, self.path, self._byte_offset_at(pos),
+                                 reason)
 
     def _fill_bytes(self):
         """Appends the next chunk to the byte buffer (dropping what was consumed)."""
@@ -284,16 +218,14 @@ class TraceStream:
         return self._text_bytes
 
     def _detect(self):
-        name = base_name(self.path).lower()
-        if name.endswith(".jsonl"):
-            return JSONL
-        if name.endswith(".json"):
-            return CHROME
+        named = format_by_name(self.path)
+        if named is not None:
+            return named
         while b"\n" not in self._bbuf and self._fill_bytes():
             pass
         first = self._bbuf.lstrip().split(b"\n", 1)[0]
         try:
-            obj = json.loads(_text(first))
+            obj = json.loads(as_text(first))
         except ValueError:
             return CHROME
         return JSONL if isinstance(obj, dict) and obj.get("ph") == "header" else CHROME
@@ -351,7 +283,7 @@ class TraceStream:
     def _sink_jsonl_block(self, buf, newline):
         """The JSON Lines fast path with a sink: where the footer line starts (-1: not in this
         chunk), or None when the lines are not whole events."""
-        footer = buf.find(_FOOTER_MARK, max(self._bpos, newline - _END_MARK_WINDOW), newline)
+        footer = buf.find(FOOTER_MARK, max(self._bpos, newline - _END_MARK_WINDOW), newline)
         end = newline
         if footer >= 0:  # the footer (or a line after it): the general path checks
             end = buf.rfind(b"\n", self._bpos, footer) + 1 or self._bpos
@@ -383,8 +315,8 @@ class TraceStream:
         """The events of body (whole events and separators between them), or None when it is
         not a JSON array's items."""
         try:
-            events = _decode_batch(b"[" + body + b"]")
-        except _BATCH_ERRORS:
+            events = decode_batch(b"[" + body + b"]")
+        except BATCH_ERRORS:
             return None
         return events if type(events) is list else None
 
@@ -396,49 +328,20 @@ class TraceStream:
                 break
         if not self._bbuf.strip():
             raise self._empty()
-        obj = None
-        if match is not None:
-            try:
-                obj = json.loads(_text(self._bbuf[:match.end()]) + "]}")
-            except ValueError:
-                pass
-        if not isinstance(obj, dict):
+        header = None if match is None else \
+            parse_chrome_header(as_text(self._bbuf[:match.end()]))
+        if header is None:
             raise self._no_header()
         self._consume(match.end())
         self.keep_end = self._offset + self._bpos
-        return {k: v for k, v in obj.items() if k not in ("traceEvents", "fqntrace")}
+        return header
 
     def _no_header(self):
-        """The error for a Chrome file without a trace header. A file of up to DESCRIBE_BYTES is
-        read whole to say what it is: JSON of another kind (NotATrace), or where its JSON
-        breaks."""
-        while len(self._bbuf) < DESCRIBE_BYTES and self._fill_bytes():
+        """The error for a Chrome file without a trace header (trace_damage.no_header): the
+        file's start, or the whole file when it has at most DESCRIBE_BYTES."""
+        while len(self._bbuf) < trace_damage.DESCRIBE_BYTES and self._fill_bytes():
             pass
-        text = _text(self._bbuf) if self._beof else None  # nothing was consumed yet
-        json_error = None
-        if text is not None:
-            try:
-                document = json.loads(text)
-            except ValueError as error:
-                json_error = describe_json_error(error)
-            else:
-                if not isinstance(document, dict):
-                    return NotATrace(f"{self.path}: not a trace (the JSON is a "
-                                     f"{type(document).__name__}, not an object with "
-                                     "traceEvents)", document)
-                if not isinstance(document.get("traceEvents"), list):
-                    return NotATrace(f"{self.path}: not a trace (no traceEvents list)", document)
-        if not self._bbuf.lstrip().startswith(b"{"):
-            detail = f" ({json_error})" if json_error else ""
-            return DamagedTrace(f"{self.path}: not valid JSON{detail}; not a trace file",
-                                json_error)
-        stripped = text.strip() if text is not None else ""
-        return DamagedTrace(f"{self.path}: no valid header (the file must start with "
-                            "'{\"schemaVersion\": 1, ... \"traceEvents\": ['); it was cut off "
-                            "before the header was complete or is not an fqntrace trace, nothing "
-                            "to recover", json_error,
-                            header_cut=stripped.startswith('{"schemaVersion"')
-                            and "\n" not in stripped)
+        return trace_damage.no_header(self.path, self._bbuf, whole=self._beof)  # all unread
 
     def _chrome_batches(self):
         while not self._text_mode:
@@ -485,7 +388,7 @@ class TraceStream:
             yield [event], None
 
     def _chrome_events(self):
-        decode = _DECODER.raw_decode
+        decode = DECODER.raw_decode
         skip = _SEPARATORS.match
         while True:
             self._pos = skip(self._buf, self._pos).end()
@@ -515,23 +418,18 @@ class TraceStream:
         while self._fill():
             pass
         rest = self._buf[self._pos:]
-        after = _TAIL_PREFIX.match(rest).end()
         try:
-            obj = json.loads(_EMPTY_TAIL + (", " if rest[after:after + 1] not in (",", "}")
-                                            else "") + rest[after:])
+            self.tail, self.after_events = parse_chrome_tail(rest)
         except ValueError:
             if "\n" in rest.strip():
-                raise self._damaged_tail(rest, after) from None
+                raise self._damaged_tail(rest) from None
             self.cut = True
             self.dropped_partial = True
-            return
-        tail = obj.get("fqntrace") if isinstance(obj, dict) else None
-        self.tail = tail if isinstance(tail, dict) else {}
-        self.after_events = {k: v for k, v in obj.items() if k not in ("traceEvents", "fqntrace")}
 
-    def _damaged_tail(self, rest, after):
+    def _damaged_tail(self, rest):
         """rest (from the ']' closing traceEvents on) is no tail and more lines follow."""
         line = self._line_at(self._pos)
+        after = _TAIL_PREFIX.match(rest).end()
         try:
             json.loads(_EMPTY_TAIL + rest[after:])  # as it is: no missing ',' supplied
         except ValueError as error:
@@ -573,7 +471,7 @@ class TraceStream:
                 self._consume(newline + 1)
                 continue
             try:
-                obj = json.loads(_text(line))
+                obj = json.loads(as_text(line))
             except ValueError as error:
                 if not terminated:
                     raise TraceError(f"{self.path}: no valid header (the first line is cut off)"
@@ -586,7 +484,7 @@ class TraceStream:
                                  "not an fqntrace .jsonl trace")
             self.keep_end = self._offset + newline
             self._consume(min(newline + 1, len(self._bbuf)))
-            return {k: v for k, v in obj.items() if k != "ph"}
+            return header_fields(obj, JSONL)
 
     def _jsonl_batches(self):
         while not self._text_mode:
@@ -603,7 +501,7 @@ class TraceStream:
                 yield [], None  # the sink took a block: the caller's turn (sink_batches)
                 continue
             block = buf[self._bpos:newline]
-            footer = block.find(_FOOTER_MARK)
+            footer = block.find(FOOTER_MARK)
             if footer >= 0:  # the footer (or a line after it): the general path checks
                 block = block[:block.rfind(b"\n", 0, footer) + 1]
                 newline = self._bpos + len(block) - 1
@@ -686,67 +584,13 @@ class TraceStream:
             self.cut = True
 
 
-def _positions(path, *offsets):
-    """(line, column) of each byte offset of the file's text (ascending), as json counts them,
-    for a message. Counted by reading the file again: only an error needs them, so reading the
-    core's lines counts nothing."""
-    found = []
-    source = ByteSource(path)
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
-    line, column, done, rest = 1, 1, 0, b""
-    try:
-        for offset in offsets:
-            while done < offset:
-                data = rest or source.read()
-                if not data:
-                    break
-                rest = data[offset - done:]
-                data = data[:offset - done]
-                done += len(data)
-                newline = data.rfind(b"\n")
-                if newline >= 0:
-                    line += data.count(b"\n")
-                    decoder.reset()  # a newline never splits a character
-                    column = 1 + len(decoder.decode(data[newline + 1:]))
-                else:
-                    column += len(decoder.decode(data))
-            found.append((line, column))
-    finally:
-        source.close()
-    return found
-
-
-def _json_error_at(path, offset, reason):
-    """Where the JSON of a damaged file first breaks, as "reason: line L column C": json's own
-    verdict on the whole text when the file has at most DESCRIBE_BYTES (the stream passes what
-    json does not, a missing ',' between events, so it may have stopped later), else `reason`
-    at byte `offset`, where the stream stopped."""
-    source = ByteSource(path)
-    chunks, size = [], 0
-    try:
-        while size <= DESCRIBE_BYTES:
-            data = source.read()
-            if not data:
-                try:
-                    json.loads(_text(b"".join(chunks)))
-                except ValueError as error:
-                    return describe_json_error(error)
-                break
-            chunks.append(data)
-            size += len(data)
-    finally:
-        source.close()
-    line, column = _positions(path, offset)[0]
-    return f"{reason}: line {line} column {column}"
-
-
 def events(path):
     """(stream, iterator of events): the stream's header is read; its tail once iterated."""
     stream = TraceStream(path)
     return stream, iter(stream)
 
 
-def _incomplete(cut, tail):
+def may_miss_events(cut, tail):
     """May events be missing: cut off, repaired, or the writer dropped events?"""
     if cut or not isinstance(tail, dict):
         return True
@@ -754,335 +598,3 @@ def _incomplete(cut, tail):
         return True
     dropped = tail.get("dropped_events")
     return isinstance(dropped, int) and dropped > 0
-
-
-# ---------------------------------------------------------------------------------------------
-# Whole files, on top of the stream
-
-
-class Trace:
-    """One trace file in memory (``load``).
-
-    header: the top-level fields (Chrome: everything but traceEvents and the fqntrace tail;
-            JSONL: the header line without its "ph").
-    events: the event objects, in file order.
-    tail:   the ``fqntrace`` tail object (Chrome) or the footer line (JSONL); None if cut off.
-    cut:    the file stops before its tail (its complete events are kept).
-    dropped_partial: a partial last line was dropped (only when cut).
-    event_lines: the 1-based line of each event, when every event has a line of its own.
-    """
-
-    def __init__(self, path, fmt, header, events, tail, cut=False, dropped_partial=False,
-                 event_lines=None):
-        self.path = path
-        self.format = fmt
-        self.header = header
-        self.events = events
-        self.tail = tail
-        self.cut = cut
-        self.dropped_partial = dropped_partial
-        self.event_lines = event_lines
-
-    @property
-    def incomplete(self):
-        """True when events may be missing: cut off, repaired, or the writer dropped events."""
-        return _incomplete(self.cut, self.tail)
-
-    @property
-    def rank(self):
-        info = self.header.get("distributedInfo")
-        return info.get("rank") if isinstance(info, dict) else None
-
-    def slices(self):
-        """The complete ("X") events."""
-        return [e for e in self.events if isinstance(e, dict) and e.get("ph") == "X"]
-
-
-def load(path):
-    """The whole trace in memory (a Trace), read by the stream: for a verb that needs every
-    event at once (nesting a file whose threads are not in end order). Raises TraceError as the
-    stream does."""
-    with TraceStream(path) as stream:
-        events = []
-        lines = []
-        for batch, first_line in stream.batches():
-            events += batch
-            if first_line is None:
-                lines = None
-            elif lines is not None:
-                lines.extend(range(first_line, first_line + len(batch)))
-        header = {**stream.header, **stream.after_events}
-        return Trace(path, stream.format, header, events, stream.tail, cut=stream.cut,
-                     dropped_partial=stream.dropped_partial, event_lines=lines)
-
-
-def read_text(path):
-    """A whole JSON file as text (gzip inflated, invalid UTF-8 kept byte-exact): a file that is
-    not read event by event, a torch.profiler trace to annotate or a summary. Raises
-    TraceError."""
-    source = ByteSource(path)
-    try:
-        chunks = []
-        while True:
-            data = source.read()
-            if not data:
-                break
-            chunks.append(data)
-    finally:
-        source.close()
-    data = b"".join(chunks)
-    _check_not_binary(path, data)
-    return _text(data)
-
-
-def lines_with(path, mark):
-    """The events on the lines of a trace that contain the bytes `mark` (its ProfilerStep
-    ranges, say), found by a byte search, not by decoding every event: a list, or None when a
-    line holding the mark is not one whole event (not the core's layout: decode it all).
-    Each chunk is searched where it was read (no copy of it): only the line that spans two
-    chunks is put together."""
-    source = ByteSource(path)
-    out = []
-    rest = b""  # the start of a line the last chunk did not end
-
-    def take(line, last):
-        """False when the line is not one whole event (a partial last line is skipped)."""
-        line = line.strip()
-        if line.endswith(b","):
-            line = line[:-1]
-        try:
-            event = _decode_batch(line)
-        except _BATCH_ERRORS:
-            return last  # a partial last line (a cut file): not an event yet
-        if not isinstance(event, dict) or "traceEvents" in event:
-            return False  # not an event: the whole trace on one line, say
-        out.append(event)
-        return True
-
-    try:
-        while True:
-            chunk = source.read()
-            if not chunk:
-                return out if mark not in rest or take(rest, True) else None
-            first = chunk.find(b"\n")
-            if first < 0:
-                rest += chunk
-                continue
-            head = rest + chunk[:first]
-            if mark in head and not take(head, False):
-                return None
-            last = chunk.rfind(b"\n")
-            at = chunk.find(mark, first, last)
-            while at >= 0:
-                start = chunk.rfind(b"\n", 0, at) + 1
-                end = chunk.find(b"\n", at)
-                if not take(chunk[start:end], False):
-                    return None
-                at = chunk.find(mark, end, last)
-            rest = chunk[last + 1:]
-    finally:
-        source.close()
-
-
-# ---------------------------------------------------------------------------------------------
-# Following a growing file
-
-
-class Follower:
-    """What a running job appends to one trace file, as parsed events, a read at a time.
-
-    poll() returns the events completed since the last call. It never reads a byte twice and
-    keeps at most one partial line. The file may not exist yet (``state`` says so), may be
-    replaced by a new run (a new inode, or the file got shorter: the reader starts over and
-    ``restarts`` counts it) and may be .gz (decompressed as it grows)."""
-
-    MAX_READ = 1 << 21  # bytes per poll: a backlog is parsed a slice at a time
-
-    def __init__(self, path):
-        self.path = path
-        self.gzip = is_gzip(path)
-        self.state = "waiting"  # waiting (no file yet), reading, ended (tail seen), damaged
-        self.header = None
-        self.tail = None
-        self.restarts = 0
-        self.bad_lines = 0
-        self.bytes_read = 0
-        self._file = None
-        self._inode = None
-        self._offset = 0
-        self._partial = b""
-        self._inflate = None
-        self.format = JSONL if base_name(path).lower().endswith(".jsonl") else CHROME
-
-    @property
-    def offset(self):
-        """Bytes of the file read so far."""
-        return self._offset
-
-    def close(self):
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-
-    def _reset(self):
-        self.close()
-        self._offset = 0
-        self._partial = b""
-        self.header = None
-        self.tail = None
-        self._inflate = zlib.decompressobj(wbits=31) if self.gzip else None
-
-    def _open(self):
-        try:
-            f = open(self.path, "rb")
-        except FileNotFoundError:
-            self.state = "waiting"
-            return False
-        except OSError as error:
-            raise TraceError(f"{self.path}: cannot read ({error.strerror or error})") from None
-        self._reset()
-        self._file = f
-        self._inode = os.fstat(f.fileno()).st_ino
-        self.state = "reading"
-        return True
-
-    def _replaced(self):
-        """True when the path now names another file (rotated, a new run) or the file shrank."""
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return False  # removed: keep what we have until a new one appears
-        return st.st_ino != self._inode or st.st_size < self._offset
-
-    def poll(self):
-        """The events appended since the last poll (a list), and whether the file restarted."""
-        data, end, restarted = self.read_lines()
-        return (self._parse_lines(data[:end].split(b"\n")) if end > 0 else []), restarted
-
-    def read_lines(self):
-        """poll()'s read: (data, end, restarted) with data[:end] the whole lines appended since
-        the last read (end 0: none); parse them with poll_events()."""
-        restarted = False
-        if self._file is None:
-            if not self._open():
-                return b"", 0, False
-        elif self.state == "damaged" and not self._replaced():
-            return b"", 0, False
-        elif self._replaced():
-            self.restarts += 1
-            restarted = True
-            if not self._open():
-                return b"", 0, True
-        # a .gz poll reads an eighth: the text it inflates to stays near MAX_READ (ByteSource too)
-        data = self._file.read(self.MAX_READ if self._inflate is None else self.MAX_READ >> 3)
-        if not data:
-            return b"", 0, restarted
-        self._offset += len(data)
-        self.bytes_read += len(data)
-        if self._inflate is not None:
-            out = []
-            try:
-                while data:
-                    out.append(self._inflate.decompress(data))
-                    if not self._inflate.eof:
-                        break
-                    data = self._inflate.unused_data  # another gzip member follows
-                    self._inflate = zlib.decompressobj(wbits=31)
-            except zlib.error:
-                self.bad_lines += 1
-                self.state = "damaged"  # damaged compressed data: nothing more can be read
-            data = b"".join(out)
-        data = self._partial + data
-        end = data.rfind(b"\n")
-        if end < 0:
-            self._partial = data
-            return b"", 0, restarted
-        self._partial = data[end + 1:]
-        return data, end, restarted
-
-    def poll_events(self, data, end, block_sink):
-        """The lines data[:end] of read_lines() for a consumer of event text (the native
-        engine): the run of whole event lines between the header and the tail or footer goes
-        to block_sink(data, start, stop) (it returns how many events it took, or None when they
-        are not whole events: then they are parsed here); returns (the events parsed here,
-        how many the sink took)."""
-        start = 0
-        events = []
-        while self.header is None and start < end:  # the header line (the first read)
-            newline = data.find(b"\n", start, end)
-            stop = end if newline < 0 else newline
-            events += self._parse_lines([data[start:stop]])
-            start = stop + 1
-        if start >= end:
-            return events, 0
-        mark = data.find(_FOOTER_MARK if self.format == JSONL else b"\n]", start, end)
-        if self.format == CHROME and data[start:start + 1] == b"]":
-            mark = start
-        stop = end if mark < 0 else data.rfind(b"\n", start, mark + 1) + 1 or start
-        taken = block_sink(data, start, stop) if stop > start else 0
-        if taken is None:
-            events += self._parse_lines(data[start:stop].split(b"\n"))
-            taken = 0
-        if stop < end:  # the tail or footer (or what is after it)
-            events += self._parse_lines(data[stop:end].split(b"\n"))
-        return events, taken
-
-    def _parse_lines(self, lines):
-        out = []
-        decode = _DECODER.raw_decode
-        fast = _decode_batch
-        for raw in lines:
-            if raw[:2] == b'{"' and self.header is not None:  # an event line of the core's
-                body = raw.rstrip()
-                try:
-                    obj = fast(body[:-1] if body[-1:] == b"," else body)
-                except _BATCH_ERRORS:
-                    obj = None
-                if type(obj) is dict and obj.get("ph") != "footer":
-                    out.append(obj)
-                    continue
-            line = raw.decode("utf-8", errors="surrogateescape").strip()
-            if not line:
-                continue
-            if line.endswith(","):
-                line = line[:-1]
-            first = line[:1]
-            if first == "{" and self.header is None:
-                self._header_line(line)
-                continue
-            if first == "]":
-                self._chrome_tail(line)
-                continue
-            try:
-                obj, end = decode(line)
-            except ValueError:
-                self.bad_lines += 1
-                continue
-            if end != len(line):
-                self.bad_lines += 1
-                continue
-            if isinstance(obj, dict):
-                if obj.get("ph") == "footer":
-                    self.tail = obj
-                    self.state = "ended"
-                    continue
-                out.append(obj)
-        return out
-
-    def _header_line(self, text):
-        match = _TRACE_EVENTS_TEXT_KEY.search(text)
-        try:
-            obj = json.loads(text[:match.end()] + "]}" if match else text)
-        except ValueError:
-            obj = None
-        self.header = obj if isinstance(obj, dict) else {}
-
-    def _chrome_tail(self, line):
-        text = line[1:].strip()
-        try:
-            obj = json.loads('{"traceEvents": []' + text)
-        except ValueError:
-            obj = {}
-        tail = obj.get("fqntrace") if isinstance(obj, dict) else None
-        self.tail = tail if isinstance(tail, dict) else {}
-        self.state = "ended"

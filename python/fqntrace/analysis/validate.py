@@ -9,7 +9,7 @@ The trace is read as a stream (tracestream.py), in memory bounded by what is sti
 (a thread's pending ranges, flows whose "f" has not come, the modules), never by the file: the
 core writes each range when it ends, so a range comes after everything it encloses and nesting
 is checked with one stack per thread (siblings at the same args.depth merged). A file not in
-that order (not written by the core) is loaded whole (tracestream.load) and checked so.
+that order (not written by the core) is loaded whole (whole_file.load) and checked so.
 
 When the native engine is built (fqntrace.analysis._native_summary) the per-event, nesting, flow
 and span checks run there first, on the reader's blocks of event lines: a file they pass (the
@@ -21,7 +21,7 @@ import bisect
 import json
 from typing import NamedTuple
 
-from fqntrace.analysis import summarize, trace_events, tracestream
+from fqntrace.analysis import summarize, trace_events, tracestream, whole_file
 from fqntrace.analysis.errors import DamagedTrace, NotATrace, TraceError, repair_hint
 from fqntrace.analysis.trace_events import PHASES
 
@@ -55,7 +55,7 @@ def validate_file(path):
 
 def _check_whole(path):
     """The checks on the whole trace in memory: (events, threads, relaxations, incomplete)."""
-    trace = tracestream.load(path)
+    trace = whole_file.load(path)
     _raise_if_cut(path, trace, len(trace.events))
     _check_top_level(trace.header, need_events=False)
     n_threads, relaxed = _check_events(trace)
