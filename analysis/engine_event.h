@@ -14,7 +14,7 @@ namespace fqntrace::analysis::engine {
 
 constexpr int64_t kNestToleranceNs = 1;  // traceio.NEST_TOLERANCE_NS
 constexpr std::string_view kEngineWrapper = "autograd::engine::evaluate_function:";
-constexpr std::string_view kStepPrefix = "ProfilerStep#";             // top.STEP_PREFIX
+constexpr std::string_view kStepPrefix = "ProfilerStep#";             // step_times.STEP_PREFIX
 constexpr std::string_view kCompiledRegion = "Torch-Compiled Region";  // traceio's compiled code
 constexpr uint32_t kNone = 0xffffffffu;
 // Phase keys: 0..2 the PHASES, 3 None (missing or null), 4.. any other value (interned).

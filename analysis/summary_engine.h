@@ -56,7 +56,7 @@ struct CheckResult {
   int64_t threads = 0, loose_flows = 0, missing_fqns = 0;
 };
 
-// What top's live view needs besides the sums, in the order it happened (top.LiveSummary):
+// What top's live view needs besides the sums, in the order it happened (top.live.LiveSummary):
 // counted time (StreamSummary.commit), the ProfilerStep ranges read (LiveSummary.seen) and self
 // CPU times read (args.self_cpu_ns).
 struct LiveRecord {

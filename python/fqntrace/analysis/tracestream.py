@@ -33,7 +33,7 @@ import functools
 import json
 import re
 
-from fqntrace.analysis import trace_damage
+from fqntrace.analysis import trace_damage, trace_events
 from fqntrace.analysis.errors import DamagedTrace, TraceError
 from fqntrace.analysis.trace_bytes import ByteSource, as_text, check_not_binary
 
@@ -150,8 +150,7 @@ class TraceStream:
 
     @property
     def rank(self):
-        info = self.header.get("distributedInfo")
-        return info.get("rank") if isinstance(info, dict) else None
+        return trace_events.rank_of(self.header)
 
     @property
     def incomplete(self):

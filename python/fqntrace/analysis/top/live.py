@@ -7,7 +7,6 @@ import collections
 from fqntrace.analysis import step_times, summarize
 from fqntrace.analysis.trace_events import PHASES
 
-STEP_PREFIX = "ProfilerStep#"
 RECENT_STEPS = 20  # steps the per-step medians are taken over
 CPU = "cpu"  # the "phase" of CPU times in the per-step samples: all phases of a module
 
@@ -128,14 +127,14 @@ class LiveSummary(summarize.StreamSummary, LiveWindow):
         if self.first_ns is None or start < self.first_ns:
             self.first_ns = start
         name = e.get("name")
-        if type(name) is str and name.startswith(STEP_PREFIX):
+        if type(name) is str and name.startswith(step_times.STEP_PREFIX):
             self.step_seen(start, end, step_times.step_number(e))
 
     def commit(self, owner, group, when_ns):
         super().commit(owner, group, when_ns)
-        if group[3] is None:
+        if group.phase_totals is None:
             return
-        ns = sum(t[0] for t in group[2].values())
+        ns = sum(t[0] for t in group.contributions.values())
         if ns:
             self.counted(when_ns, owner, ns)
 
@@ -200,8 +199,7 @@ class NativeLiveSummary(LiveWindow):
             elif kind == 2:  # a range's self CPU time: (start, ns) of fqn
                 self.cpu_read(a, text, b)
             else:  # a ProfilerStep range: (start, end); phase: its cat is user_annotation
-                match = step_times.STEP_NAME.match(text) if phase else None
-                self.step_seen(a, b, int(match.group(1)) if match else None)
+                self.step_seen(a, b, step_times.number_in_name(text) if phase else None)
 
     def settle(self):
         self.engine.settle()

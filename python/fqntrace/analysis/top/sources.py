@@ -4,7 +4,7 @@ import glob
 import os
 import time
 
-from fqntrace.analysis import follower, step_times, summarize
+from fqntrace.analysis import follower, step_times, summarize, trace_events
 from fqntrace.analysis.errors import TraceError
 from fqntrace.analysis.top.live import NativeLiveSummary, new_live
 from fqntrace.analysis.tracestream import JSONL
@@ -23,9 +23,7 @@ class Source:
 
     @property
     def rank(self):
-        header = self.follower.header or {}
-        info = header.get("distributedInfo")
-        return info.get("rank") if isinstance(info, dict) else None
+        return trace_events.rank_of(self.follower.header or {})
 
     def poll(self):
         """One read of what was appended; returns the number of events read (None: nothing

@@ -32,11 +32,11 @@ def build_rows(sources):
         r = rows.get(fqn)
         if r is None:
             r = rows[fqn] = Row(fqn)
-            parts = [fqn] if fqn == "Global" else fqn.split(".")
-            if len(parts) == 1:
-                roots.append(r)
+            above = trace_events.ancestors(fqn)
+            if above:
+                row(above[-1]).children.append(r)
             else:
-                row(".".join(parts[:-1])).children.append(r)
+                roots.append(r)
         return r
 
     for index, source in enumerate(sources):
@@ -64,10 +64,7 @@ def build_rows(sources):
 
 def _chain(row, fqn):
     """The row of fqn and of every module above it."""
-    if fqn == "Global":
-        return [row(fqn)]
-    parts = fqn.split(".")
-    return [row(".".join(parts[:k])) for k in range(1, len(parts) + 1)]
+    return [row(f) for f in trace_events.lineage(fqn)]
 
 
 class View:
