@@ -25,19 +25,16 @@ from costs import cli_runs, cli_size, costs_table, f, stale_costs_table
 from modes import (CALLGRIND_DDP_STEP_MODES, CALLGRIND_MLP_MODES, CALLGRIND_OPS_MODES,
                    CLI_RSS_LIMIT_MIB, LABELS_BY_MODE as LABELS, TRACKER_LABELS)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 FORMAT_LABELS = {"chrome": "Chrome trace", "jsonl": "JSON Lines", "summary": "per-module summary",
                  "all": "all three at once"}
 NOT_MEASURED = "*Not measured in this run.*"
 
 
-def kv_table(rows, heading=("quantity", "value")):
+def kv_table(rows):
     """A two-column Markdown table of (label, text) rows."""
-    lines = [f"| {heading[0]} | {heading[1]} |", "|---|---:|"]
-    lines += [f"| {label} | {text} |" for label, text in rows]
-    return "\n".join(lines)
+    return "\n".join(["| quantity | value |", "|---|---:|", *(f"| {k} | {v} |" for k, v in rows)])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -159,10 +156,6 @@ def settings_section(results):
     return "\n".join(lines) or None
 
 
-def p1_section(results):
-    return p1_table(results) if "p1" in results else None
-
-
 def p2_section(results):
     if "p2" not in results:
         return None
@@ -193,18 +186,6 @@ def p2_ab_section(results, key="ab"):
         + f" | {f(a.get('group_slowdown_pct_median'), 1, sign=True)} % ({f(iqr[0], 1, sign=True)} … "
         f"{f(iqr[1], 1, sign=True)} %, {a.get('groups')} groups) | {f(a['best_slowdown_pct'], 1, sign=True)} % |",
     ])
-
-
-def p3_section(results):
-    return p3_table(results) if "p3" in results else None
-
-
-def p4_section(results):
-    return p4_table(results) if "formats" in results.get("p4", {}) else None
-
-
-def p5_rss(results):
-    return p5_table(results) if "p5" in results else None
 
 
 def p5_problems(results):
@@ -335,11 +316,9 @@ def p8c_section(results):
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------------------------------------
-# Tables that are whole sections
-
-
-def p1_table(results):
+def p1_section(results):
+    if "p1" not in results:
+        return None
     p1 = results["p1"]
     s = p1["summary"]
     rows = ["| mode | ns/op (IQR over rounds) | added ns/op | loop-thread CPU ns/op (added) | "
@@ -362,7 +341,9 @@ def p1_table(results):
     return "\n".join(rows)
 
 
-def p3_table(results):
+def p3_section(results):
+    if "p3" not in results:
+        return None
     p3 = results["p3"]
     s = p3["summary"]
     rows = ["| tracker | ms/step, median of all rounds (IQR) | added ms/step | loop-thread CPU ms/step (added) | "
@@ -377,8 +358,10 @@ def p3_table(results):
     return "\n".join(rows)
 
 
-def p4_table(results):
-    p4 = results["p4"]
+def p4_section(results):
+    p4 = results.get("p4", {})
+    if "formats" not in p4:
+        return None
     rows = ["| format | events/s on one core (CPU time; IQR) | ns/event | events/s, wall time | bytes/event | "
             "JSON objects/event | instructions/event (callgrind) |", "|---|---:|---:|---:|---:|---:|---:|"]
     cg = p4.get("callgrind") or {}
@@ -398,7 +381,9 @@ def p4_table(results):
     return "\n".join(rows)
 
 
-def p5_table(results):
+def p5_rss(results):
+    if "p5" not in results:
+        return None
     p5 = results["p5"]
     fq, base, prof = p5["fqntrace"], p5["baseline"], p5["profiler"]
     rows = ["| run | ops | seconds | RSS at start | growth after warm-up (max) | growth per million ops | notes |",
