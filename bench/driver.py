@@ -51,18 +51,6 @@ def machine():
     return info
 
 
-def torch_version():
-    out = subprocess.run([PY, "-c", "import torch; print(torch.__version__)"], capture_output=True,
-                         text=True, check=True)
-    return out.stdout.strip()
-
-
-def git_commit():
-    out = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                         text=True)
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
 def run_memory(runner, quick):
     """FQNTRACE_MEMORY against torch.profiler's profile_memory (bench/memory/cost.py)."""
     log("memory: FQNTRACE_MEMORY against torch.profiler's profile_memory")
@@ -112,7 +100,7 @@ def main():
     if unknown:
         sys.exit(f"bench: unknown part {', '.join(unknown)} (parts: {', '.join(PARTS)})")
     started = time.time()
-    common = {"git_commit": git_commit(), "kind": kind, "torch": torch_version()}
+    common = {"git_commit": measured.git_commit(), "kind": kind, "torch": measured.torch_version()}
     parts = {}
     tmpdir = tempfile.mkdtemp(prefix="fqntrace-bench-")
     runner = Runner(tmpdir)
