@@ -21,7 +21,8 @@ def torchrun(script, args, env_extra=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
     env.update(OMP_NUM_THREADS="1", **(env_extra or {}))
     proc = subprocess.run([TORCHRUN, "--standalone", "--nproc_per_node=2", script, *args], env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
+                          check=False)
     if proc.returncode != 0:
         raise RuntimeError(proc.stdout[-3000:])
     return proc.stdout
