@@ -47,9 +47,7 @@ def child(mode, what, count):
     elif what == "ddpstep":
         work = ddp_model_step()
     elif what == "demo":
-        from sample_cost import demo_step
-
-        work = demo_step()
+        work = run_mode.demo_step()
     else:
         model, x = run_mode.make_mlp()
 
@@ -192,7 +190,7 @@ def main():
     parser.add_argument("--only-ddp-step", action="store_true", help="only P8c")
     parser.add_argument("--modes", help="only these modes (comma-separated; default: all)")
     parser.add_argument("--demo-steps", type=int, default=0,
-                        help="also the demo transformer's training step (bench/sample_cost.py), "
+                        help="also the demo transformer's training step (bench/run_mode.py's demo_step), "
                              "this many steps per mode (0: not run)")
     parser.add_argument("--only-demo", action="store_true", help="only the demo step")
     args = parser.parse_args()

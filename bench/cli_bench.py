@@ -163,8 +163,8 @@ def main():
                 if os.path.exists(path):
                     os.remove(path)
     run = {"date": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
-           "git_commit": git_commit(), "loadavg": [None, os.getloadavg()[0]], "kind": "full",
-           "torch": torch_version()}
+           "git_commit": measured.git_commit(), "loadavg": [None, os.getloadavg()[0]], "kind": "full",
+           "torch": measured.torch_version()}
     results = {"run": run, "mb": mb, "label": args.label, "source": os.path.basename(args.source),
                **sizes, "rows": rows}
     text = doc_tables.cli_table(results)
@@ -194,19 +194,6 @@ def write_doc(results):
         f.write(text)
     print(f"wrote the part cli-{results['mb']} of bench/measured.json and docs/benchmarks.md "
           "(p9-cli, costs)")
-
-
-def torch_version():
-    return subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-
-
-def git_commit():
-    try:
-        return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 DUCK_QUERY = """

@@ -11,11 +11,9 @@ computed per round against that round's baseline process before taking the media
 """
 import argparse
 import datetime
-import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +27,7 @@ import p4_exporters
 import p5_rss
 import p7_drain
 import p8_ddp
-from runner import HERE, PY, ROOT, Runner, log
+from runner import HERE, PY, ROOT, Runner, log, run_json
 
 CALLGRIND_SETTINGS = {"ops": 5000, "mlp_steps": 50, "ddp_steps": 20}
 
@@ -51,42 +49,20 @@ def machine():
     return info
 
 
-def torch_version():
-    out = subprocess.run([PY, "-c", "import torch; print(torch.__version__)"], capture_output=True,
-                         text=True, check=True)
-    return out.stdout.strip()
-
-
-def git_commit():
-    out = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                         text=True)
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
 def run_memory(runner, quick):
     """FQNTRACE_MEMORY against torch.profiler's profile_memory (bench/memory/cost.py)."""
     log("memory: FQNTRACE_MEMORY against torch.profiler's profile_memory")
     env = dict(os.environ, FQNTRACE_BENCH_QUICK="1" if quick else "0")
-    out = subprocess.run([PY, os.path.join(HERE, "memory", "cost.py")], capture_output=True,
-                         text=True, cwd=ROOT, timeout=1800, env=env)
-    if out.returncode != 0:
-        log(f"memory failed (skipped):\n{out.stderr[-2000:]}")
-        return None
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_json([PY, os.path.join(HERE, "memory", "cost.py")], env=env)
 
 
 def run_callgrind(runner, quick):
     """Instructions per op and step by mode, P8c (bench/callgrind_ops.py)."""
     s = CALLGRIND_SETTINGS
     log(f"callgrind: instructions per op, {s['ops']:,} ops per mode")
-    out = subprocess.run([PY, os.path.join(HERE, "callgrind_ops.py"), "--ops", str(s["ops"]),
-                          "--mlp-steps", str(s["mlp_steps"]), "--jobs", "2", "--whole",
-                          "--ddp-steps", str(s["ddp_steps"])],
-                         capture_output=True, text=True, cwd=ROOT, timeout=2400)
-    if out.returncode != 0:
-        log(f"callgrind failed (skipped):\n{out.stderr[-2000:]}")
-        return None
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_json([PY, os.path.join(HERE, "callgrind_ops.py"), "--ops", str(s["ops"]),
+                     "--mlp-steps", str(s["mlp_steps"]), "--jobs", "2", "--whole",
+                     "--ddp-steps", str(s["ddp_steps"])], timeout=2400)
 
 
 # Each part: its name in bench/measured.json and `--only`, and what measures it.
@@ -112,7 +88,7 @@ def main():
     if unknown:
         sys.exit(f"bench: unknown part {', '.join(unknown)} (parts: {', '.join(PARTS)})")
     started = time.time()
-    common = {"git_commit": git_commit(), "kind": kind, "torch": torch_version()}
+    common = {"git_commit": measured.git_commit(), "kind": kind, "torch": measured.torch_version()}
     parts = {}
     tmpdir = tempfile.mkdtemp(prefix="fqntrace-bench-")
     runner = Runner(tmpdir)

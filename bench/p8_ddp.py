@@ -1,26 +1,65 @@
-"""P8, DDP on 2 gloo ranks: several jobs of bench/distributed/measure.py's in-process A/B
+"""P8, DDP on 2 gloo ranks: several torchrun jobs of the in-process A/B
 (bench/distributed/ddp_ab.py); per step the slower rank."""
+import json
 import os
+import statistics
+import subprocess
+import sys
 
-from runner import HERE, PY, log, median, quartiles, run_json
+import ab
+from runner import HERE, log, median, quartiles
 
 SETTINGS = {
     "full": {"p8_runs": 5, "p8_blocks": 32},
     "quick": {"p8_runs": 2, "p8_blocks": 16},
 }
+TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
+
+
+def torchrun(script, args, env_extra=None):
+    """`script` under torchrun on 2 ranks, FQNTRACE unset (and `env_extra` set); its output."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
+    env.update(OMP_NUM_THREADS="1", **(env_extra or {}))
+    proc = subprocess.run([TORCHRUN, "--standalone", "--nproc_per_node=2", script, *args], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
+                          check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stdout[-3000:])
+    return proc.stdout
+
+
+def ab_job(blocks, steps, out, extra=()):
+    """One job of ddp_ab.py: traced and untraced blocks alternate; per step the slower rank."""
+    torchrun(os.path.join(HERE, "distributed", "ddp_ab.py"),
+             ["--blocks", str(blocks), "--steps", str(steps), "--out", out, *extra])
+    ranks = []
+    for r in (0, 1):
+        with open(os.path.join(out, f"ab.{r}.times.json")) as f:
+            ranks.append(json.load(f))
+    # Per block: (traced, the slower rank's time for each step).
+    blocks_ms = [(block[0], [max(t) for t in zip(*(r["blocks"][b][1] for r in ranks))])
+                 for b, block in enumerate(ranks[0]["blocks"])]
+    untraced, traced = ab.arms(blocks_ms)
+    groups = [pct / 100 for pct in ab.group_changes(blocks_ms, statistics.median)]
+    off, on = statistics.median(untraced), statistics.median(traced)
+    return {"blocks": blocks, "steps_per_block": steps, "train_args": list(extra),
+            "untraced_ms": off, "traced_ms": on, "overhead": on / off - 1,
+            "group_overheads": groups, "group_median": statistics.median(groups)}
 
 
 def run_ddp(s, tmpdir):
-    """P8: DDP on 2 ranks, in-process A/B (bench/distributed/measure.py --ab-blocks), several jobs."""
+    """P8: DDP on 2 ranks, in-process A/B, several jobs of 4-step blocks."""
     runs = []
     for i in range(s["p8_runs"]):
-        j = os.path.join(tmpdir, f"ddp{i}.json")
-        r = run_json([PY, os.path.join(HERE, "distributed", "measure.py"), "--skip-overhead",
-                      "--skip-comm", "--ab-blocks", str(s["p8_blocks"]), "--out",
-                      os.path.join(tmpdir, f"ddp{i}"), "--json", j], j, timeout=900)
-        if r:
-            r["raw_group_overheads"] = r.pop("group_overheads")
-            runs.append(r)
+        out = os.path.join(tmpdir, f"ddp{i}")
+        os.makedirs(out, exist_ok=True)
+        try:
+            r = ab_job(s["p8_blocks"], 4, out)
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+            log(f"P8 job {i} failed (skipped):\n{str(e)[-2000:]}")
+            continue
+        r["raw_group_overheads"] = r.pop("group_overheads")
+        runs.append(r)
     if not runs:
         return None
     overheads = [r["overhead"] for r in runs]

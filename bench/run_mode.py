@@ -207,6 +207,26 @@ def transformer_step(batch, compile=False):
     return step
 
 
+def demo_step():
+    """The demo transformer's training step (fqntrace.demo: TinyTransformer, 2 layers, dim 128,
+    batch 8, AdamW): callgrind_ops.py's --demo workload."""
+    from fqntrace.demo import TinyTransformer
+
+    torch.manual_seed(0)
+    vocab = 512
+    model = TinyTransformer(vocab, 128, 4, 2, 64)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    data = torch.randint(0, vocab, (8, 65))
+
+    def step():
+        logits = model(data[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), data[:, 1:].reshape(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    return step
+
+
 def bench_transformer(mode, args):
     step = transformer_step(args.batch)
     samples = []

@@ -88,11 +88,14 @@ def trace_facts(path):
     return {"bytes": size, "lines": lines, "event_lines": max(0, lines - 2), "footer": footer}
 
 
-def run_json(cmd, out_json, timeout=1800):
-    """Runs a bench script that writes its numbers to `out_json`; returns them (None on failure)."""
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+def run_json(cmd, out_json=None, timeout=1800, env=None):
+    """Runs a bench script; returns the numbers it writes to `out_json`, or without it the JSON it
+    prints last (None on failure)."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout, env=env)
     if proc.returncode != 0:
         log(f"{os.path.relpath(cmd[1], ROOT)} failed (skipped):\n{proc.stderr[-2000:]}")
         return None
+    if out_json is None:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
     with open(out_json) as f:
         return json.load(f)

@@ -1,7 +1,7 @@
 """DDP step time with and without tracing, in one torchrun job: blocks of steps alternate
 untraced (A) and traced through fqntrace.profile (B) by the A/B harness (bench/ab.py), on both
-ranks in lockstep, so the machine's slow drifts hit both arms alike. Not a test; measure.py
---ab-blocks N runs it.
+ranks in lockstep, so the machine's slow drifts hit both arms alike. Not a test; P8
+(bench/p8_ddp.py's ab_job) runs it.
 
     torchrun --standalone --nproc_per_node=2 ddp_ab.py [--blocks 16] [--steps 4] [--batch 4] [--seq 32] --out DIR
 
@@ -19,7 +19,7 @@ import torch.distributed as dist
 import fqntrace
 import fqntrace._hooks
 
-# The model of the distributed tests (tests/python/dist_scripts/train.py), as measure.py's runs.
+# The model of the distributed tests (tests/python/dist_scripts/train.py).
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "python", "dist_scripts"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))

@@ -46,8 +46,8 @@ InstallEmptySampledObserver install_at_load;
 
 }  // namespace
 
-// For an in-process A/B (bench/sample_cost.py --floor): take the callbacks out and put them
-// back, a block of steps at a time.
+// For an in-process A/B (docs/history/experiments/sample_cost.py --floor): take the callbacks
+// out and put them back, a block of steps at a time.
 extern "C" __attribute__((visibility("default"))) void fqntrace_bench_empty_sampled_remove() {
   for (at::CallbackHandle handle : g_handles) at::removeCallback(handle);
   g_handles.clear();

@@ -9,7 +9,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import ab  # noqa: E402
-import doc_tables  # noqa: E402
+import costs  # noqa: E402
 import measured  # noqa: E402
 
 
@@ -39,7 +39,7 @@ def test_measured_json_keeps_one_record_a_line_and_no_raw_samples():
 
 
 def test_a_row_measured_before_its_code_changed_goes_below_the_table():
-    changed = doc_tables.code_changed("tracer")
+    changed = costs.code_changed("tracer")
     before = (changed.replace(year=changed.year - 1)).isoformat()
     after = (changed.replace(year=changed.year + 1)).isoformat()
     p6 = {"running": False, "global_callbacks": False, "added_ns": 1.0, "noise_ns": 5.0,
@@ -54,7 +54,7 @@ def test_a_row_measured_before_its_code_changed_goes_below_the_table():
                         ("ops_vs_empty", "ops_vs_profiler", "mlp_vs_empty")},
             "ratios": {}, "p6": p6}}}
 
-    fresh, stale = doc_tables.cost_rows(results(after))
+    fresh, stale = costs.cost_rows(results(after))
     assert any("P6" in r for r in fresh) and not any("P6" in r for r in stale)
-    fresh, stale = doc_tables.cost_rows(results(before))
+    fresh, stale = costs.cost_rows(results(before))
     assert any("P6" in r for r in stale) and not any("P6" in r for r in fresh)

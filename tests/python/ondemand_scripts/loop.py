@@ -1,6 +1,7 @@
-"""A small training loop for tests/python/test_on_demand.py and bench/on_demand/: an MLP of
-named blocks trained with SGD, one process or, under torchrun, DDP over gloo. Nothing here
-mentions fqntrace unless asked (--program-capture).
+"""A small training loop for tests/python/test_on_demand.py and
+docs/history/experiments/on_demand_cost.py: an MLP of named blocks trained with SGD, one
+process or, under torchrun, DDP over gloo. Nothing here mentions fqntrace unless asked
+(--program-capture).
 
     loop.py [--steps N] [--until-file F] [--sleep S] [--slow-from A --slow-steps K]
             [--program-capture STEP] [--width W]

@@ -1,10 +1,10 @@
 """What on demand costs and how well it captures (docs/on-demand.md, docs/benchmarks.md P10).
 
-    .venv/bin/python bench/on_demand/cost.py callgrind [--what mlp|demo] [--steps N] [--modes ...]
-    .venv/bin/python bench/on_demand/cost.py ab [--blocks 12] [--block-steps 20]
-    .venv/bin/python bench/on_demand/cost.py shares [--steps 1000]
-    .venv/bin/python bench/on_demand/cost.py latency [--captures 10]
-    .venv/bin/python bench/on_demand/cost.py ranks [--captures 20]
+    .venv/bin/python docs/history/experiments/on_demand_cost.py callgrind [--what mlp|demo] [--steps N] [--modes ...]
+    .venv/bin/python docs/history/experiments/on_demand_cost.py ab [--blocks 12] [--block-steps 20]
+    .venv/bin/python docs/history/experiments/on_demand_cost.py shares [--steps 1000]
+    .venv/bin/python docs/history/experiments/on_demand_cost.py latency [--captures 10]
+    .venv/bin/python docs/history/experiments/on_demand_cost.py ranks [--captures 20]
 
 callgrind: loop-thread (and all-thread) instructions per training step under valgrind, each mode
 in its own process, the steps counted between two callgrind_control switches after a warm-up:
@@ -31,9 +31,10 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+BENCH = os.path.join(ROOT, "bench")
 LOOP = os.path.join(ROOT, "tests", "python", "ondemand_scripts", "loop.py")
-sys.path.insert(0, os.path.dirname(HERE))  # bench/: sample_cost's demo step, the A/B harness
+sys.path.insert(0, BENCH)  # the demo step (run_mode.py), the A/B harness, callgrind_ops
 import ab  # noqa: E402
 from callgrind_ops import callgrind_switch, totals  # noqa: E402
 
@@ -86,7 +87,7 @@ def mlp_step():
 
 
 def demo_step():
-    from sample_cost import demo_step as make
+    from run_mode import demo_step as make
 
     return make()
 
@@ -181,8 +182,8 @@ def cmd_ab(args):
 
 def run_demo(steps, env, cwd):
     code = ("import sys; sys.path.insert(0, %r)\nimport torch\ntorch.set_num_threads(1)\n"
-            "from sample_cost import demo_step\nstep = demo_step()\nfor _ in range(%d): step()\n"
-            % (os.path.dirname(HERE), steps))
+            "from run_mode import demo_step\nstep = demo_step()\nfor _ in range(%d): step()\n"
+            % (BENCH, steps))
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True,
                           text=True, timeout=3600)
     if proc.returncode != 0:

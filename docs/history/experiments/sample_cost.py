@@ -2,7 +2,7 @@
 come to a full trace's, on the demo transformer (fqntrace.demo: TinyTransformer, 2 layers,
 dim 128, batch 8, AdamW, one thread).
 
-    .venv/bin/python bench/sample_cost.py [--p 0.01] [--blocks 32] [--steps 20] [--run-steps 200] [--json]
+    .venv/bin/python docs/history/experiments/sample_cost.py [--p 0.01] [--blocks 32] [--steps 20] [--run-steps 200] [--json]
                                           [--null | --floor]
 
 Cost: in one process, blocks of training steps alternate between untraced (A) and traced with
@@ -32,35 +32,18 @@ import tempfile
 import torch
 
 import fqntrace
-from fqntrace.demo import TinyTransformer
 
-import ab
-
-VOCAB = 512
-
-
-def demo_step():
-    torch.manual_seed(0)
-    model = TinyTransformer(VOCAB, 128, 4, 2, 64)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    data = torch.randint(0, VOCAB, (8, 65))
-
-    def step():
-        logits = model(data[:, :-1])
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), data[:, 1:].reshape(-1))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-    return step
-
+# The bench modules it runs on (bench/ab.py, bench/run_mode.py): a one-off experiment kept here
+# with the history, runnable as it is.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench"))
+import ab  # noqa: E402
+from run_mode import HELPER_DIR, demo_step  # noqa: E402
 
 class EmptySampledObserver:
     """The sampled mode's callbacks doing nothing, put in and taken out around a block."""
 
     def __init__(self, p):
         import ctypes
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        from run_mode import HELPER_DIR
         os.environ["FQNTRACE_BENCH_SAMPLE"] = repr(p)
         path = os.path.join(HELPER_DIR, "libempty_sampled_observer.so")
         torch.ops.load_library(path)  # installs at load: taken out until a block wants it
@@ -165,7 +148,7 @@ def main():
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if os.environ.get("FQNTRACE"):
-        sys.exit("run bench/sample_cost.py without FQNTRACE set")
+        sys.exit("run docs/history/experiments/sample_cost.py without FQNTRACE set")
     torch.set_num_threads(1)
     results = {}
     with tempfile.TemporaryDirectory(prefix="fqntrace-sample-") as folder:

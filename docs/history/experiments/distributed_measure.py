@@ -1,6 +1,6 @@
 """Measurements for docs/distributed.md: run from the repository root with
 
-    .venv/bin/python bench/distributed/measure.py [--steps 60] [--pairs 1] [--out DIR]
+    .venv/bin/python docs/history/experiments/distributed_measure.py [--steps 60] [--pairs 1] [--out DIR]
         [--train-args '--batch 16 --seq 128'] [--skip-overhead] [--ab-blocks 16] [--skip-comm]
         [--json AB.json]
 
@@ -10,39 +10,33 @@ numbers are about the model the tests check.
 1. Overhead: train.py --mode ddp under torchrun on 2 CPU ranks, without and with FQNTRACE,
    alternating (--pairs times); each run prints its step times; the median over the steps after
    the first five, per rank, then the slower rank (DDP steps are synchronous).
-2. Communication per module: train.py --mode fsdp with FQNTRACE_FORMATS=summary; rank 0's
+2. The in-process A/B (--ab-blocks; bench/p8_ddp.py's ab_job, P8's job), as a table.
+3. Communication per module: train.py --mode fsdp with FQNTRACE_FORMATS=summary; rank 0's
    <stem>.summary.json as a table (collectives, bytes, comm_ms per module and phase).
-Prints Markdown.
+Prints Markdown. A one-off kept with the history (P8 runs the A/B itself), on bench/'s modules.
 """
 import argparse
 import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 SCRIPT = os.path.join(ROOT, "tests", "python", "dist_scripts", "train.py")
-TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
-sys.path.insert(0, os.path.dirname(HERE))
-import ab  # noqa: E402  (bench/ab.py)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from p8_ddp import ab_job  # noqa: E402
+from p8_ddp import torchrun as run_script  # noqa: E402
 
 
-def torchrun(args, fqntrace=None, formats=None, script=SCRIPT):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
-    env["OMP_NUM_THREADS"] = "1"
-    if fqntrace:
-        env["FQNTRACE"] = fqntrace
-    if formats:
-        env["FQNTRACE_FORMATS"] = formats
-    proc = subprocess.run([TORCHRUN, "--standalone", "--nproc_per_node=2", script, *args], env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
-    if proc.returncode != 0:
-        raise SystemExit(proc.stdout[-3000:])
-    return proc.stdout
+def torchrun(args, fqntrace=None, formats=None):
+    """train.py under torchrun on 2 ranks, with FQNTRACE (and FQNTRACE_FORMATS) when given."""
+    env = {k: v for k, v in (("FQNTRACE", fqntrace), ("FQNTRACE_FORMATS", formats)) if v}
+    try:
+        return run_script(SCRIPT, args, env)
+    except RuntimeError as e:
+        raise SystemExit(str(e)) from None
 
 
 def step_medians(output, skip):
@@ -76,16 +70,9 @@ def overhead(steps, pairs, out, extra):
 
 
 def in_process_ab(blocks, steps, out, extra):
-    """ddp_ab.py: traced and untraced blocks alternate inside one job; per step the slower rank."""
-    torchrun(["--blocks", str(blocks), "--steps", str(steps), "--out", out, *extra],
-             script=os.path.join(HERE, "ddp_ab.py"))
-    ranks = [json.load(open(os.path.join(out, f"ab.{r}.times.json"))) for r in (0, 1)]
-    # Per block: (traced, the slower rank's time for each step).
-    blocks_ms = [(block[0], [max(t) for t in zip(*(r["blocks"][b][1] for r in ranks))])
-                 for b, block in enumerate(ranks[0]["blocks"])]
-    untraced, traced = ab.arms(blocks_ms)
-    groups = [pct / 100 for pct in ab.group_changes(blocks_ms, statistics.median)]
-    off, on = statistics.median(untraced), statistics.median(traced)
+    """bench/distributed/ddp_ab.py's job (P8's) as a table."""
+    result = ab_job(blocks, steps, out, extra)
+    off, on, groups = result["untraced_ms"], result["traced_ms"], result["group_overheads"]
     print(f"### DDP step, in-process A/B ({' '.join(extra) or 'train.py defaults'}), {blocks} blocks "
           f"of {steps} steps, slower rank per step\n")
     print("| arm | ms/step (median) | overhead | per A B B A group: median (min … max) |")
@@ -93,9 +80,7 @@ def in_process_ab(blocks, steps, out, extra):
     print(f"| untraced | {off:.2f} | — | — |")
     print(f"| traced (fqntrace.profile) | {on:.2f} | {100 * (on / off - 1):+.1f}% | "
           f"{100 * statistics.median(groups):+.1f}% ({100 * min(groups):+.1f} … {100 * max(groups):+.1f}%) |\n")
-    return {"blocks": blocks, "steps_per_block": steps, "train_args": extra, "untraced_ms": off,
-            "traced_ms": on, "overhead": on / off - 1, "group_overheads": groups,
-            "group_median": statistics.median(groups)}
+    return result
 
 
 def comm_table(steps, out):
