@@ -63,10 +63,25 @@ PART_CODE = {"p1": "tracer", "p2": "tracer", "p3": "trackers", "p4": "exporters"
 
 @functools.cache
 def code_changed(code):
-    """The time of the last commit that touched CODE[code]."""
-    out = subprocess.run(["git", "-C", ROOT, "log", "-1", "--format=%cI", "--", *CODE[code]],
-                         capture_output=True, text=True, check=True).stdout.strip()
-    return datetime.datetime.fromisoformat(out)
+    """The time of the last commit that touched CODE[code], leaving out the commits named in
+    .git-blame-ignore-revs (layout and comment-only changes, which change no measured code)."""
+    out = subprocess.run(["git", "-C", ROOT, "log", "--no-merges", "--format=%H %cI", "--",
+                          *CODE[code]], capture_output=True, text=True, check=True).stdout.split("\n")
+    ignored = ignored_revisions()
+    for line in out:
+        rev, _, when = line.partition(" ")
+        if rev and rev not in ignored:
+            return datetime.datetime.fromisoformat(when)
+    raise RuntimeError(f"no commit touched {CODE[code]}")
+
+
+def ignored_revisions():
+    """The full hashes listed in .git-blame-ignore-revs (git blame's own list: # comments)."""
+    try:
+        with open(os.path.join(ROOT, ".git-blame-ignore-revs")) as f:
+            return {line.split("#")[0].strip() for line in f} - {""}
+    except FileNotFoundError:
+        return set()
 
 
 def measured_at(date):

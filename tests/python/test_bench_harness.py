@@ -3,6 +3,7 @@ comparisons (hand-computed), bench/measured.json's layout, and the opening table
 row measured before its code last changed is shown below it."""
 import json
 import os
+import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -58,3 +59,16 @@ def test_a_row_measured_before_its_code_changed_goes_below_the_table():
     assert any("P6" in r for r in fresh) and not any("P6" in r for r in stale)
     fresh, stale = costs.cost_rows(results(before))
     assert any("P6" in r for r in stale) and not any("P6" in r for r in fresh)
+
+
+def test_a_layout_or_comment_commit_named_in_the_ignore_list_leaves_the_code_unchanged(monkeypatch):
+    newest = subprocess.run(["git", "-C", costs.ROOT, "log", "--no-merges", "-2", "--format=%H",
+                             "--", *costs.CODE["cli"]], capture_output=True, text=True,
+                            check=True).stdout.split()
+    changed = costs.code_changed("cli")
+    monkeypatch.setattr(costs, "ignored_revisions", lambda: {newest[0]})
+    older = costs.code_changed("cli")
+    assert older <= changed
+    shown = subprocess.run(["git", "-C", costs.ROOT, "log", "-1", "--format=%cI", newest[1]],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert older.isoformat() == shown
