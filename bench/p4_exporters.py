@@ -58,7 +58,7 @@ def run_p4(s):
     if shutil.which("valgrind"):
         from concurrent.futures import ThreadPoolExecutor
 
-        fmts = ("chrome", "jsonl", "summary")
+        fmts = ("chrome", "jsonl")
         with ThreadPoolExecutor(2) as pool:
             done = pool.map(lambda fm: callgrind_exporter(exe, fm, s["p4_callgrind_events"]), fmts)
             callgrind = dict(zip(fmts, done))

@@ -1,5 +1,7 @@
 // The extension's entry point: one method table from every group of functions.
-#include "binding/methods.h"
+#include "binding/methods.h"  // first: Python.h must precede the system headers
+
+#include "plugin/session.h"
 
 namespace fqntrace::binding {
 
@@ -34,5 +36,7 @@ PyMODINIT_FUNC PyInit__C() {
     table.push_back({nullptr, nullptr, 0, nullptr});
   }
   kModule.m_methods = table.data();
+  // This process has the Python package: it writes FQNTRACE_FORMATS=summary's summaries.
+  fqntrace::register_summary_writer();
   return PyModule_Create(&kModule);
 }

@@ -138,6 +138,20 @@ PyObject* py_capture(PyObject*, PyObject* arg) {
   return PyBool_FromLong(ok);
 }
 
+// [(trace, summary path)] of the traces finished since the last call whose summary
+// FQNTRACE_FORMATS=summary asked for (python/fqntrace/_summary_file.py writes them).
+PyObject* py_take_summaries(PyObject*, PyObject*) {
+  std::vector<SummaryDue> due = take_summaries_due();
+  PyObject* out = PyList_New(0);
+  for (const SummaryDue& d : due) {
+    if (out == nullptr) break;
+    PyObject* pair = Py_BuildValue("(ss)", d.trace.c_str(), d.summary.c_str());
+    if (pair == nullptr || PyList_Append(out, pair) != 0) Py_CLEAR(out);
+    Py_XDECREF(pair);
+  }
+  return out;
+}
+
 PyObject* py_current_step(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(steps::current()); }
 
 PyObject* py_running(PyObject*, PyObject*) { return PyBool_FromLong(session_running()); }
@@ -207,6 +221,8 @@ void add_session_methods(std::vector<PyMethodDef>& methods) {
   methods.push_back({"capture", py_capture, METH_O, "record the next N steps into a capture file"});
   methods.push_back({"stop", py_stop, METH_NOARGS, "stop the session; False if the trace could not be written"});
   methods.push_back({"flush", py_flush, METH_NOARGS, "drain buffers and write them to the file now"});
+  methods.push_back({"take_summaries", py_take_summaries, METH_NOARGS,
+                     "[(trace, summary path)] finished since the last call, for FQNTRACE_FORMATS=summary"});
   methods.push_back({"running", py_running, METH_NOARGS, "is a session running"});
   methods.push_back({"set_process_group", py_set_process_group, METH_VARARGS,
                      "(backend, rank, world_size) once init_process_group ran, for distributedInfo"});

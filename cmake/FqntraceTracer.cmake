@@ -52,11 +52,8 @@ add_library(fqntrace SHARED
   exporters/json_lines_exporter.cpp
   exporters/json_text.cpp
   exporters/memory_json.cpp
-  exporters/memory_stats.cpp
   exporters/module_span_json.cpp
   exporters/output_file.cpp
-  exporters/step_times.cpp
-  exporters/summary_exporter.cpp
   record_function/module_scope.cpp
   record_function/module_tree.cpp
   record_function/step.cpp

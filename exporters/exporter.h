@@ -77,6 +77,5 @@ class Exporter {
 
 std::unique_ptr<Exporter> make_chrome_trace_exporter();
 std::unique_ptr<Exporter> make_json_lines_exporter();
-std::unique_ptr<Exporter> make_summary_exporter();
 
 }  // namespace fqntrace

@@ -99,14 +99,6 @@ void append_us(std::string& out, uint64_t ns) {
   out.append(buf, 4);
 }
 
-void append_ms(std::string& out, uint64_t ns) {
-  append_uint(out, ns / 1000000);
-  std::string frac = std::to_string(ns % 1000000);
-  out += '.';
-  out.append(6 - frac.size(), '0');
-  out += frac;
-}
-
 void append_event(std::string& out, const EventRecord& e, long pid, const char* separator,
                   bool* first) {
   const RawEvent& raw = e.raw;

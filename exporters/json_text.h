@@ -17,8 +17,6 @@ void append_int(std::string& out, int64_t v);
 void append_uint(std::string& out, uint64_t v);
 // Nanoseconds as microseconds with three decimals ("12.345"), as Kineto writes ts and dur.
 void append_us(std::string& out, uint64_t ns);
-// Nanoseconds as milliseconds with six decimals ("12.345678"), as the summary writes times.
-void append_ms(std::string& out, uint64_t ns);
 // Starts a line: `separator` before every line but the very first one a writer emits (`*first`).
 void begin_line(std::string& out, const char* separator, bool* first);
 

@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -226,7 +225,8 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
       } else if (item == "jsonl.gz") {
         o = {Output::Kind::kJsonLines, stem + ".jsonl.gz"};
       } else if (item == "summary") {
-        o = {Output::Kind::kSummary, stem + ".summary.json"};
+        config.summary = true;  // not an output of the library's: no exporter writes it
+        continue;
       } else {
         result.problem = "FQNTRACE_FORMATS has an unknown format '" + item + "'";
         result.fix = "Set FQNTRACE_FORMATS to a comma-separated list of chrome, jsonl, summary "
@@ -266,18 +266,6 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
       config.warnings.push_back("FQNTRACE_SAMPLE=" + printable(sample) +
                                 " is not a probability in (0, 1]; every op is traced. Set it to "
                                 "e.g. 0.01 to record 1 op in 100.");
-    }
-  }
-  if (config.sample < 1.0) {
-    // The in-process summary counts the ops it sees: in a sampled trace a fraction of them. The
-    // CLI's summary of the trace counts a sampled trace's complete ranges (docs/sampling.md).
-    size_t before = config.outputs.size();
-    config.outputs.erase(std::remove_if(config.outputs.begin(), config.outputs.end(),
-                                        [](const Output& o) { return o.kind == Output::Kind::kSummary; }),
-                         config.outputs.end());
-    if (config.outputs.size() != before) {
-      config.warnings.push_back("FQNTRACE_FORMATS=summary is not written with FQNTRACE_SAMPLE; "
-                                "run `python -m fqntrace summary` on the trace instead.");
     }
   }
   if (const char* steps = env("FQNTRACE_STEPS"); steps != nullptr && *steps != '\0') {

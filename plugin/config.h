@@ -15,7 +15,7 @@ enum class Format { kChrome, kJsonLines };
 
 // One output of a session: a format and the file it goes to.
 struct Output {
-  enum class Kind { kChrome, kJsonLines, kSummary } kind;
+  enum class Kind { kChrome, kJsonLines } kind;
   std::string path;
 };
 
@@ -25,6 +25,9 @@ struct Config {
   Format format = Format::kChrome;
   std::vector<Output> outputs;  // the main one (from the extension) first, then FQNTRACE_FORMATS'
   std::string stem;             // every output's path is this plus its own ending
+  // FQNTRACE_FORMATS=summary: <stem>.summary.json, written by the Python package from the
+  // finished trace (python/fqntrace/_summary_file.py), never by the library (plugin/session.h).
+  bool summary = false;
   bool flops = false;  // FQNTRACE_FLOPS=1: ask for op inputs to count FLOPs (every op then pays)
   bool monotonic_clock = false;  // FQNTRACE_CLOCK=monotonic: clock_gettime even where the TSC would do
   bool shapes = false;          // FQNTRACE_SHAPES=1: Kineto's "Input Dims" / "Input type" args

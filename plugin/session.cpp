@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "buffer/buffer_registry.h"
@@ -105,9 +106,24 @@ void install_term_flush() {
 }
 
 std::unique_ptr<Exporter> make_exporter(Output::Kind kind) {
-  return kind == Output::Kind::kChrome      ? make_chrome_trace_exporter()
-         : kind == Output::Kind::kJsonLines ? make_json_lines_exporter()
-                                            : make_summary_exporter();
+  return kind == Output::Kind::kChrome ? make_chrome_trace_exporter() : make_json_lines_exporter();
+}
+
+std::atomic<bool> g_summary_writer{false};  // the Python package writes the summaries
+std::mutex g_summaries_mu;
+std::vector<SummaryDue> g_summaries_due;  // guarded by g_summaries_mu
+
+// `trace` is complete and FQNTRACE_FORMATS asked for its summary: queued for the package, or,
+// in a program without it, the one line that says how to make it.
+void summary_due(const std::string& trace, const std::string& summary) {
+  if (!g_summary_writer.load(std::memory_order_acquire)) {
+    log_line("FQNTRACE_FORMATS=summary: " + summary + " is written by the fqntrace Python package, "
+             "not by this program; make it from the trace with `python -m fqntrace summary --json " +
+             trace + " > " + summary + "`. The other outputs are written.");
+    return;
+  }
+  std::lock_guard<std::mutex> lock(g_summaries_mu);
+  g_summaries_due.push_back({trace, summary});
 }
 
 // The capture header's fields after `{"index": ` (docs/on-demand.md).
@@ -140,7 +156,7 @@ struct Session {
   bool callback_installed = false;
   bool callback_inputs = false;  // the callback asks the dispatcher for op inputs
   uint64_t dropped_before = 0;   // the process-wide drop count when this session started
-  bool summaries_removed = false;
+  bool summary_dropped = false;  // writing failed: the one failure line said so
 
   std::thread drain_thread;
 
@@ -151,6 +167,7 @@ struct Session {
   uint32_t captures_opened = 0;  // the last capture index a file was opened (or failed) for
   struct OpenCapture {
     uint32_t index = 0;          // 0: none open
+    uint32_t file_number = 0;    // its files' number (capture_path)
     std::unique_ptr<Drainer> drain;
     bool ended = false;          // a later segment has begun
     uint32_t tail_name_id = 0;   // its last step's range, awaited before the file is completed
@@ -269,6 +286,7 @@ struct Session {
     }
     capture = OpenCapture{};
     capture.index = index;
+    capture.file_number = number;
     capture.drain = std::make_unique<Drainer>(std::move(exporters), info.mono_origin_ns, config.shapes,
                                               config.module_spans, config.sample < 1.0);
     capture.drain->start_clock();
@@ -293,6 +311,10 @@ struct Session {
     if (!ok) errors.insert(errors.begin(), error);
     if (errors.empty()) {
       captures::set_state(capture.index, captures::State::kDone);
+      if (config.summary) {
+        summary_due(capture_path(output_paths[0], capture.file_number),
+                    capture_path(stem + ".summary.json", capture.file_number));
+      }
     } else {
       captures::set_state(capture.index, captures::State::kFailed, "", errors[0]);
       log_line("capture " + std::to_string(capture.index) + " not written completely: " + errors[0] +
@@ -316,23 +338,16 @@ struct Session {
   void on_write_failure(const std::string& error) {
     drain->fail();
     session_state::g_running.store(false, std::memory_order_relaxed);
-    log_bad_env(config.raw_value, error + remove_summaries(),
+    log_bad_env(config.raw_value, error + summary_not_written(),
                 "Free disk space or set FQNTRACE to a path on another file system.");
   }
 
-  // A summary is written whole at the end: once recording failed it would describe part of the
-  // run, so the (still empty, or partly written) file goes rather than stay as 0 bytes. Returns
-  // the words that tell the user, for the one failure line.
-  std::string remove_summaries() {
-    if (summaries_removed) return "";
-    summaries_removed = true;
-    std::string removed;
-    for (const Output& output : config.outputs) {
-      if (output.kind != Output::Kind::kSummary) continue;
-      ::unlink(output.path.c_str());
-      removed += (removed.empty() ? "" : ", ") + output.path;
-    }
-    return removed.empty() ? "" : "; " + removed + " not written";
+  // The summary is made from the finished trace: a trace whose writing failed gets none. The
+  // words that tell the user, in the one failure line.
+  std::string summary_not_written() {
+    if (!config.summary || summary_dropped) return "";
+    summary_dropped = true;
+    return "; " + stem + ".summary.json not written";
   }
 
   void drain_loop() {
@@ -510,6 +525,9 @@ bool stop_session() {
   std::vector<std::string> errors = session->drain->finish(dropped);
   for (const std::string& error : errors) session->on_write_failure(error);
   bool ok = errors.empty();
+  if (ok && session->config.summary && session->config.trace_file) {
+    summary_due(session->output_paths[0], session->stem + ".summary.json");
+  }
   if (dropped > 0) {
     log_line("dropped " + std::to_string(dropped) +
              " events because the writer fell behind; the trace says so in fqntrace.dropped_events.");
@@ -640,6 +658,14 @@ std::vector<RangeAttribution> record_function_attribution() {
                    phase_name(e.phase)});
   }
   return out;
+}
+
+void register_summary_writer() { g_summary_writer.store(true, std::memory_order_release); }
+
+std::vector<SummaryDue> take_summaries_due() {
+  if (g_forked_child) return {};  // the parent's, copied by fork: never written twice
+  std::lock_guard<std::mutex> lock(g_summaries_mu);
+  return std::exchange(g_summaries_due, {});
 }
 
 void flush_session() {

@@ -45,4 +45,17 @@ std::vector<RangeAttribution> record_function_attribution();
 // Drain now and push bytes to the OS (tests and fqntrace.flush()).
 void flush_session();
 
+// FQNTRACE_FORMATS=summary: the library writes no summary. <stem>.summary.json is the CLI's
+// `summary --json` of the finished trace, which only the Python package can compute; it writes
+// it after the session stops (python/fqntrace/_summary_file.py). The binding registers the
+// package when it is imported; a session that finishes a trace while nobody is registered (a
+// C++ program) says in one line on stderr how to get the summary.
+void register_summary_writer();
+struct SummaryDue {
+  std::string trace;    // a finished trace: the session's, or a capture's
+  std::string summary;  // where its summary goes
+};
+// The summaries due since the last call, for the registered writer to write.
+std::vector<SummaryDue> take_summaries_due();
+
 }  // namespace fqntrace

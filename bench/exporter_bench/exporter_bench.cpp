@@ -123,7 +123,7 @@ int plain(int argc, char** argv) {
 int main(int argc, char** argv) {
   using namespace fqntrace::bench;
   if (argc > 1 && std::strcmp(argv[1], "--plain") == 0) return plain(argc, argv);
-  for (const char* format : {"chrome", "jsonl", "summary", "all", "chrome_gz", "jsonl_gz"}) {
+  for (const char* format : {"chrome", "jsonl", "all", "chrome_gz", "jsonl_gz"}) {
     benchmark::RegisterBenchmark((std::string("BM_Export/") + format).c_str(), BM_Export, std::string(format))
         ->Unit(benchmark::kMillisecond);
   }

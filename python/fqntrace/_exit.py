@@ -7,7 +7,8 @@ So, once per process, when a session starts:
 - when the main thread's code has ended (threading's exit hook, before any `atexit` handler,
   whenever it was registered), everything recorded is written to the file;
 - the session is stopped (drained, tail written, closed) from an `atexit` handler, or by
-  `os._exit` (which skips both hooks) just before it ends the process.
+  `os._exit` (which skips both hooks) just before it ends the process, and then the summary
+  FQNTRACE_FORMATS=summary asks for is written from the finished trace (`_summary_file`).
 An abort inside another `atexit` handler therefore leaves a file that `fqntrace repair` closes
 with every event of the program's main code in it.
 """
@@ -15,7 +16,7 @@ import atexit
 import os
 import threading
 
-from fqntrace import _native
+from fqntrace import _native, _summary_file
 
 _registered = False
 
@@ -29,9 +30,11 @@ def _flush():
 
 def _stop():
     try:
-        _native.load().stop()  # a failure was already reported on stderr
+        binding = _native.load()
+        binding.stop()  # a failure was already reported on stderr
     except Exception:
-        pass
+        return
+    _summary_file.write_finished(binding)
 
 
 def _stopping_exit(original, owner_pid):

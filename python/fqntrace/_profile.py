@@ -5,7 +5,7 @@ import os
 import sys
 import tempfile
 
-from fqntrace import _features, _native
+from fqntrace import _features, _native, _summary_file
 
 _numbers = itertools.count()
 
@@ -112,6 +112,8 @@ def profile(path=None, steps=None, memory=None, sample=None):
     try:
         yield expanded
     finally:
-        if not C.stop():
+        stopped = C.stop()
+        _summary_file.write_finished(C)  # FQNTRACE_FORMATS=summary: from the finished trace
+        if not stopped:
             raise RuntimeError(f"fqntrace: the trace {expanded} could not be written completely")
         expanded._ended = True

@@ -114,6 +114,36 @@ TEST(EnvironmentTest, BadValuesNeverChangeTheExitCode) {
   EXPECT_GT(child_ops, 0);
 }
 
+// A C++ program (no Python package to compute the CLI's summary) asked for FQNTRACE_FORMATS=summary
+// gets one line saying how to make it, and every other output, complete.
+TEST(EnvironmentTest, ProgramWithoutPythonIsToldHowToGetTheSummary) {
+  const std::string dir = make_temp_dir();
+  ChildResult r = run_child({FQNTRACE_CHILD, "0"},
+                            {{"FQNTRACE", dir + "/c.json"}, {"FQNTRACE_FORMATS", "jsonl,summary"}});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  std::vector<std::string> lines = lines_of(r.stderr_text);
+  ASSERT_EQ(lines.size(), 1u) << r.stderr_text;
+  EXPECT_NE(lines[0].find("FQNTRACE_FORMATS=summary: " + dir + "/c.summary.json is written by the "
+                          "fqntrace Python package"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[0].find("`python -m fqntrace summary --json " + dir + "/c.json > " + dir +
+                          "/c.summary.json`"),
+            std::string::npos)
+      << lines[0];
+  std::ifstream chrome(dir + "/c.json");
+  std::stringstream text;
+  text << chrome.rdbuf();
+  EXPECT_EQ(nlohmann::json::parse(text.str()).at("fqntrace").at("complete"), true);
+  std::ifstream jsonl(dir + "/c.jsonl");
+  std::string line, last;
+  while (std::getline(jsonl, line)) last = line;
+  nlohmann::json footer = nlohmann::json::parse(last);
+  EXPECT_EQ(footer.at("ph"), "footer") << last;
+  EXPECT_EQ(footer.at("complete"), true) << last;
+  EXPECT_FALSE(std::ifstream(dir + "/c.summary.json").good());
+}
+
 // A Python process that loads the library with torch.ops.load_library and FQNTRACE set writes
 // a valid trace of its ops.
 TEST(EnvironmentTest, PythonLoadLibraryWritesValidTrace) {
@@ -255,14 +285,12 @@ TEST(ConfigTest, SampleIsAProbabilityOrTheFullTrace) {
               std::string::npos)
         << r.config->warnings[0];
   }
-  // The in-process summary would count the sampled ops only: left out, with one line.
+  // The summary is the CLI's summary of the finished trace, sampled or not: still asked for.
   r = parse_with("/tmp/t.json", {{"FQNTRACE_SAMPLE", "0.5"}, {"FQNTRACE_FORMATS", "summary,jsonl"}});
   ASSERT_TRUE(r.config);
-  for (const Output& o : r.config->outputs) EXPECT_NE(o.kind, Output::Kind::kSummary) << o.path;
+  EXPECT_TRUE(r.config->summary);
   EXPECT_EQ(r.config->outputs.size(), 2u);
-  ASSERT_EQ(r.config->warnings.size(), 1u);
-  EXPECT_NE(r.config->warnings[0].find("FQNTRACE_FORMATS=summary is not written with FQNTRACE_SAMPLE"),
-            std::string::npos);
+  EXPECT_TRUE(r.config->warnings.empty());
 }
 
 // A rank at or above the world size is a broken launcher environment: the trace could not say
@@ -293,8 +321,9 @@ TEST(ConfigTest, InheritedChildWritesItsOwnFile) {
   EXPECT_EQ(with_pid.config->path, "/tmp/run.4242.json");
   ConfigResult extra = parse_with("/tmp/run.json", {{kParentVariable, "100:/tmp/run.json"}, {"FQNTRACE_FORMATS", "summary"}});
   ASSERT_TRUE(extra.config);
-  ASSERT_EQ(extra.config->outputs.size(), 2u);
-  EXPECT_EQ(extra.config->outputs[1].path, "/tmp/run.pid4242.summary.json");
+  EXPECT_TRUE(extra.config->summary);  // <stem>.summary.json, written by the Python package
+  EXPECT_EQ(extra.config->outputs.size(), 1u);
+  EXPECT_EQ(extra.config->stem, "/tmp/run.pid4242");
   // A child given its own FQNTRACE (not inherited) writes where it was told.
   ConfigResult told = parse_with("/tmp/other.json", {{kParentVariable, "100:/tmp/run.json"}});
   ASSERT_TRUE(told.config);

@@ -52,8 +52,8 @@ TEST(ExporterMixTest, BenchmarkEventsMakeValidTraces) {
   EXPECT_GT(c.user_scopes, 0u);
   EXPECT_GT(c.collectives, 0u);
 
-  ASSERT_EQ(pipeline.paths().size(), 3u);
-  for (const std::string& p : {pipeline.paths()[0], pipeline.paths()[1]}) {
+  ASSERT_EQ(pipeline.paths().size(), 2u);
+  for (const std::string& p : pipeline.paths()) {
     ChildResult r = validate(p);
     EXPECT_EQ(r.exit_code, 0) << p << ": " << r.stderr_text;
   }
@@ -93,17 +93,4 @@ TEST(ExporterMixTest, BenchmarkEventsMakeValidTraces) {
   EXPECT_GT(module_spans, 0u);  // the mix's backward makes them; validate accepted them above
   EXPECT_EQ(trace.at("fqntrace").at("events"), events + module_spans);
   EXPECT_EQ(trace.at("fqntrace").at("dropped_events"), 0);
-
-  nlohmann::json summary = nlohmann::json::parse(read_file(pipeline.paths()[2]));
-  const auto& modules_json = summary.at("modules");
-  ASSERT_TRUE(modules_json.contains("TinyTransformer.layers.0.attn.qkv"));
-  const auto& qkv = modules_json.at("TinyTransformer.layers.0.attn.qkv");
-  EXPECT_EQ(qkv.at("module_type"), "Linear");
-  EXPECT_EQ(qkv.at("calls"), kSteps);
-  EXPECT_GT(qkv.at("forward").at("flops").get<uint64_t>(), 0u);
-  EXPECT_GT(qkv.at("backward").at("ops").get<uint64_t>(), 0u);
-  // Each bucket: one issuing c10d op (counted as a collective of its module) and one work range.
-  uint64_t issued = 0;
-  for (const auto& [fqn, m] : modules_json.items()) issued += m.at("backward").at("collectives").get<uint64_t>();
-  EXPECT_EQ(issued, kSteps * c.collectives / 2);
 }

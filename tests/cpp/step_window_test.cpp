@@ -76,11 +76,12 @@ TEST(StepWindowTest, GzipPathsKeepTheirFormatAndStem) {
   ConfigResult r = parse_with("/tmp/run.json.gz", nullptr, "jsonl.gz,chrome,summary");
   ASSERT_TRUE(r.config) << r.problem;
   EXPECT_EQ(r.config->format, Format::kChrome);
-  ASSERT_EQ(r.config->outputs.size(), 4u);
+  ASSERT_EQ(r.config->outputs.size(), 3u);
   EXPECT_EQ(r.config->outputs[0].path, "/tmp/run.json.gz");
   EXPECT_EQ(r.config->outputs[1].path, "/tmp/run.jsonl.gz");
   EXPECT_EQ(r.config->outputs[2].path, "/tmp/run.json");
-  EXPECT_EQ(r.config->outputs[3].path, "/tmp/run.summary.json");
+  EXPECT_EQ(r.config->stem, "/tmp/run");  // the summary's: /tmp/run.summary.json
+  EXPECT_TRUE(r.config->summary);
   ConfigResult l = parse_with("/tmp/run.jsonl.gz", nullptr);
   ASSERT_TRUE(l.config);
   EXPECT_EQ(l.config->format, Format::kJsonLines);

@@ -63,7 +63,7 @@ def test_DiffRanksTheBlockWithTheExtraMatmulFirst(runs):
 
 
 def test_DiffReadsTheSummariesTheCoreWrites(runs):
-    # <stem>.summary.json, written by the C++ summary exporter during the runs.
+    # <stem>.summary.json, written at each run's end from its trace (FQNTRACE_FORMATS=summary).
     folder = runs["folder"]
     proc = fqntrace_cli("diff", folder / "base.summary.json", folder / "slow.summary.json",
                         "--json")

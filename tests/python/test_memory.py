@@ -53,7 +53,8 @@ FIELDS = ("alloc_bytes", "freed_bytes", "peak_bytes", "activation_bytes", "grad_
 
 
 def _agree(exported, computed):
-    """The C++ summary exporter and the Python summary give the same memory numbers."""
+    """The summary file written at exit and `summary --json` give the same memory numbers, none
+    negative."""
     assert set(computed["modules"]) == set(exported["modules"])
     for fqn, m in exported["modules"].items():
         for phase in ("forward", "backward", "recompute"):

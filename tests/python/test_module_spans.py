@@ -134,7 +134,7 @@ def test_readers_ignore_the_spans(tmp_path):
     whole = summarize.summarize(whole_file.load(str(path)))
     whole.pop("trace", None)
     assert whole == numbers(bare)
-    # The C++ exporter's summary does not count them either: calls are forward spans only.
+    # The summary file written at exit does not count them either: calls are forward spans only.
     exported = json.loads((tmp_path / "spans.summary.json").read_text())
     assert exported["modules"]["Net.blocks.0.fc1"]["calls"] == 3
     assert numbers(path)["modules"]["Net.blocks.0.fc1"]["calls"] == 3

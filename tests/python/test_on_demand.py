@@ -139,6 +139,19 @@ def test_armed_job_writes_nothing_until_the_program_captures(tmp_path):
     assert head["reason"] == "program" and head["first_step"] == 21 and head["steps"] == 3
 
 
+def test_capture_gets_its_summary_when_the_session_ends(tmp_path):
+    # FQNTRACE_FORMATS=summary: a capture's summary is summary --json of its finished file.
+    os.makedirs(tmp_path / "traces")
+    armed = run_loop(tmp_path, "--steps", "60", "--program-capture", "20", FQNTRACE_STEPS="demand",
+                     FQNTRACE_FORMATS="summary")
+    assert armed.returncode == 0, armed.stderr
+    traces = tmp_path / "traces"
+    assert sorted(os.listdir(traces)) == [".fqntrace", "run.0.capture-1.json",
+                                          "run.0.capture-1.summary.json"]
+    written = (traces / "run.0.capture-1.summary.json").read_text()
+    assert written == cli("summary", "--json", str(traces / "run.0.capture-1.json")).stdout
+
+
 def test_capture_matches_the_window_of_the_same_steps(tmp_path):
     os.makedirs(tmp_path / "traces")
     window = run_loop(tmp_path, "--steps", "40", FQNTRACE_STEPS="21:24",

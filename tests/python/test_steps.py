@@ -230,7 +230,7 @@ def test_summary_reports_per_step_medians_without_step_0(tmp_path):
     assert steps["max_ms"] == pytest.approx(kept_ms[2], abs=1e-6)
     block = default["modules"]["TinyTransformer.layers.0"]["forward"]
     assert 0 < block["step_median_ms"] <= block["total_ms"]
-    # The summary exporter's file carries the same per-step numbers.
+    # The summary file written at exit carries the same per-step numbers.
     exported = json.load(open(tmp_path / "demo.summary.json"))
     for key in ("count", "recorded", "excluded"):
         assert exported["steps"][key] == steps[key]

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 import fqntrace
-from fqntrace import _native
+from fqntrace import _native, _summary_file
 
 
 class Raises(nn.Module):
@@ -57,7 +57,9 @@ def main(out_dir):
     train(model, 3)
     for worker in workers:
         worker.join()
-    assert _native.load().stop(), "the FQNTRACE session could not write its files"
+    binding = _native.load()
+    assert binding.stop(), "the FQNTRACE session could not write its files"
+    _summary_file.write_finished(binding)  # FQNTRACE_FORMATS=summary, as the exit hook does
     with open(os.environ["FQNTRACE"]) as f:
         trace = json.load(f)
     assert trace["fqntrace"]["complete"] and trace["fqntrace"]["dropped_events"] == 0

@@ -371,12 +371,9 @@ MixPipeline::MixPipeline(const std::string& format, const std::string& path) {
   if (format == "jsonl_gz") {
     add(make_json_lines_exporter(), dev_null ? null_gz_path() : path + ".jsonl.gz");
   }
-  if (format == "summary" || format == "all") {
-    add(make_summary_exporter(), dev_null ? path : path + ".summary.json");
-  }
   if (exporters.empty()) {
     die("unknown format '" + format +
-        "' (chrome, jsonl, summary, all, chrome_gz, jsonl_gz, chrome_nospans)");
+        "' (chrome, jsonl, all, chrome_gz, jsonl_gz, chrome_nospans)");
   }
   drainer_ = std::make_unique<Drainer>(std::move(exporters), EventMix::origin_ns(), /*shapes=*/false,
                                        spans);

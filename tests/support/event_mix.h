@@ -73,8 +73,8 @@ class EventMix {
 
 // The drain side of a session, minus the registry: one ThreadBuffer per traced thread, drained in
 // turn by a Drainer (the session's own drain code) into real exporters.
-// `format`: chrome, jsonl, summary, or all (the three at once; the JSON Lines and summary files
-// get `.jsonl` and `.summary.json` appended to `path`, unless it is /dev/null); chrome_gz, jsonl_gz;
+// `format`: chrome, jsonl, or all (both at once; the JSON Lines file gets `.jsonl` appended to
+// `path`, unless it is /dev/null); chrome_gz, jsonl_gz;
 // chrome_nospans: the Chrome trace without the module spans (their cost, P4).
 class MixPipeline {
  public:

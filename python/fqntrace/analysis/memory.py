@@ -1,5 +1,5 @@
-"""Per-module memory numbers from a trace's "[memory]" events (FQNTRACE_MEMORY), the same rules
-as the C++ summary exporter (exporters/memory_stats.h; docs/memory.md), fed in file order:
+"""Per-module memory numbers from a trace's "[memory]" events (FQNTRACE_MEMORY), by the rules of
+docs/memory.md, fed in file order:
 
 * alloc / freed: bytes allocated / freed while the module's own ops ran (self; the summary adds
   descendants, as for time);

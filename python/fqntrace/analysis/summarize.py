@@ -6,7 +6,7 @@ is the definition on every stream it takes; StreamSummary below is its Python re
 rules, held equal by test_native_summary) for where the engine is not built or cannot take an
 event; a file not in end order is put in end order and fed to the same engine (_summarize_whole).
 
-Rules (the same as the C++ summary exporter, so `summary --json` and <stem>.summary.json agree):
+Rules (<stem>.summary.json is `summary --json` of the finished trace, fqntrace/_summary_file.py):
 
 * Only *top-level* cpu_ops carry time: a cpu_op (op, autograd node or engine wrapper) that no
   other cpu_op on its thread encloses. Module spans and record_function ranges do not hide an op,

@@ -93,7 +93,7 @@ class Totals:
             return None
         if phase in PHASES and args.get("async_work"):
             # a collective's backend work range (written as a user_annotation, as Kineto
-            # does; older traces had cpu_op): communication time, as the C++ exporter counts it
+            # does; older traces had cpu_op): communication time
             m["phases"][phase]["comm_ns"] += round(e["dur"] * 1000)
             return None
         if phase not in PHASES or not is_op:
@@ -132,8 +132,8 @@ def summary_result(totals, header, tail, incomplete, path, merged_ranks, per_ste
     def module(fqn):
         return totals.module(fqn)
 
-    # Containers that never run a forward of their own (a ModuleList) still get a row, as in
-    # the C++ summary exporter, so every level of the tree has its total.
+    # Containers that never run a forward of their own (a ModuleList) still get a row, so
+    # every level of the tree has its total.
     for fqn in list(modules):
         for ancestor in ancestors(fqn):
             if ancestor not in modules:
