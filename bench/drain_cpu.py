@@ -113,7 +113,10 @@ def main():
         for _ in range(args.runs):
             r = run_once(args.ops, d, dict(kv.split("=", 1) for kv in args.env), args.python,
                          CHILD if args.workload == "add" else CHILD_TRAIN, args.suffix)
-            drain.append(r[0]); loop.append(r[1]); size.append(r[2]); dropped.append(r[3])
+            drain.append(r[0])
+            loop.append(r[1])
+            size.append(r[2])
+            dropped.append(r[3])
             time.sleep(0.5)
     result = {"workload": args.workload, "env": args.env, "python": args.python, "suffix": args.suffix,
               "ops": args.ops, "runs": args.runs, "drain_ns_per_op": statistics.median(drain),

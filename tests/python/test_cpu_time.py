@@ -190,7 +190,7 @@ def test_CpuReadingsOffWithFqntraceCpu0AndDiffFallsBackToWallTime(tmp_path, trac
     assert not result["measure"].startswith("cpu_")
     bad = run(program.replace("off.json", "bad.json"), env_extra={"FQNTRACE_CPU": "sometimes"},
               check_rc=0)
-    lines = [l for l in bad.stderr.splitlines() if "FQNTRACE_CPU" in l]
+    lines = [line for line in bad.stderr.splitlines() if "FQNTRACE_CPU" in line]
     assert len(lines) == 1 and "CPU time stays on" in lines[0], bad.stderr
     assert any("self_cpu_ns" in e["args"] for e in slices(load_trace(tmp_path / "bad.json")))
 

@@ -280,7 +280,6 @@ def test_native_live_view_equals_the_python_loop(traces, tmp_path, monkeypatch):
             monkeypatch.setattr(follower.Follower, "MAX_READ", 1 << 16)  # many reads
             source = Source(str(growing), window_s=0.05)
             assert isinstance(source.live, NativeLiveSummary) == (engine is not None)
-            written = 0
             snapshots = []
             for part in (3, 2, 1):  # the job writes: read in three growing steps
                 with open(growing, "wb") as f:

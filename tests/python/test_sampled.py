@@ -80,7 +80,9 @@ def test_ops_are_sampled_and_the_structure_is_complete(runs):
     assert P / 2 < ratio < 2 * P, (len(_ops(samp)), len(_ops(full)))
     # every module call, forward and step, as in the full trace
     assert _modules(samp) == _modules(full)
-    steps = lambda events: sorted(e["name"] for e in events if e.get("name", "").startswith("ProfilerStep#"))
+    def steps(events):
+        return sorted(e["name"] for e in events if e.get("name", "").startswith("ProfilerStep#"))
+
     assert steps(samp) == steps(full) and len(steps(full)) == STEPS
     # a fraction of the nodes is written; the backward spans carry all their time
     assert 0 < len(_nodes(samp)) < len(_nodes(full)) / 2
@@ -99,7 +101,9 @@ def test_every_node_finds_its_module_without_the_forward_ops(runs):
     it, though 95 % of the forward ops that created them were never seen."""
     _, _, full = runs["full"]
     _, _, nospans = runs["nospans"]
-    key = lambda events: collections.Counter((e["name"], e["args"]["fqn"]) for e in _nodes(events))
+    def key(events):
+        return collections.Counter((e["name"], e["args"]["fqn"]) for e in _nodes(events))
+
     assert key(nospans) == key(full)
     assert sum(n for (_, fqn), n in key(full).items() if fqn != "Global") > 0.9 * len(_nodes(full))
     # with spans, the written nodes are a sample of the same pairs
@@ -121,7 +125,9 @@ def test_the_summary_counts_the_complete_ranges(runs):
         if entry["backward"]["self_ms"] > 0 and fqn != "Global":
             assert samp["modules"][fqn]["backward"]["self_ms"] > 0, fqn
     # ops are scaled back: within a factor 2 of the full count (thousands sampled)
-    ops = lambda s: sum(m[p]["self_ops"] for m in s["modules"].values() for p in ("forward", "backward"))
+    def ops(s):
+        return sum(m[p]["self_ops"] for m in s["modules"].values() for p in ("forward", "backward"))
+
     assert 0.5 < ops(samp) / ops(full) < 2
     text = _cli("summary", runs["sampled"][0]).stdout
     assert f"sampled trace (FQNTRACE_SAMPLE={P:g})" in text
@@ -142,7 +148,7 @@ def test_a_bad_value_is_one_line_and_the_full_trace(tmp_path, run):
     path = tmp_path / "t.jsonl"
     proc = run("import torch\nm = torch.nn.Linear(4, 4)\nm(torch.ones(2, 4)).sum().backward()\n",
                env_extra={"FQNTRACE": str(path), "FQNTRACE_SAMPLE": "2"}, check_rc=0)
-    lines = [l for l in proc.stderr.splitlines() if "FQNTRACE_SAMPLE" in l]
+    lines = [line for line in proc.stderr.splitlines() if "FQNTRACE_SAMPLE" in line]
     assert len(lines) == 1 and "is not a probability in (0, 1]; every op is traced" in lines[0]
     header, events = _events(path)
     assert "sample" not in header and _ops(events)

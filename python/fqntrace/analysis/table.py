@@ -144,7 +144,7 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
         indent = "  " * min(node.depth, 12)
         label = node.fqn if node.depth == 0 else node.fqn.rsplit(".", 1)[-1]
         labels.append((indent, printable(label)))
-    name_w = max([len("module")] + [len(i) + len(l) for i, l in labels])
+    name_w = max([len("module")] + [len(indent) + len(label) for indent, label in labels])
     name_w = max(len("module"), min(name_w, width - fixed))
 
     header = ["module".ljust(name_w), "type".ljust(type_w)]
@@ -296,7 +296,7 @@ def render_cross_rank(result, depth=None, width=TABLE_WIDTH):
     fixed = (num_w + 1) * (len(heads) + len(comm_heads)) + slow_w + 1
     labels = [("  " * min(n.depth, 12),
                printable(n.fqn if n.depth == 0 else n.fqn.rsplit(".", 1)[-1])) for n in rows]
-    name_w = max([len("module")] + [len(i) + len(l) for i, l in labels])
+    name_w = max([len("module")] + [len(indent) + len(label) for indent, label in labels])
     name_w = max(len("module"), min(name_w, width - fixed))
 
     step = result.get("step_ms", {})
