@@ -6,31 +6,9 @@
 
 #include "plugin/compiled_graph.h"
 #include "plugin/param_owners.h"
+#include "plugin/seq_map.h"
 
 namespace fqntrace::observer::sampled {
-namespace {
-
-// Most forward ops are never seen, so a node cannot find its module through the op that created
-// it (SeqMap::record). Module scopes are complete, and sequence numbers grow by one per node on
-// the thread that creates them: every number taken between a module's start and end, outside its
-// submodules, is one of its nodes. The frames fill the map with those ranges, a stretch at a
-// time: the enclosing module's when a submodule opens, a module's own when it ends.
-void fill_seq(const ThreadState* ts, int64_t from, int64_t to, uint32_t fqn_id) {
-  if (ts->seq_table == nullptr) return;
-  constexpr int64_t kSlots = int64_t{1} << SeqMap::kSlotsLog2;
-  if (to - from > kSlots) from = to - kSlots;  // older numbers' slots are taken again anyway
-  for (int64_t seq = from; seq < to; ++seq) SeqMap::fill(ts->seq_table, seq, fqn_id);
-}
-
-// The innermost module frame keeping a range among frames [0, below).
-Frame* enclosing_seq_range(ThreadState* ts, uint32_t below) {
-  for (uint32_t i = below; i > 0; --i) {
-    if (ts->frames[i - 1].seq_range) return &ts->frames[i - 1];
-  }
-  return nullptr;
-}
-
-}  // namespace
 
 uintptr_t stack_top() {
   pthread_attr_t attr;
@@ -59,6 +37,13 @@ void attribute_to_current_node(Frame& f) {
   if (fqn != 0) f.range.fqn_id = fqn;
 }
 
+void fill_seq(const ThreadState* ts, int64_t from, int64_t to, uint32_t fqn_id) {
+  if (ts->seq_table == nullptr) return;
+  constexpr int64_t kSlots = int64_t{1} << SeqMap::kSlotsLog2;
+  if (to - from > kSlots) from = to - kSlots;  // older numbers' slots are taken again anyway
+  for (int64_t seq = from; seq < to; ++seq) SeqMap::fill(ts->seq_table, seq, fqn_id);
+}
+
 void name_graph_op(const GraphCursor& c, Frame& f) {
   size_t j = c.graph->only_call_named(f.range.name_id);
   if (j != CompiledGraph::kNotUnique) f.range.fqn_id = c.fqns[j];
@@ -73,13 +58,6 @@ void open_seq_range(ThreadState* ts, Frame& f) {
   f.seq_range = true;
   f.seq_next = now;
   f.special_end = true;
-}
-
-void close_seq_range(ThreadState* ts, uint32_t i) {
-  Frame& f = ts->frames[i];
-  int64_t now = static_cast<int64_t>(at::sequence_number::peek());
-  fill_seq(ts, f.seq_next, now, f.range.fqn_id);
-  if (Frame* up = enclosing_seq_range(ts, i)) up->seq_next = now;
 }
 
 }  // namespace fqntrace::observer::sampled
