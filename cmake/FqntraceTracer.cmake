@@ -31,6 +31,7 @@ add_library(fqntrace SHARED
   plugin/name_cache.cpp
   plugin/schema_names.cpp
   plugin/observer.cpp
+  plugin/sampled_observer.cpp
   plugin/param_owners.cpp
   plugin/seq_map.cpp
   plugin/session.cpp
@@ -87,7 +88,7 @@ if(FQNTRACE_PCH)
     <torch/csrc/autograd/functions/accumulate_grad.h> <torch/csrc/autograd/graph_task.h>)
   get_target_property(_fqntrace_sources fqntrace SOURCES)
   foreach(_source IN LISTS _fqntrace_sources)
-    if(NOT _source MATCHES "^(record_function/module_|plugin/(collectives|observer|param_owners|flops|memory_reporter)\\.cpp)")
+    if(NOT _source MATCHES "^(record_function/module_|plugin/(collectives|observer|sampled_observer|param_owners|flops|memory_reporter)\\.cpp)")
       set_source_files_properties(${_source} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
     endif()
   endforeach()

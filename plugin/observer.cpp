@@ -1,11 +1,12 @@
+// The callbacks and the module scopes (plugin/observer.h). on_start, on_end and write_event stay
+// in this one file so that they inline into each other; what only a sampled session runs is in
+// plugin/sampled_observer.cpp, and the thread state both share is plugin/observer_state.h.
 #include "plugin/observer.h"
 
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <ATen/SequenceNumber.h>
 #include <torch/csrc/autograd/graph_task.h>
-#include <torch/csrc/autograd/node.h>
 
 #include <algorithm>
 #include <atomic>
@@ -18,8 +19,9 @@
 #include "plugin/compiled_graph.h"
 #include "plugin/flops.h"
 #include "plugin/memory_reporter.h"
-#include "plugin/name_cache.h"
+#include "plugin/observer_state.h"
 #include "plugin/param_owners.h"
+#include "plugin/sampled_observer.h"
 #include "plugin/schema_names.h"
 #include "plugin/seq_map.h"
 #include "plugin/session_state.h"
@@ -30,95 +32,9 @@
 namespace fqntrace::observer {
 namespace {
 
-constexpr uint32_t kMaxDepth = 255;  // depth travels as a uint8_t
 constexpr uint32_t kEndSearch = 8;  // how far below the top an unmatched end may close a range
-
-// An open range: the event it becomes (header and payload, filled at start), and what ranges
-// opened inside it inherit.
-struct Frame {
-  const at::RecordFunction* rf;  // identity of the open range (the object lives until it ends)
-  Range range;                   // start_ns in ticks; end_ns is set when it ends
-  EventKind kind;   // the range's own kind (a collective is a kOp or kUserScope range here)
-  Phase phase;
-  uint8_t flags;    // kPhaseTop
-  bool collective;  // range.collective is the payload: the event is a kCollective
-  bool in_op;    // this range or an enclosing one is a cpu_op (op, node, engine wrapper)
-  Phase op_phase;  // phase of the nearest cpu_op among this range and its enclosing ones
-  uint32_t op_fqn;  // fqn of that cpu_op
-  bool in_flop;  // this range or an enclosing one is a FLOP-counted op
-  uint32_t issue_mark;  // issuing collective: what collectives::end_issue needs (0: none)
-  bool grad;     // this range or an enclosing one is an AccumulateGrad node
-  bool in_node;  // this range or an enclosing one is an autograd node
-  // Sampled mode: a node not picked (kSilentNode): its event only feeds the module spans, so it
-  // counts for no level of the depth of what is written inside it.
-  bool silent;
-  // The depth its event is written with: how many written ranges enclose it on this thread.
-  // Serve frames write nothing, so they count for no level (their index in `frames` does).
-  uint8_t out_depth;
-  uint64_t alloc_bytes;  // FQNTRACE_MEMORY: bytes allocated inside this range so far
-  // Its end needs more than writing the event (a collective to finish, allocated bytes, the
-  // memory slot to give back, a serve frame that writes nothing): set by whatever gives the frame
-  // such work, so the common end tests one byte.
-  bool special_end;
-  // CPU time (plugin/thread_cpu.h). `cpu`: this frame measures it (its end is special);
-  // cpu_start: the reading at its start; cpu_inside: what the measuring frames inside it spent;
-  // cpu_owner: index of the innermost measuring frame among this one and those enclosing it
-  // (-1: none); cpu_up: that of the measuring frame enclosing this one, which its time leaves.
-  bool cpu;
-  int16_t cpu_owner;
-  int16_t cpu_up;
-  uint64_t cpu_start;
-  uint64_t cpu_inside;
-  uint32_t stack_depth;  // kStackDepth: what the event's self_cpu carries instead of CPU time
-  // Sampled mode, module frames: the autograd sequence numbers this module's forward creates
-  // are its own from seq_next on, until a submodule opens or it ends (seq_range: it keeps one).
-  bool seq_range;
-  int64_t seq_next;
-};
-
-// A compiled graph running on this thread: ops opened at `depth` are the graph's own calls.
-struct GraphCursor {
-  CompiledGraph* graph;
-  const uint32_t* fqns;  // fqn of each call under the module the graph runs for
-  uint32_t depth;
-  uint32_t next;         // the call expected next
-};
-constexpr uint32_t kMaxGraphNesting = 4;
 // How far ahead of the expected call a matching op may be found (a call that recorded nothing).
 constexpr uint32_t kGraphLookahead = 8;
-
-struct ThreadState {
-  uint64_t generation = 0;        // session the thread is attached to
-  ThreadBuffer* buffer = nullptr;
-  SeqMap::Table* seq_table = nullptr;
-  uint32_t os_tid = 0;
-  uint32_t depth = 0;
-  uint32_t pending_module_fqn = 0;  // 0: none
-  uint32_t pending_module_type = 0;
-  uint32_t pending_serve_fqn = 0;
-  bool ran_backward = false;  // this thread has run an autograd node: graph tasks happen here
-  // The thread's last CPU reading while no op has started since (cpu_chain), and the measuring
-  // frame whose time ran on from it (cpu_chain_owner, -1: none). A measuring frame opening
-  // under that same frame starts at that reading instead of a new one: a stretch of backward
-  // ops, a module's first submodule, sibling submodules called one after another with no op
-  // between (nn.Sequential) cost one reading each, not two. What ran between (the engine's work
-  // between nodes, the parent's Python between two calls) counts to the frame that opens.
-  bool cpu_chain = false;
-  int16_t cpu_chain_owner = -1;
-  uint64_t cpu_chain_ns = 0;
-  uint64_t node_rng = 0;     // sampled mode: pick_node's generator, seeded at attach
-  uintptr_t stack_top = 0;   // the highest address of this thread's stack (0: unknown)
-  uint32_t graphs_open = 0;  // compiled graphs running (nested ones past the array are ignored)
-  // A step range waiting for the range it ends with (steps::end_step(at_enclosing_end)): written
-  // when a range opened below depth `step_close_above` ends. 0: none waiting.
-  uint32_t step_close_above = 0;
-  uint32_t step_name_id = 0;
-  uint64_t step_start = 0;
-  GraphCursor graphs[kMaxGraphNesting];
-  memory::ThreadSlot memory_slot;  // FQNTRACE_MEMORY: our reporter in the slot while depth > 0
-  NameCache names;
-  Frame frames[kMaxDepth];
-};
 
 std::atomic<observer::RegionRootResolver> region_root_resolver{nullptr};
 
@@ -145,20 +61,6 @@ thread_local ThreadExit tls_exit_hook;
 
 uint32_t os_thread_id() { return static_cast<uint32_t>(::syscall(SYS_gettid)); }
 
-// The highest address of this thread's stack, 0 if unknown (note_stack_depth). Only sampled
-// sessions ask: for the main thread glibc reads /proc/self/maps to answer.
-uintptr_t stack_top() {
-  pthread_attr_t attr;
-  if (pthread_getattr_np(pthread_self(), &attr) != 0) return 0;
-  void* low = nullptr;
-  size_t size = 0;
-  uintptr_t top = pthread_attr_getstack(&attr, &low, &size) == 0
-                      ? reinterpret_cast<uintptr_t>(low) + size
-                      : 0;
-  pthread_attr_destroy(&attr);
-  return top;
-}
-
 // Slow path: first callback on this thread, or first since a new session started.
 ThreadState* attach(uint64_t generation) {
   if (tls_exited) return nullptr;
@@ -176,7 +78,7 @@ ThreadState* attach(uint64_t generation) {
     pthread_getname_np(pthread_self(), name, sizeof(name));
     ts->buffer = session_state::register_buffer(ts->os_tid, name);
   }
-  if (ts->stack_top == 0 && session_state::sampled()) ts->stack_top = stack_top();
+  if (ts->stack_top == 0 && session_state::sampled()) ts->stack_top = sampled::stack_top();
   ts->generation = generation;
   ts->depth = 0;  // ranges opened under an earlier session never end here
   ts->step_close_above = 0;
@@ -225,46 +127,13 @@ void attribute_node(const at::RecordFunction& fn, Frame& f, const Frame* parent)
   f.phase = Phase::kBackward;
 }
 
-// Sampled mode: an op in backward that no recorded range encloses runs inside a node or its
-// engine wrapper that were not picked (summing a gradient into the next node's input, after the
-// node): the node the engine runs on this thread names its module, as the wrapper would.
-__attribute__((noinline)) void attribute_to_current_node(Frame& f) {
-  c10::intrusive_ptr<torch::autograd::Node> node = torch::autograd::get_current_node();
-  if (!node) return;
-  uint32_t fqn = 0;
-  uint64_t start = 0;
-  uint32_t tid = 0;
-  uint64_t seq = node->sequence_nr();
-  if (seq == UINT64_MAX) {
-    fqn = param_owners::of_current_node();  // AccumulateGrad: no sequence number
-  } else {
-    SeqMap::instance().lookup(node->thread_id(), static_cast<int64_t>(seq), &fqn, &start, &tid);
-  }
-  if (fqn != 0) f.range.fqn_id = fqn;
-}
-
-// Sampled mode, an op no recorded range encloses: how deep its RecordFunction (a local of the
-// dispatcher's frame that runs the op) lies on the stack, so the summary can tell the ops the
-// program called from those called by an op that was not picked (kStackDepth).
-inline void note_stack_depth(const ThreadState* ts, const at::RecordFunction& fn, Frame& f) {
-  uintptr_t at = reinterpret_cast<uintptr_t>(&fn);
-  if (ts->stack_top > at && ts->stack_top - at < (uintptr_t{1} << 32)) {
-    f.stack_depth = static_cast<uint32_t>(ts->stack_top - at);
-    f.flags |= kStackDepth;
-  }
-}
-
 // An op a compiled graph calls directly: the module the call was generated from. Calls that
 // recorded nothing (a kernel without a profiling range) are skipped by looking a few ahead.
 void name_graph_op(ThreadState* ts, Frame& f) {
   GraphCursor& c = ts->graphs[std::min(ts->graphs_open, kMaxGraphNesting) - 1];
   if (ts->depth != c.depth) return;
   if (session_state::sampled()) {
-    // The calls not picked never move the cursor, so a name the graph calls more than once
-    // would match an earlier call's module: only a name called once places the op; the others
-    // keep the module the graph runs in (docs/sampling.md).
-    size_t j = c.graph->only_call_named(f.range.name_id);
-    if (j != CompiledGraph::kNotUnique) f.range.fqn_id = c.fqns[j];
+    sampled::name_graph_op(c, f);
     return;
   }
   size_t end = std::min<size_t>(c.graph->size(), c.next + kGraphLookahead);
@@ -352,61 +221,6 @@ inline void begin_frame(Frame& f, const Frame* parent, const at::RecordFunction*
   f.stack_depth = 0;
 }
 
-// Sampled mode: most forward ops are never seen, so a node cannot find its module through the op
-// that created it (SeqMap::record). Module scopes are complete, and sequence numbers grow by one
-// per node on the thread that creates them: every number taken between a module's start and end,
-// outside its submodules, is one of its nodes. The frames fill the map with those ranges, a
-// stretch at a time: the enclosing module's when a submodule opens, a module's own when it ends.
-void fill_seq(const ThreadState* ts, int64_t from, int64_t to, uint32_t fqn_id) {
-  if (ts->seq_table == nullptr) return;
-  constexpr int64_t kSlots = int64_t{1} << SeqMap::kSlotsLog2;
-  if (to - from > kSlots) from = to - kSlots;  // older numbers' slots are taken again anyway
-  for (int64_t seq = from; seq < to; ++seq) SeqMap::fill(ts->seq_table, seq, fqn_id);
-}
-
-// Sampled mode: a node is written with probability p (the op's, the same for every node), by
-// this thread's own generator. The others are silent: their time still reaches the trace,
-// through their module's backward span, which the drain builds from every node. A node of no
-// module has no span: it is always written, as it is when the spans are off.
-void pick_node(ThreadState* ts, Frame& f) {
-  if (f.range.fqn_id == kGlobalFqnId || !session_state::module_spans()) return;
-  uint64_t x = ts->node_rng;  // xorshift64
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  ts->node_rng = x;
-  if (static_cast<double>(x >> 11) * 0x1.0p-53 >= session_state::sample()) {
-    f.silent = true;
-    f.flags |= kSilentNode;
-  }
-}
-
-// The innermost module frame keeping a range among frames [0, below).
-Frame* enclosing_seq_range(ThreadState* ts, uint32_t below) {
-  for (uint32_t i = below; i > 0; --i) {
-    if (ts->frames[i - 1].seq_range) return &ts->frames[i - 1];
-  }
-  return nullptr;
-}
-
-__attribute__((noinline)) void open_seq_range(ThreadState* ts, Frame& f) {
-  int64_t now = static_cast<int64_t>(at::sequence_number::peek());
-  if (Frame* up = enclosing_seq_range(ts, ts->depth)) {
-    fill_seq(ts, up->seq_next, now, up->range.fqn_id);
-    up->seq_next = now;
-  }
-  f.seq_range = true;
-  f.seq_next = now;
-  f.special_end = true;
-}
-
-void close_seq_range(ThreadState* ts, uint32_t i) {
-  Frame& f = ts->frames[i];
-  int64_t now = static_cast<int64_t>(at::sequence_number::peek());
-  fill_seq(ts, f.seq_next, now, f.range.fqn_id);
-  if (Frame* up = enclosing_seq_range(ts, i)) up->seq_next = now;
-}
-
 // Frame f (opening at index ts->depth) measures CPU time: a module's forward or recompute, or
 // an outermost backward op. It starts at the thread's last reading when that is still good for
 // it (ThreadState::cpu_chain); a module outside every measuring frame never does, as Python
@@ -489,7 +303,7 @@ __attribute__((always_inline)) inline void finish_start(ThreadState* ts, Frame& 
       f.flags |= kPhaseTop;
     }
   } else if (f.kind == EventKind::kModule) {
-    if (session_state::sampled()) open_seq_range(ts, f);
+    if (session_state::sampled()) sampled::open_seq_range(ts, f);
     if (session_state::cpu_time()) start_cpu(ts, f);
   }
   ++ts->depth;
@@ -527,8 +341,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
             f.range.fqn_id = kGlobalFqnId;
             f.phase = in_graph_task(ts) ? Phase::kBackward : Phase::kForward;
             if (session_state::sampled()) {
-              if (f.phase == Phase::kBackward) attribute_to_current_node(f);
-              note_stack_depth(ts, fn, f);
+              if (f.phase == Phase::kBackward) sampled::attribute_to_current_node(f);
+              sampled::note_stack_depth(ts, fn, f);
             }
           }
           // Backward ops too: with create_graph they create the nodes of a double backward.
@@ -557,7 +371,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
         }
         if (!f.in_node) f.flags |= kTopNode;
         f.in_node = true;
-        if (session_state::sampled()) pick_node(ts, f);
+        if (session_state::sampled()) sampled::pick_node(ts, f);
         // The engine's wrapper opens before the node and carries no sequence number: it takes
         // the node's attribution, so work it does after the node (summing gradients into the
         // next node's input) lands on the same module.
@@ -628,7 +442,7 @@ __attribute__((always_inline)) inline void write_event(ThreadState* ts, const Fr
 // serve frame, CPU time.
 __attribute__((noinline)) void close_special_frame(ThreadState* ts, uint32_t i, uint64_t end_ns) {
   const Frame& f = ts->frames[i];
-  if (f.seq_range) close_seq_range(ts, i);
+  if (f.seq_range) sampled::close_seq_range(ts, i);
   uint32_t self_cpu = f.cpu ? finish_cpu(ts, f) : 0;
   if (f.issue_mark != 0) collectives::end_issue(f.issue_mark);
   if (f.alloc_bytes != 0 && i > 0) {

@@ -75,7 +75,7 @@ def traced(tmp_path_factory):
     return train(tmp_path_factory.mktemp("cpu") / "run.json")
 
 
-def test_ModulesAndOutermostBackwardOpsCarryTheirOwnCpuTime(traced):
+def test_modules_and_outermost_backward_ops_carry_their_own_cpu_time(traced):
     events = slices(load_trace(traced))
     modules = [e for e in events if "module_type" in e["args"] and e["cat"] == "user_annotation"]
     assert modules and all("self_cpu_ns" in e["args"] for e in modules)
@@ -106,7 +106,7 @@ def test_ModulesAndOutermostBackwardOpsCarryTheirOwnCpuTime(traced):
                           capture_output=True).returncode == 0
 
 
-def test_SummaryGivesCpuTimePerModuleAndStepTheSameNativelyAndInPython(traced):
+def test_summary_gives_cpu_time_per_module_and_step_the_same_natively_and_in_python(traced):
     native = summarize.load_for_summary(traced)
     python = summarize.summarize(whole_file.load(traced))
     assert native["modules"] == python["modules"]
@@ -129,7 +129,7 @@ def test_SummaryGivesCpuTimePerModuleAndStepTheSameNativelyAndInPython(traced):
     assert all(r["cpu_ms"] > 0 for r in native["steps"]["per_step"])
 
 
-def test_SummaryTableShowsTheCpuColumn(traced, capsys):
+def test_summary_table_shows_the_cpu_column(traced, capsys):
     assert cli.main(["summary", traced]) == 0
     out = capsys.readouterr().out
     header = next(line for line in out.splitlines() if line.startswith("module"))
@@ -145,7 +145,7 @@ def gate(base, new, *extra):
     return out.returncode, json.loads(out.stdout)
 
 
-def test_DiffTestsCpuTimeAndNamesTheModuleWithMoreCpuWork(tmp_path, traced):
+def test_diff_tests_cpu_time_and_names_the_module_with_more_cpu_work(tmp_path, traced):
     slow = train(tmp_path / "slow.json", spin_ms=SPIN_MS * 1.6)
     code, result = gate(traced, slow)
     assert code == diff.EXIT_REGRESSION, result
@@ -175,7 +175,7 @@ def test_DiffTestsCpuTimeAndNamesTheModuleWithMoreCpuWork(tmp_path, traced):
     assert abs(row["change_ms"]) < 0.25 * (SPIN_MS * 1.6 - SPIN_MS), row
 
 
-def test_CpuReadingsOffWithFqntraceCpu0AndDiffFallsBackToWallTime(tmp_path, traced, run):
+def test_cpu_readings_off_with_fqntrace_cpu0_and_diff_falls_back_to_wall_time(tmp_path, traced, run):
     path = tmp_path / "off.json"
     program = (f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
                "import torch; torch.set_num_threads(1)\n"
@@ -206,7 +206,7 @@ class Checkpointed(nn.Module):
         return torch.utils.checkpoint.checkpoint(self.inner, x, use_reentrant=False)
 
 
-def test_RecomputeHasItsOwnCpuTimeTakenOutOfTheNodeAroundIt(tmp_path):
+def test_recompute_has_its_own_cpu_time_taken_out_of_the_node_around_it(tmp_path):
     spin_ms = 4 * SPIN_MS  # far more than the node's own work, whatever the machine's speed
     torch.manual_seed(0)
     model, x = Checkpointed(spin_ms), torch.randn(32, 64)

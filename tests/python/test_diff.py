@@ -37,7 +37,7 @@ def one_line(stderr):
     return lines[0]
 
 
-def test_DiffRanksTheBlockWithTheExtraMatmulFirst(runs):
+def test_diff_ranks_the_block_with_the_extra_matmul_first(runs):
     proc = fqntrace_cli("diff", runs["base"], runs["slow"], "--json")
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
@@ -62,7 +62,7 @@ def test_DiffRanksTheBlockWithTheExtraMatmulFirst(runs):
     assert body[rule + 1].split()[-1] == SLOW_BLOCK
 
 
-def test_DiffReadsTheSummariesTheCoreWrites(runs):
+def test_diff_reads_the_summaries_the_core_writes(runs):
     # <stem>.summary.json, written at each run's end from its trace (FQNTRACE_FORMATS=summary).
     folder = runs["folder"]
     proc = fqntrace_cli("diff", folder / "base.summary.json", folder / "slow.summary.json",
@@ -79,7 +79,7 @@ def test_DiffReadsTheSummariesTheCoreWrites(runs):
     assert all(r["status"] == "both" for r in rows)
 
 
-def test_ThresholdExitCodes(runs):
+def test_threshold_exit_codes(runs):
     # Runs without training steps: one note says there is no test, then the totals rule.
     over = fqntrace_cli("diff", runs["base"], runs["slow"], "--threshold", "50")
     assert over.returncode == diff.EXIT_REGRESSION
@@ -98,7 +98,7 @@ def test_ThresholdExitCodes(runs):
     assert fqntrace_cli("diff", runs["base"], runs["slow"], "--threshold", "-3").returncode == 2
 
 
-def test_ModulesOnOneSideAreListedAndSummariesWork(runs):
+def test_modules_on_one_side_are_listed_and_summaries_work(runs):
     folder = runs["folder"]
     base = summarize.load_for_summary(runs["base"])
     new = summarize.load_for_summary(runs["slow"])
@@ -120,7 +120,7 @@ def test_ModulesOnOneSideAreListedAndSummariesWork(runs):
     assert "Net.blocks.3.fc2  (only in base)" in text.stdout
 
 
-def test_BadInputsGiveOneLineAndNonZeroExit(runs, tmp_path):
+def test_bad_inputs_give_one_line_and_non_zero_exit(runs, tmp_path):
     not_json = tmp_path / "notes.json"
     not_json.write_text("hello, this is not a trace\n")
     a_list = tmp_path / "list.json"
@@ -166,7 +166,7 @@ NOISY_BASE = [1.0, 9.0, 2.0, 8.0, 3.0, 7.0, 4.0, 6.0, 5.0, 5.5, 4.5, 5.2]
 NOISY_NEW = [1.2, 9.1, 2.1, 8.5, 3.5, 7.2, 6.4, 6.6, 6.0, 6.1, 4.0, 9.9]
 
 
-def test_OnlyASignificantSlowdownFailsTheGateAndRanksFirst():
+def test_only_a_significant_slowdown_fails_the_gate_and_ranks_first():
     base = step_summary({"Net.steady": STEADY, "Net.noisy": NOISY_BASE})
     new = step_summary({"Net.steady": [v * 1.06 for v in STEADY], "Net.noisy": NOISY_NEW})
     result = diff.compare(base, new, threshold=3)
@@ -197,7 +197,7 @@ def test_OnlyASignificantSlowdownFailsTheGateAndRanksFirst():
     assert diff.compare(base, new, threshold=10)["regressions"] == []
 
 
-def test_RowsRankByTheChangeTheySurelyMadeNotByTheEstimate():
+def test_rows_rank_by_the_change_they_surely_made_not_by_the_estimate():
     # Net.tiny (0.03 ms) has wild steps in NEW: its median is up 100x, its interval reaches
     # down to a small fraction of a ms. Net.big (2 ms) is 30 % slower in every step: a smaller
     # estimate, a narrow interval far from zero. The one that surely moved more ranks first.
@@ -218,7 +218,7 @@ def test_RowsRankByTheChangeTheySurelyMadeNotByTheEstimate():
     assert rows["Net.rest"]["evidence_ms"] == 0
 
 
-def test_IdenticalSamplesNeverFailTheGate():
+def test_identical_samples_never_fail_the_gate():
     same = step_summary({"Net.a": STEADY, "Net.b": NOISY_BASE})
     result = diff.compare(same, json.loads(json.dumps(same)), threshold=0)
     assert result["regressions"] == []
@@ -226,7 +226,7 @@ def test_IdenticalSamplesNeverFailTheGate():
                if r["p_value"] is not None)
 
 
-def test_TooFewStepsGiveOneNoteAndTheMedianRule(tmp_path):
+def test_too_few_steps_give_one_note_and_the_median_rule(tmp_path):
     base = step_summary({"Net.a": STEADY[:3]})
     new = step_summary({"Net.a": [v * 1.5 for v in STEADY[:3]]})
     result = diff.compare(base, new, threshold=10)
@@ -248,7 +248,7 @@ def test_TooFewStepsGiveOneNoteAndTheMedianRule(tmp_path):
     one_line(bad.stderr)
 
 
-def test_AMachineRunningSlowerAsAWholeIsNoRegressionOfEveryModule():
+def test_a_machine_running_slower_as_a_whole_is_no_regression_of_every_module():
     # Five modules; in NEW every step runs 25 % slower (a loaded machine, a lower clock): each
     # module's time at BASE's speed is unchanged, and only the step line says the machine was
     # slower. --absolute compares plain ms and fails them all.

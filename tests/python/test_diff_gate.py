@@ -35,13 +35,13 @@ def outcomes(tmp_path_factory):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_IdenticalRunsPassTheGateUnderLoad(outcomes):
+def test_identical_runs_pass_the_gate_under_load(outcomes):
     alarms = [regressions for code, _, regressions in outcomes["same"] if code != 0]
     assert all(code in (0, diff.EXIT_REGRESSION) for code, _, _ in outcomes["same"])
     assert len(alarms) <= 1, f"false alarms in {len(alarms)} of {PAIRS} identical pairs: {alarms}"
 
 
-def test_ASlowerModuleFailsTheGateRankedFirstUnderLoad(outcomes):
+def test_a_slower_module_fails_the_gate_ranked_first_under_load(outcomes):
     caught = [(code, first) for code, first, _ in outcomes["slow"]]
     hits = sum(code == diff.EXIT_REGRESSION and first == gate_runs.HOT for code, first in caught)
     assert hits >= PAIRS - 1, f"{gate_runs.HOT} +30%: (exit, first row) per pair: {caught}"

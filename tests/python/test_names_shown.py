@@ -56,18 +56,18 @@ def assert_escaped(text):
     assert not any(line.lstrip().startswith("break") for line in text.splitlines()), text
 
 
-def test_TheTraceKeepsTheNamesAndValidates(odd_trace):
+def test_the_trace_keeps_the_names_and_validates(odd_trace):
     fqns = {e["args"].get("fqn") for e in slices(load_trace(odd_trace))}
     assert {f"Odd.{ESCAPE}", f"Odd.{NEWLINE}", f"Odd.{MARKUP}"} <= fqns
     cli("validate", odd_trace)
 
 
-def test_SummaryAndDiffEscapeTheNames(odd_trace):
+def test_summary_and_diff_escape_the_names(odd_trace):
     assert_escaped(cli("summary", odd_trace))
     assert_escaped(cli("diff", odd_trace, odd_trace, "--all"))
 
 
-def test_TopShowsMarkupAsTextAndEscapesTheNames(odd_trace):
+def test_top_shows_markup_as_text_and_escapes_the_names(odd_trace):
     out = cli("top", "--once", odd_trace)
     assert_escaped(out)
     assert MARKUP in out  # rich did not read it as markup (which would show "m" in bold)

@@ -95,7 +95,7 @@ def cli(*args):
                           capture_output=True, text=True, timeout=300)
 
 
-def test_TheMagicShowsTheModuleTreeAndTable(executed):
+def test_the_magic_shows_the_module_tree_and_table(executed):
     folder, nb = executed
     shown = outputs(nb, FIRST, "html")
     assert 'class="fqntrace-report"' in shown and "<iframe" in shown  # the report's page
@@ -107,7 +107,7 @@ def test_TheMagicShowsTheModuleTreeAndTable(executed):
     assert cli("validate", folder / "first.json").returncode == 0
 
 
-def test_TheMagicRunsAgainInTheSameKernelWithItsOwnTrace(executed):
+def test_the_magic_runs_again_in_the_same_kernel_with_its_own_trace(executed):
     folder, nb = executed
     second = outputs(nb, SECOND, "html")
     assert "<iframe" not in second  # --no-chart
@@ -122,14 +122,14 @@ def test_TheMagicRunsAgainInTheSameKernelWithItsOwnTrace(executed):
     assert summary["modules"]["TinyTransformer"]["forward"]["alloc_bytes"] > 0  # --memory
 
 
-def test_ACellThatRaisesKeepsItsTracebackAndItsTrace(executed):
+def test_a_cell_that_raises_keeps_its_traceback_and_its_trace(executed):
     folder, nb = executed
     assert "ValueError: the cell fails on its own" in outputs(nb, RAISES, "error")
     assert "TinyTransformer" in outputs(nb, RAISES, "plain")
     assert cli("validate", folder / "raised.json").returncode == 0
 
 
-def test_ABadOptionRunsTheCellUntracedAfterOneLine(executed):
+def test_a_bad_option_runs_the_cell_untraced_after_one_line(executed):
     _, nb = executed
     assert "ran 42" in outputs(nb, BAD_OPTION, "stdout")
     said = outputs(nb, BAD_OPTION, "stderr").strip().splitlines()
@@ -137,7 +137,7 @@ def test_ABadOptionRunsTheCellUntracedAfterOneLine(executed):
         "untraced" in said[0]
 
 
-def test_LoadInTheKernelGivesTheClisNumbers(executed):
+def test_load_in_the_kernel_gives_the_clis_numbers(executed):
     folder, nb = executed
     got = json.loads(outputs(nb, LOADED, "stdout"))
     assert got["type"] == "DataFrame"
@@ -150,7 +150,7 @@ def test_LoadInTheKernelGivesTheClisNumbers(executed):
     assert "TinyTransformer.layers.0.attn" in outputs(nb, SHOWN, "html")
 
 
-def test_TheSameNotebookExecutesASecondTime(executed):
+def test_the_same_notebook_executes_a_second_time(executed):
     folder, _ = executed
     again = execute(folder)
     assert "TinyTransformer.layers.0.attn.qkv" in outputs(again, FIRST, "html")
@@ -159,7 +159,7 @@ def test_TheSameNotebookExecutesASecondTime(executed):
 
 @pytest.mark.skipif(chromium_binary() is None,
                     reason="chromium is not installed (scripts/setup.sh installs it)")
-def test_TheExportedNotebookDrawsTheIcicleInChromium(executed):
+def test_the_exported_notebook_draws_the_icicle_in_chromium(executed):
     from nbconvert import HTMLExporter
 
     folder, nb = executed
@@ -192,7 +192,7 @@ def _free_port():
 
 @pytest.mark.skipif(chromium_binary() is None,
                     reason="chromium is not installed (scripts/setup.sh installs it)")
-def test_JupyterLabRendersTheSavedOutput(executed, tmp_path):
+def test_jupyter_lab_renders_the_saved_output(executed, tmp_path):
     """The executed notebook, saved and signed as a user's own session signs it, opened in a
     real JupyterLab server: the output's iframe draws the icicle inside JupyterLab's page."""
     pytest.importorskip("jupyterlab")
@@ -241,7 +241,7 @@ def test_JupyterLabRendersTheSavedOutput(executed, tmp_path):
             server.kill()
 
 
-def test_BadOptionValuesRunTheCellOnceUntraced(capfd):
+def test_bad_option_values_run_the_cell_once_untraced(capfd):
     """In an IPython shell in this process: a bad --exclude-steps or --steps value is said
     before the cell runs, in one line, and the cell runs exactly once, untraced."""
     from IPython.testing.globalipapp import start_ipython

@@ -63,7 +63,7 @@ def make_report(*args):
     return proc
 
 
-def test_StepsComeFromProfilerStepRanges(demo_trace):
+def test_steps_come_from_profiler_step_ranges(demo_trace):
     whole, times = summarize.summarize_with_steps(demo_trace)
     per_step = steps.per_step_from(times)
     assert [s["step"] for s in per_step] == list(range(STEPS))
@@ -76,7 +76,7 @@ def test_StepsComeFromProfilerStepRanges(demo_trace):
     assert 0.5 * whole["step_ms"] < in_steps <= whole["step_ms"] + 1e-3
 
 
-def test_ReportOpensInChromiumAndZoomsOnClick(demo_trace, folder, page, capsys):
+def test_report_opens_in_chromium_and_zooms_on_click(demo_trace, folder, page, capsys):
     out = folder / "demo.html"
     make_report(demo_trace, "-o", out)
     html = out.read_text()
@@ -140,7 +140,7 @@ def test_ReportOpensInChromiumAndZoomsOnClick(demo_trace, folder, page, capsys):
     assert page.errors == []
 
 
-def test_ReportOfBaseAndNewColoursByChange(folder, page):
+def test_report_of_base_and_new_colours_by_change(folder, page):
     base = train(Net(), folder / "base.json")
     new = train(Net(slow_block=2), folder / "slow.json")
     out = folder / "diff.html"
@@ -185,7 +185,7 @@ def warm_up_heavy_trace(path, steps=8):
     return written
 
 
-def test_StepChartIsNotScaledByTheWarmUpAndTheTableShowsSummaryMedians(folder, page):
+def test_step_chart_is_not_scaled_by_the_warm_up_and_the_table_shows_summary_medians(folder, page):
     trace = warm_up_heavy_trace(folder / "warm.json")
     out = folder / "warm.html"
     make_report(trace, "-o", out)
@@ -254,7 +254,7 @@ def test_StepChartIsNotScaledByTheWarmUpAndTheTableShowsSummaryMedians(folder, p
     page.screenshot(str(folder / "warm-report.png"))
 
 
-def test_ReportOfSeveralRanksHasARankSelectorAndSpread(demo_trace, folder, page):
+def test_report_of_several_ranks_has_a_rank_selector_and_spread(demo_trace, folder, page):
     summary = summarize.load_for_summary(demo_trace)
     paths = []
     for rank in range(2):
@@ -291,7 +291,7 @@ def test_ReportOfSeveralRanksHasARankSelectorAndSpread(demo_trace, folder, page)
                                         if f.startswith(ZOOM_INTO + ".")), rel=1e-3)
 
 
-def test_ReportWithoutPlotlySaysHowToInstall(demo_trace, folder, tmp_path):
+def test_report_without_plotly_says_how_to_install(demo_trace, folder, tmp_path):
     # A plotly that cannot be imported, first on the path.
     (tmp_path / "plotly").mkdir()
     (tmp_path / "plotly" / "__init__.py").write_text("raise ImportError('no plotly here')\n")
@@ -307,7 +307,7 @@ def test_ReportWithoutPlotlySaysHowToInstall(demo_trace, folder, tmp_path):
     assert not (tmp_path / "r.html").exists()
 
 
-def test_ReportReadsTheSummaryBesideTheTrace(demo_trace, folder):
+def test_report_reads_the_summary_beside_the_trace(demo_trace, folder):
     # As FQNTRACE_FORMATS=summary writes it: <stem>.summary.json. Marked, to see which was read.
     from fqntrace.analysis import report
 
@@ -330,7 +330,7 @@ def test_ReportReadsTheSummaryBesideTheTrace(demo_trace, folder):
         sibling.unlink()
 
 
-def test_ReportBadInputsGiveOneLine(demo_trace, folder, tmp_path):
+def test_report_bad_inputs_give_one_line(demo_trace, folder, tmp_path):
     not_a_trace = tmp_path / "notes.json"
     not_a_trace.write_text('{"hello": 1}\n')
     for args in ([not_a_trace, "-o", tmp_path / "a.html"], [demo_trace, "-o", tmp_path / "a.txt"],
@@ -343,7 +343,7 @@ def test_ReportBadInputsGiveOneLine(demo_trace, folder, tmp_path):
     assert fqntrace_cli("report", demo_trace).returncode == 2  # no -o
 
 
-def test_ModuleNamesThatLookLikeMarkupStayText(demo_trace, folder, page):
+def test_module_names_that_look_like_markup_stay_text(demo_trace, folder, page):
     summary = summarize.load_for_summary(demo_trace)
     odd = "TinyTransformer.</script><!--<b>x"
     summary["modules"][odd] = summary["modules"]["TinyTransformer.head"]

@@ -115,7 +115,7 @@ def assert_rows_equal_json(frame, summary):
     assert seen == set(modules), "every module of the trace has its rows"
 
 
-def test_SummaryStepsAndTableAreTheClis(demo_run):
+def test_summary_steps_and_table_are_the_clis(demo_run):
     trace = fqntrace.load(demo_run)
     cli = cli_json("summary", demo_run)
     assert trace.json == cli
@@ -138,7 +138,7 @@ def test_SummaryStepsAndTableAreTheClis(demo_run):
         cli_json("summary", demo_run, "--exclude-steps", "0-1")
 
 
-def test_ACutTraceReadsAsFarAsItGoesLikeTheCli(cut_trace, capfd):
+def test_a_cut_trace_reads_as_far_as_it_goes_like_the_cli(cut_trace, capfd):
     trace = fqntrace.load(cut_trace)
     assert trace.notes and "cut" in " ".join(trace.notes)
     assert "fqntrace: note:" in capfd.readouterr().err
@@ -149,7 +149,7 @@ def test_ACutTraceReadsAsFarAsItGoesLikeTheCli(cut_trace, capfd):
     assert trace.steps().to_dict("records") == cli["steps"]["per_step"]
 
 
-def test_RanksAreEachRanksSummaryAndTheSpread(rank_pair):
+def test_ranks_are_each_ranks_summary_and_the_spread(rank_pair):
     trace = fqntrace.load(rank_pair)
     cross = cli_json("summary", *rank_pair)
     assert trace.json == cross
@@ -171,7 +171,7 @@ def test_RanksAreEachRanksSummaryAndTheSpread(rank_pair):
         fqntrace.load(rank_pair[0]).ranks()
 
 
-def test_DiffIsDiffsTableWithItsVerdictsAndGate(demo_run, rank_pair):
+def test_diff_is_diffs_table_with_its_verdicts_and_gate(demo_run, rank_pair):
     base, new = rank_pair
     cli = cli_json("diff", base, new, "--threshold", "0", exit_codes=(0, 3))
     assert cli["mode"] == "test"  # enough steps for diff's test: its intervals are compared
@@ -193,14 +193,14 @@ def test_DiffIsDiffsTableWithItsVerdictsAndGate(demo_run, rank_pair):
         fqntrace.load(base).diff(new, frame=False)
 
 
-def test_ReportIsTheReportOfTheSameFiles(demo_run, folder):
+def test_report_is_the_report_of_the_same_files(demo_run, folder):
     out = fqntrace.load(demo_run).report(folder / "mine.html")
     page = open(out, encoding="utf-8").read()
     assert "TinyTransformer.layers.1.mlp.fc2" in page and page.startswith("<!DOCTYPE html>")
     assert demo_run.report(folder / "again.html").endswith("again.html")
 
 
-def test_ProfileWithoutAPathWritesATemporaryTraceAndGivesItsResults():
+def test_profile_without_a_path_writes_a_temporary_trace_and_gives_its_results():
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
     with fqntrace.profile() as first:
         model(torch.randn(2, 4)).sum().backward()
@@ -214,7 +214,7 @@ def test_ProfileWithoutAPathWritesATemporaryTraceAndGivesItsResults():
                           capture_output=True, timeout=300).returncode == 0
 
 
-def test_JsonLinesGzipReadsAsTheCliReadsIt(folder):
+def test_json_lines_gzip_reads_as_the_cli_reads_it(folder):
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     with fqntrace.profile(folder / "lines.jsonl.gz") as run:
@@ -227,7 +227,7 @@ def test_JsonLinesGzipReadsAsTheCliReadsIt(folder):
     assert_rows_equal_json(run.summary(), cli)
 
 
-def test_WithoutPandasTheRowsComeAsDicts(demo_run):
+def test_without_pandas_the_rows_come_as_dicts(demo_run):
     proc = run_python(f"""
 import sys
 sys.modules["pandas"] = None  # as if it were not installed
@@ -247,7 +247,7 @@ except ImportError as error:
     assert len(said.splitlines()) == 1
 
 
-def test_BadInputIsOneLine(folder):
+def test_bad_input_is_one_line(folder):
     with pytest.raises(fqntrace.TraceError, match="no such file"):
         fqntrace.load(folder / "missing.json")
     bad = folder / "bad.json"

@@ -7,7 +7,7 @@ import pytest
 from fqntrace.analysis import stats
 
 
-def test_UCountsPairsWhereTheFirstSampleIsLarger_TiesCountingOneHalf():
+def test_u_counts_pairs_where_the_first_sample_is_larger_ties_counting_one_half():
     # x = 1, 2, 2 against y = 2, 3: pairs with x > y: none; ties (2, 2): two halves -> U = 1.
     assert stats.mann_whitney([1, 2, 2], [2, 3])[0] == 1.0
     assert stats.mann_whitney([2, 3], [1, 2, 2])[0] == 5.0  # U(x, y) + U(y, x) = 3 * 2
@@ -15,14 +15,14 @@ def test_UCountsPairsWhereTheFirstSampleIsLarger_TiesCountingOneHalf():
     assert ranks == [1.0, 3.0, 3.0, 3.0, 5.0] and ties == [3]
 
 
-def test_ExactNullDistributionOfU():
+def test_exact_null_distribution_of_u():
     # 2 vs 2: of the C(4, 2) = 6 orders, U = 0, 1, 2, 3, 4 in 1, 1, 2, 1, 1 of them.
     assert stats._exact_counts(2, 2) == (1, 1, 2, 1, 1)
     assert sum(stats._exact_counts(3, 3)) == 20
     assert sum(stats._exact_counts(4, 4)) == 70
 
 
-def test_SeparatedSamplesGetTheSmallestExactPValue():
+def test_separated_samples_get_the_smallest_exact_p_value():
     # 3 vs 3 completely apart: U = 0, P(U <= 0) = 1/20, two-sided 0.1 (never below 0.05).
     u, p, method = stats.mann_whitney([1, 2, 3], [4, 5, 6])
     assert (u, method) == (0.0, "exact") and p == pytest.approx(0.1)
@@ -35,7 +35,7 @@ def test_SeparatedSamplesGetTheSmallestExactPValue():
     assert p == pytest.approx(2 * 99 / 462)
 
 
-def test_TiesUseTheNormalApproximationWithTieCorrection():
+def test_ties_use_the_normal_approximation_with_tie_correction():
     # x = 1, 2, 2; y = 2, 3: U = 1, mean 3, one tie group of 3:
     # var = 3*2/12 * ((5 + 1) - (27 - 3) / (5 * 4)) = 0.5 * 4.8 = 2.4
     # z = (|1 - 3| - 0.5) / sqrt(2.4) = 0.968246, p = erfc(z / sqrt 2) = 0.332922
@@ -45,7 +45,7 @@ def test_TiesUseTheNormalApproximationWithTieCorrection():
     assert p == pytest.approx(0.332922, abs=1e-6)
 
 
-def test_AllEqualSamplesAreNeverDifferent():
+def test_all_equal_samples_are_never_different():
     assert stats.mann_whitney([5, 5, 5], [5, 5, 5])[1] == 1.0
     assert stats.mann_whitney([0.0] * 11, [0.0] * 11)[1] == 1.0
     c = stats.Comparison([2.0] * 8, [2.0] * 8)
@@ -53,7 +53,7 @@ def test_AllEqualSamplesAreNeverDifferent():
     assert stats.mad([3, 3, 3]) == 0 and stats.spread_pct([3, 3, 3]) == 0
 
 
-def test_HodgesLehmannShiftAndInterval():
+def test_hodges_lehmann_shift_and_interval():
     # y - x over all pairs of 1..4 and 5..8: 1..7 with counts 1,2,3,4,3,2,1; median 4.
     # alpha 0.05, 4 vs 4: 2 P(U <= 0) = 2/70 <= 0.05 < 2 P(U <= 1) = 4/70: k = 1, the interval
     # is the 1st to the 16th difference: [1, 7].
@@ -67,7 +67,7 @@ def test_HodgesLehmannShiftAndInterval():
     assert stats.hodges_lehmann(x, y) == (10, 7, 13)
 
 
-def test_ComparisonInPercentOfTheBaseMedian():
+def test_comparison_in_percent_of_the_base_median():
     base = [10.0, 10.2, 9.9, 10.1, 9.7, 9.8, 10.3]
     new = [v * 1.3 for v in base]
     c = stats.Comparison(base, new)
@@ -78,7 +78,7 @@ def test_ComparisonInPercentOfTheBaseMedian():
     assert same.shift == 0 and not same.significant(0.05) and same.low < 0 < same.high
 
 
-def test_RobustSpreadIgnoresOneOddStep():
+def test_robust_spread_ignores_one_odd_step():
     steps = [10.0, 10.1, 9.9, 10.0, 10.2, 9.8, 50.0]  # one step preempted
     assert stats.median(steps) == 10.0
     assert stats.mad(steps) == pytest.approx(0.1)
@@ -86,6 +86,6 @@ def test_RobustSpreadIgnoresOneOddStep():
     assert stats.spread_pct([0, 0, 0]) is None
 
 
-def test_NormalQuantileWithoutScipy():
+def test_normal_quantile_without_scipy():
     assert stats._z_two_sided(0.05) == pytest.approx(1.959964, abs=1e-6)
     assert stats._z_two_sided(0.01) == pytest.approx(2.575829, abs=1e-6)
