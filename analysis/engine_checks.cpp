@@ -69,7 +69,7 @@ bool SummaryEngine::State::check_slice(const Event& e) {
   if (!stack.empty()) {
     auto& top = stack.back();
     if (start < top.end - kNestToleranceNs && end > top.end + kNestToleranceNs)
-      return false;  // overlap without nesting
+      return false;                                              // overlap without nesting
     if (e.has_depth && top.has_depth && top.depth == e.depth) {  // a sibling
       top.end = std::max(top.end, end);
       return true;

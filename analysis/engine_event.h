@@ -14,7 +14,7 @@ namespace fqntrace::analysis::engine {
 
 constexpr int64_t kNestToleranceNs = 1;  // traceio.NEST_TOLERANCE_NS
 constexpr std::string_view kEngineWrapper = "autograd::engine::evaluate_function:";
-constexpr std::string_view kStepPrefix = "ProfilerStep#";             // step_times.STEP_PREFIX
+constexpr std::string_view kStepPrefix = "ProfilerStep#";              // step_times.STEP_PREFIX
 constexpr std::string_view kCompiledRegion = "Torch-Compiled Region";  // traceio's compiled code
 constexpr uint32_t kNone = 0xffffffffu;
 // Phase keys: 0..2 the PHASES, 3 None (missing or null), 4.. any other value (interned).
@@ -48,7 +48,9 @@ struct Number {
   int64_t i = 0;
   double d = 0;
   // round(x * 1000): Python's round() of a float is round-half-even, as nearbyint.
-  int64_t ns() const { return is_int ? i * 1000 : static_cast<int64_t>(std::nearbyint(d * 1000.0)); }
+  int64_t ns() const {
+    return is_int ? i * 1000 : static_cast<int64_t>(std::nearbyint(d * 1000.0));
+  }
   bool negative() const { return is_int ? i < 0 : d < 0; }
 };
 
@@ -76,15 +78,15 @@ struct Event {
   int64_t bytes = 0, flops = 0, size = 0;
   uint32_t addr_key = 0;
   // What validate's checks read besides (State::checks only; see check_event)
-  bool ph_str = false;                               // ph is a string
+  bool ph_str = false;                                  // ph is a string
   bool name_is_step = false, name_is_compiled = false;  // ProfilerStep#, compiled code
-  bool has_pid = false, has_tid = false;             // present and not null
-  bool odd_thread = false;                           // a pid or tid neither an int nor a string
-  uint8_t cat_kind = 0;                              // 0 missing or null, 1 a string, 2 other
-  uint32_t cat_text = 0;                             // interned, when a string
-  uint8_t id_kind = 0;                               // 0 missing or null, 1 int, 2 string, 3 other
+  bool has_pid = false, has_tid = false;                // present and not null
+  bool odd_thread = false;                              // a pid or tid neither an int nor a string
+  uint8_t cat_kind = 0;                                 // 0 missing or null, 1 a string, 2 other
+  uint32_t cat_text = 0;                                // interned, when a string
+  uint8_t id_kind = 0;  // 0 missing or null, 1 int, 2 string, 3 other
   int64_t id_int = 0;
-  uint32_t id_text = 0;                              // interned, when a string
+  uint32_t id_text = 0;  // interned, when a string
 };
 
 }  // namespace fqntrace::analysis::engine

@@ -1,8 +1,8 @@
 // One event through its thread's frame stack: the frontier algorithm that gives each op's
 // self time to its owner in a post-order stream (summarize.StreamSummary.add).
-#include "analysis/engine_state.h"
-
 #include <algorithm>
+
+#include "analysis/engine_state.h"
 
 namespace fqntrace::analysis {
 
@@ -12,8 +12,10 @@ bool SummaryEngine::State::apply(const Event& e) {
     if (is_module_entry(e)) declared_type[e.fqn] = e.module_type;
     return true;
   }
-  if (e.ph == 'i' && e.name_is_memory && e.args) memory_event(e);
-  else if (e.ph == 'X' && e.args && e.has_module_type) module_end(e);
+  if (e.ph == 'i' && e.name_is_memory && e.args)
+    memory_event(e);
+  else if (e.ph == 'X' && e.args && e.has_module_type)
+    module_end(e);
   if (e.ph != 'X' || !e.args || e.fqn == kNone || !e.ts.ok || !e.dur.ok || e.dur.negative())
     return true;
   int64_t start = e.ts.ns();
@@ -71,8 +73,8 @@ bool SummaryEngine::State::apply(const Event& e) {
   }
   for (size_t j = k; j < thread.size; ++j) thread.stack[j].groups.clear();
   thread.size = k;
-  bool sibling = k > 0 && e.has_depth && thread.stack[k - 1].has_depth &&
-                 thread.stack[k - 1].depth == e.depth;
+  bool sibling =
+      k > 0 && e.has_depth && thread.stack[k - 1].has_depth && thread.stack[k - 1].depth == e.depth;
   if (sibling && logging && e.depth == 0) {
     // Live: an outermost sibling is final (settle() would count it now); counting it before
     // this one comes keeps each outermost range's time at its own start, so top can give it
@@ -84,7 +86,8 @@ bool SummaryEngine::State::apply(const Event& e) {
     below.start = start;
     below.end = end;
   } else if (sibling) {
-    Pending& below = thread.stack[k - 1];  // a sibling: every range enclosing one encloses the other
+    Pending& below =
+        thread.stack[k - 1];  // a sibling: every range enclosing one encloses the other
     merge_groups(below.groups, fresh.groups);
     below.end = std::max(below.end, end);
   } else {

@@ -1,5 +1,6 @@
 // The per-thread frame stack of the summary engine: ranges whose enclosing range has not come yet
-// (a post-order stream), with the op time they hold grouped by owner (analysis/engine_frontier.cpp).
+// (a post-order stream), with the op time they hold grouped by owner
+// (analysis/engine_frontier.cpp).
 #pragma once
 
 #include <cstddef>

@@ -1,8 +1,9 @@
 // Event text to Events: a block of whole event lines or one event, parsed with simdjson's
-// On-Demand API, reading only the fields the summary and validate's checks use, validating the rest.
-#include "analysis/engine_state.h"
-
+// On-Demand API, reading only the fields the summary and validate's checks use, validating the
+// rest.
 #include <cstring>
+
+#include "analysis/engine_state.h"
 
 namespace fqntrace::analysis {
 
@@ -84,7 +85,8 @@ bool SummaryEngine::State::number(od::value v, Number& out, bool& unsupported) {
 }
 
 // An exact int (type(x) is int); with_bool: isinstance(x, int), True and False too.
-bool SummaryEngine::State::integer(od::value v, bool with_bool, bool& is_int, int64_t& out, bool& unsupported) {
+bool SummaryEngine::State::integer(od::value v, bool with_bool, bool& is_int, int64_t& out,
+                                   bool& unsupported) {
   od::json_type type;
   if (v.type().get(type)) return false;
   if (type == od::json_type::boolean) {
@@ -128,9 +130,12 @@ bool SummaryEngine::State::scalar(od::value v, Scalar& out, bool& unsupported) {
 
 // str(x) of a pid or tid: the string itself, Python's spelling of the rest.
 void SummaryEngine::State::python_str(const Scalar& s, std::string& out) {
-  if (s.type == od::json_type::boolean) out = s.boolean ? "True" : "False";
-  else if (s.type == od::json_type::null) out = "None";
-  else out.assign(s.text);
+  if (s.type == od::json_type::boolean)
+    out = s.boolean ? "True" : "False";
+  else if (s.type == od::json_type::null)
+    out = "None";
+  else
+    out.assign(s.text);
 }
 
 // A value as a Python dict key (1, 1.0 and True are one key; "1" another). Public to the
@@ -235,10 +240,14 @@ bool SummaryEngine::State::parse_args(od::value v, Event& e, bool& unsupported) 
       if (type == od::json_type::string) {
         std::string_view s;
         if (x.get_string().get(s)) return false;
-        if (s == "forward") e.phase = 0;
-        else if (s == "backward") e.phase = 1;
-        else if (s == "recompute") e.phase = 2;
-        else e.phase = 4 + strings.id("s" + std::string(s));
+        if (s == "forward")
+          e.phase = 0;
+        else if (s == "backward")
+          e.phase = 1;
+        else if (s == "recompute")
+          e.phase = 2;
+        else
+          e.phase = 4 + strings.id("s" + std::string(s));
       } else if (type == od::json_type::null) {
         e.phase = kPhaseNone;
         if (!skip(x)) return false;
@@ -312,10 +321,11 @@ bool SummaryEngine::State::parse_doc(Doc& doc, Event& e) {  // e: a new Event()
         std::string_view s;
         if (x.get_string().get(s)) return false;
         e.ph_str = true;
-        if (s.size() == 1 && (s[0] == 'X' || s[0] == 'i' || s[0] == 's' || s[0] == 'f' ||
-                              s[0] == 'M'))
+        if (s.size() == 1 &&
+            (s[0] == 'X' || s[0] == 'i' || s[0] == 's' || s[0] == 'f' || s[0] == 'M'))
           e.ph = s[0];
-        else if (s == "footer") e.ph = 'F';  // a JSON Lines footer is no event
+        else if (s == "footer")
+          e.ph = 'F';  // a JSON Lines footer is no event
       } else if (!skip(x)) {
         return false;
       } else {
@@ -349,10 +359,14 @@ bool SummaryEngine::State::parse_doc(Doc& doc, Event& e) {  // e: a new Event()
         std::string_view s;
         if (x.get_string().get(s)) return false;
         if (checks != nullptr) e.cat_text = strings.id(s);  // a flow's key
-        if (s == "cpu_op") e.cat = kCatCpuOp;
-        else if (s == "user_annotation") e.cat = kCatUserAnnotation;
-        else if (s == "kernel" || s == "gpu_memcpy" || s == "gpu_memset") e.cat = kCatDevice;
-        else if (s == "module_span") e.cat = kCatModuleSpan;
+        if (s == "cpu_op")
+          e.cat = kCatCpuOp;
+        else if (s == "user_annotation")
+          e.cat = kCatUserAnnotation;
+        else if (s == "kernel" || s == "gpu_memcpy" || s == "gpu_memset")
+          e.cat = kCatDevice;
+        else if (s == "module_span")
+          e.cat = kCatModuleSpan;
       } else if (!skip(x)) {
         return false;
       }
@@ -494,7 +508,8 @@ long SummaryEngine::State::feed(const char* data, size_t size, bool block) {
   if (block) return feed_lines(buffer.data(), size);
   size_t pos = 0;
   while (pos < total) {
-    size_t newline = block ? std::string_view(base + pos, total - pos).find('\n') : std::string_view::npos;
+    size_t newline =
+        block ? std::string_view(base + pos, total - pos).find('\n') : std::string_view::npos;
     size_t stop = newline == std::string_view::npos ? total : pos + newline;
     size_t a = pos, b = stop;
     while (a < b && (base[a] == ' ' || base[a] == '\t' || base[a] == '\r')) ++a;

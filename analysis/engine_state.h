@@ -30,10 +30,10 @@ struct SummaryEngine::State {
   bool jsonl;
   od::parser parser;
   std::vector<char> buffer;  // a block copied with simdjson's padding after it
-  Interner strings;                // fqns, names, module types, keys
+  Interner strings;          // fqns, names, module types, keys
   uint32_t question_mark;
-  uint32_t addr_none;  // args.get("Addr") is None
-  std::vector<Event> events;       // one parsed block
+  uint32_t addr_none;         // args.get("Addr") is None
+  std::vector<Event> events;  // one parsed block
   std::string scratch;
 
   // Totals
@@ -63,9 +63,9 @@ struct SummaryEngine::State {
 
   // Memory
   std::vector<MemoryNode> nodes;
-  std::vector<int32_t> node_of;                 // string id -> node index, -1
+  std::vector<int32_t> node_of;                                // string id -> node index, -1
   std::unordered_map<uint32_t, std::vector<uint32_t>> chains;  // fqn -> [self, parent, ...]
-  std::unordered_map<uint64_t, Block> live;     // (str(pid), Addr key) -> block
+  std::unordered_map<uint64_t, Block> live;                    // (str(pid), Addr key) -> block
   int64_t seq = 0;
   bool memory_seen = false;
 
@@ -74,8 +74,8 @@ struct SummaryEngine::State {
   uint32_t global_fqn;
   uint32_t module_entry;  // "fqntrace_module": an entry of the trace's module table
   std::unordered_map<uint32_t, uint32_t> declared_type;  // fqn -> class, from the module table
-  bool logging = false;  // kLive
-  bool counting = false;  // kCount: slices only, no sums
+  bool logging = false;                                  // kLive
+  bool counting = false;                                 // kCount: slices only, no sums
   int64_t slices = 0;
   std::vector<LiveRecord> log;
   bool any_range = false;

@@ -1,8 +1,8 @@
 // What a counted range adds: its module's totals per phase, the per-step times (self and CPU),
 // and the memory reports' per-module sums.
-#include "analysis/engine_state.h"
-
 #include <algorithm>
+
+#include "analysis/engine_state.h"
 
 namespace fqntrace::analysis {
 
@@ -147,11 +147,15 @@ void SummaryEngine::State::memory_event(const Event& e) {
   int phase = static_cast<int>(e.phase);
   const std::vector<uint32_t> links = chain(e.fqn);
   auto& runs = threads[e.thread].runs;
-  auto in_chain = [&](uint32_t n) { return std::find(links.begin(), links.end(), n) != links.end(); };
+  auto in_chain = [&](uint32_t n) {
+    return std::find(links.begin(), links.end(), n) != links.end();
+  };
   size_t kept = 0;
   for (auto& run : runs) {
-    if (run.phase != phase || !in_chain(run.node)) close_run(run);
-    else runs[kept++] = run;
+    if (run.phase != phase || !in_chain(run.node))
+      close_run(run);
+    else
+      runs[kept++] = run;
   }
   runs.resize(kept);
   for (uint32_t n : links) {
@@ -190,8 +194,10 @@ void SummaryEngine::State::module_end(const Event& e) {
   uint32_t n = static_cast<uint32_t>(node_of[e.fqn]);
   size_t kept = 0;
   for (auto& run : runs) {
-    if (run.node == n && static_cast<uint32_t>(run.phase) == e.phase) close_run(run);
-    else runs[kept++] = run;
+    if (run.node == n && static_cast<uint32_t>(run.phase) == e.phase)
+      close_run(run);
+    else
+      runs[kept++] = run;
   }
   runs.resize(kept);
 }

@@ -1,7 +1,5 @@
 #include "analysis/merge_engine.h"
 
-#include "analysis/ondemand_text.h"
-
 #include <simdjson.h>
 
 #include <algorithm>
@@ -10,6 +8,8 @@
 #include <cstring>
 #include <unordered_map>
 #include <unordered_set>
+
+#include "analysis/ondemand_text.h"
 
 namespace fqntrace::analysis {
 namespace {
@@ -30,7 +30,8 @@ bool is(std::string_view key, const char (&literal)[N]) {
 // One bit per key of an object, so most keys need no comparison to tell they are not repeated.
 uint64_t key_bit(std::string_view key) {
   unsigned h = static_cast<unsigned>(key.size()) * 31u;
-  if (!key.empty()) h += static_cast<unsigned char>(key[0]) * 7u + static_cast<unsigned char>(key.back());
+  if (!key.empty())
+    h += static_cast<unsigned char>(key[0]) * 7u + static_cast<unsigned char>(key.back());
   return uint64_t(1) << (h & 63u);
 }
 
@@ -51,8 +52,9 @@ bool canonical_string(std::string_view raw) {
     }
     if (c != 'u' || end - p < 5 || p[1] != '0' || p[2] != '0' || (p[3] != '0' && p[3] != '1'))
       return false;
-    int low = p[4] >= '0' && p[4] <= '9' ? p[4] - '0' : p[4] >= 'a' && p[4] <= 'f' ? p[4] - 'a' + 10
-                                                                                    : -1;
+    int low = p[4] >= '0' && p[4] <= '9'   ? p[4] - '0'
+              : p[4] >= 'a' && p[4] <= 'f' ? p[4] - 'a' + 10
+                                           : -1;
     if (low < 0) return false;
     int code = (p[3] - '0') * 16 + low;
     if (code == '\b' || code == '\t' || code == '\n' || code == '\f' || code == '\r') return false;
@@ -130,7 +132,7 @@ struct LinePlan {
   bool skip = false;  // a process row of the input: replaced by the rank's own
   bool slice = false;
   bool append_pid = false;
-  char flow_ph = 0;  // 's', 't', 'f' with an id: renumbered
+  char flow_ph = 0;                   // 's', 't', 'f' with an id: renumbered
   size_t key_begin = 0, key_end = 0;  // the flow's key in State::keys
   Edit edits[4];
   int n_edits = 0;
@@ -147,7 +149,7 @@ struct MergeEngine::State {
   std::vector<std::string_view> keys_seen;       // the keys of the objects being read
   bool line_escapes = false;                     // the line being rewritten has a backslash
   std::vector<LinePlan> plans;
-  std::string keys;                              // flow keys of the block
+  std::string keys;  // flow keys of the block
   std::unordered_set<std::string> pids;
   std::string pid, last_pid_raw = "\x01";  // the first pass's last pid (no token is "\x01")
 
@@ -280,7 +282,8 @@ struct MergeEngine::State {
           // no comma, yet not the block's last line: not the core's layout (the Python path
           // decides whether more lines follow)
           bool last = true;
-          for (size_t k = stop + 1; k < size && last; ++k) last = base[k] == '\n' || is_space(base[k]);
+          for (size_t k = stop + 1; k < size && last; ++k)
+            last = base[k] == '\n' || is_space(base[k]);
           if (!last) return false;
         }
       }
@@ -295,7 +298,8 @@ struct MergeEngine::State {
       // have such spaces, and they are dropped; args keys like "Sequence number" have inner ones).
       if (minified.size() < size + simdjson::SIMDJSON_PADDING)
         minified.resize(size + simdjson::SIMDJSON_PADDING);
-      bool tabs = std::memchr(base, '\t', size) != nullptr || std::memchr(base, '\r', size) != nullptr;
+      bool tabs =
+          std::memchr(base, '\t', size) != nullptr || std::memchr(base, '\r', size) != nullptr;
       for (size_t k = 0; k < lines.size(); ++k) {
         size_t n = lines[k].second - lines[k].first;
         if (!tabs && std::memchr(base + lines[k].first, ' ', n) == nullptr) continue;
@@ -501,8 +505,8 @@ struct MergeEngine::State {
           append_us(out, e.ns);
           break;
         case Edit::kId:
-          append_int(out, flow_id(std::string_view(keys).substr(
-                                      plan.key_begin, plan.key_end - plan.key_begin),
+          append_int(out, flow_id(std::string_view(keys).substr(plan.key_begin,
+                                                                plan.key_end - plan.key_begin),
                                   plan.flow_ph));
           break;
       }

@@ -15,8 +15,7 @@ namespace {
 using fqntrace::analysis::MergeEngine;
 
 struct MergerObject {
-  PyObject_HEAD
-  MergeEngine* engine;
+  PyObject_HEAD MergeEngine* engine;
   std::string* out;  // the rewritten block, reused
 };
 
@@ -71,14 +70,12 @@ PyObject* scan_block(PyObject* self, PyObject* args) {
   block_of(chunk, start, end, &data, &size);
   long events = 0;
   bool ok = false, out_of_memory = false;
-  Py_BEGIN_ALLOW_THREADS
-  try {
+  Py_BEGIN_ALLOW_THREADS try {
     ok = obj->engine->scan_block(data, size, jsonl != 0, &events);
   } catch (...) {  // std::bad_alloc: no C++ exception crosses into Python
     out_of_memory = true;
   }
-  Py_END_ALLOW_THREADS
-  if (out_of_memory) return PyErr_NoMemory();
+  Py_END_ALLOW_THREADS if (out_of_memory) return PyErr_NoMemory();
   return PyLong_FromLong(ok ? events : -1);
 }
 
@@ -95,8 +92,8 @@ PyObject* take_pids(PyObject* self, PyObject*) {
   if (list == nullptr) return nullptr;
   for (const auto& pid : pids) {
     // surrogateescape: bytes that are not UTF-8 stay as the Python reader keeps them
-    PyObject* text = PyUnicode_DecodeUTF8(pid.data(), static_cast<Py_ssize_t>(pid.size()),
-                                          "surrogateescape");
+    PyObject* text =
+        PyUnicode_DecodeUTF8(pid.data(), static_cast<Py_ssize_t>(pid.size()), "surrogateescape");
     if (text == nullptr || PyList_Append(list, text) < 0) {
       Py_XDECREF(text);
       Py_DECREF(list);
@@ -133,17 +130,15 @@ PyObject* rewrite_block(PyObject* self, PyObject* args) {
   long read = 0, written = 0, slices = 0;
   bool ok = false, out_of_memory = false;
   obj->out->clear();
-  Py_BEGIN_ALLOW_THREADS
-  try {
+  Py_BEGIN_ALLOW_THREADS try {
     ok = obj->engine->rewrite_block(data, size, *obj->out, &read, &written, &slices);
   } catch (...) {
     out_of_memory = true;
   }
-  Py_END_ALLOW_THREADS
-  if (out_of_memory) return PyErr_NoMemory();
+  Py_END_ALLOW_THREADS if (out_of_memory) return PyErr_NoMemory();
   if (!ok) Py_RETURN_NONE;
-  PyObject* text = PyBytes_FromStringAndSize(obj->out->data(),
-                                             static_cast<Py_ssize_t>(obj->out->size()));
+  PyObject* text =
+      PyBytes_FromStringAndSize(obj->out->data(), static_cast<Py_ssize_t>(obj->out->size()));
   if (text == nullptr) return nullptr;
   return Py_BuildValue("(Nlll)", text, read, written, slices);
 }
@@ -155,8 +150,8 @@ PyObject* flow(PyObject* self, PyObject* args) {
   int ph;
   if (!ready(obj) || !PyArg_ParseTuple(args, "y#C", &key, &key_size, &ph)) return nullptr;
   try {
-    return PyLong_FromLongLong(obj->engine->flow(std::string_view(key, key_size),
-                                                 static_cast<char>(ph)));
+    return PyLong_FromLongLong(
+        obj->engine->flow(std::string_view(key, key_size), static_cast<char>(ph)));
   } catch (...) {
     return PyErr_NoMemory();
   }
@@ -171,7 +166,8 @@ PyMethodDef kMergerMethods[] = {
      "start_rank(rank, shift_ns, jsonl): the rank whose events are rewritten next."},
     {"rewrite_block", rewrite_block, METH_VARARGS,
      "rewrite_block(chunk, start, end): (the merged events' text, each after ',\\n', events "
-     "read, events written, X events), or None when a line is not one it rewrites exactly (nothing changed)."},
+     "read, events written, X events), or None when a line is not one it rewrites exactly (nothing "
+     "changed)."},
     {"flow", flow, METH_VARARGS,
      "flow(key, ph): the merged id of a flow end; key: the JSON texts of cat and id joined by "
      "a NUL byte."},
@@ -179,9 +175,15 @@ PyMethodDef kMergerMethods[] = {
 
 PyTypeObject kMergerType = {PyVarObject_HEAD_INIT(nullptr, 0) nullptr};
 
-PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_native_merge",
-                       "merge's per-line rewrite in native code (simdjson).", -1,
-                       nullptr, nullptr, nullptr, nullptr, nullptr};
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT,
+                       "_native_merge",
+                       "merge's per-line rewrite in native code (simdjson).",
+                       -1,
+                       nullptr,
+                       nullptr,
+                       nullptr,
+                       nullptr,
+                       nullptr};
 
 }  // namespace
 

@@ -15,8 +15,7 @@ using fqntrace::analysis::kPhases;
 using fqntrace::analysis::SummaryEngine;
 
 struct EngineObject {
-  PyObject_HEAD
-  SummaryEngine* engine;
+  PyObject_HEAD SummaryEngine* engine;
   bool finished;
 };
 
@@ -82,14 +81,13 @@ PyObject* feed(PyObject* self, PyObject* args, bool block) {
   long n = 0;
   bool out_of_memory = false;
   Py_BEGIN_ALLOW_THREADS  // a process pool or Dask worker may run other threads meanwhile
-  try {
+      try {
     n = block ? obj->engine->feed_block(data, static_cast<size_t>(size))
               : obj->engine->feed_event(data, static_cast<size_t>(size));
   } catch (...) {  // std::bad_alloc: no C++ exception crosses into Python
     out_of_memory = true;
   }
-  Py_END_ALLOW_THREADS
-  if (out_of_memory) return PyErr_NoMemory();
+  Py_END_ALLOW_THREADS if (out_of_memory) return PyErr_NoMemory();
   return PyLong_FromLong(n);
 }
 
@@ -115,8 +113,8 @@ PyObject* step_list(const SummaryEngine& engine, bool cpu) {
       [](void* raw, int64_t step, uint32_t fqn, int phase, int64_t ns) {
         auto* c = static_cast<Ctx*>(raw);
         if (c->failed) return;
-        PyObject* row = Py_BuildValue("(LNiL)", (long long)step, text(c->engine->fqn(fqn)),
-                                      phase, (long long)ns);
+        PyObject* row = Py_BuildValue("(LNiL)", (long long)step, text(c->engine->fqn(fqn)), phase,
+                                      (long long)ns);
         if (row == nullptr || PyList_Append(c->list, row) < 0) c->failed = true;
         Py_XDECREF(row);
       },
@@ -151,10 +149,10 @@ PyObject* build_result(const SummaryEngine& engine) {
         Py_DECREF(key);
         Py_DECREF(value);
       }
-      PyObject* record = Py_BuildValue("(LLLLLLLNL)", (long long)p.self_ns, (long long)p.self_ops,
-                                       (long long)p.self_flops, (long long)p.comm_ns,
-                                       (long long)p.comm_bytes, (long long)p.collectives,
-                                       (long long)p.device_ns, top, (long long)p.cpu_ns);
+      PyObject* record =
+          Py_BuildValue("(LLLLLLLNL)", (long long)p.self_ns, (long long)p.self_ops,
+                        (long long)p.self_flops, (long long)p.comm_ns, (long long)p.comm_bytes,
+                        (long long)p.collectives, (long long)p.device_ns, top, (long long)p.cpu_ns);
       if (record == nullptr) {
         Py_DECREF(phases);
         goto fail;
@@ -190,12 +188,12 @@ PyObject* build_result(const SummaryEngine& engine) {
       for (int k = 0; k < kPhases; ++k) {
         const int64_t* v = n.numbers[k];
         static_assert(kMemoryFields == 5, "memory.FIELDS has five numbers");
-        PyList_SET_ITEM(numbers, k, Py_BuildValue("[LLLLL]", (long long)v[0], (long long)v[1],
-                                                  (long long)v[2], (long long)v[3],
-                                                  (long long)v[4]));
+        PyList_SET_ITEM(numbers, k,
+                        Py_BuildValue("[LLLLL]", (long long)v[0], (long long)v[1], (long long)v[2],
+                                      (long long)v[3], (long long)v[4]));
       }
-      PyObject* row = Py_BuildValue("(NNL)", text(engine.fqn(n.fqn)), numbers,
-                                    (long long)n.live_grad);
+      PyObject* row =
+          Py_BuildValue("(NNL)", text(engine.fqn(n.fqn)), numbers, (long long)n.live_grad);
       if (row == nullptr || PyList_Append(nodes, row) < 0) {
         Py_XDECREF(row);
         Py_DECREF(nodes);
@@ -305,9 +303,8 @@ PyObject* live_totals(PyObject* self, PyObject*) {
   PyObject* modules = PyList_New(0);
   if (modules == nullptr) return nullptr;
   for (const auto& m : engine.modules()) {
-    PyObject* row = Py_BuildValue("(NLLL)", text(engine.fqn(m.fqn)),
-                                  (long long)m.phases[0].self_ns, (long long)m.phases[1].self_ns,
-                                  (long long)m.phases[2].self_ns);
+    PyObject* row = Py_BuildValue("(NLLL)", text(engine.fqn(m.fqn)), (long long)m.phases[0].self_ns,
+                                  (long long)m.phases[1].self_ns, (long long)m.phases[2].self_ns);
     if (row == nullptr || PyList_Append(modules, row) < 0) {
       Py_XDECREF(row);
       Py_DECREF(modules);
@@ -344,9 +341,15 @@ PyMethodDef kEngineMethods[] = {
 
 PyTypeObject kEngineType = {PyVarObject_HEAD_INIT(nullptr, 0) nullptr};
 
-PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_native_summary",
-                       "The streaming summary's per-event loop in native code (simdjson).", -1,
-                       nullptr, nullptr, nullptr, nullptr, nullptr};
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT,
+                       "_native_summary",
+                       "The streaming summary's per-event loop in native code (simdjson).",
+                       -1,
+                       nullptr,
+                       nullptr,
+                       nullptr,
+                       nullptr,
+                       nullptr};
 
 }  // namespace
 
@@ -358,7 +361,8 @@ PyMODINIT_FUNC PyInit__native_summary() {
   kEngineType.tp_name = "fqntrace.analysis._native_summary.Engine";
   kEngineType.tp_basicsize = sizeof(EngineObject);
   kEngineType.tp_flags = Py_TPFLAGS_DEFAULT;
-  kEngineType.tp_doc = "Engine(jsonl, step_ranges=None): one trace's summary sums, fed in file order.";
+  kEngineType.tp_doc =
+      "Engine(jsonl, step_ranges=None): one trace's summary sums, fed in file order.";
   kEngineType.tp_new = PyType_GenericNew;
   kEngineType.tp_init = engine_init;
   kEngineType.tp_dealloc = engine_dealloc;

@@ -12,8 +12,8 @@ namespace fqntrace::analysis {
 // A raw token (simdjson's raw_json_token() runs up to the next structural character) without
 // the whitespace after it.
 inline std::string_view trimmed(std::string_view raw) {
-  while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\t' || raw.back() == '\n' ||
-                          raw.back() == '\r'))
+  while (!raw.empty() &&
+         (raw.back() == ' ' || raw.back() == '\t' || raw.back() == '\n' || raw.back() == '\r'))
     raw.remove_suffix(1);
   return raw;
 }

@@ -71,7 +71,9 @@ void SummaryEngine::add_step_range(const std::string& pid_key, int64_t start, in
   state_->ranges_sorted = false;
 }
 
-long SummaryEngine::feed_block(const char* data, size_t size) { return state_->feed(data, size, true); }
+long SummaryEngine::feed_block(const char* data, size_t size) {
+  return state_->feed(data, size, true);
+}
 
 long SummaryEngine::feed_event(const char* data, size_t size) {
   return state_->feed(data, size, false);

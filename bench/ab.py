@@ -8,6 +8,7 @@ group give the A/B's own noise (A against A).
     a, b = ab.arms(blocks)
     changes = ab.group_changes(blocks)                 # % per group of four
 """
+
 import statistics
 import time
 
@@ -30,8 +31,10 @@ def timed(step, n):
 
 def arms(blocks):
     """(arm A's values, arm B's values), the blocks' lists joined."""
-    return ([v for b, values in blocks if not b for v in values],
-            [v for b, values in blocks if b for v in values])
+    return (
+        [v for b, values in blocks if not b for v in values],
+        [v for b, values in blocks if b for v in values],
+    )
 
 
 def change_pct(a, b, stat=statistics.median):
@@ -40,7 +43,7 @@ def change_pct(a, b, stat=statistics.median):
 
 def group_changes(blocks, stat=statistics.fmean):
     """B against A in % within each whole group of four blocks."""
-    return [change_pct(*arms(blocks[g:g + 4]), stat) for g in range(0, len(blocks) - 3, 4)]
+    return [change_pct(*arms(blocks[g : g + 4]), stat) for g in range(0, len(blocks) - 3, 4)]
 
 
 def null_changes(blocks, stat=statistics.fmean):

@@ -10,6 +10,7 @@ switches instrumentation on with callgrind_control around exactly --ops calls of
 op/step, other threads' (fqntrace's drain thread), and for fqntrace the inclusive cost of its two
 callbacks. With --whole, also the whole run of a trace file (whole_run()). Prints JSON.
 """
+
 import argparse
 import concurrent.futures
 import json
@@ -30,9 +31,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def child(mode, what, count):
     sys.path.insert(0, HERE)
-    import torch
-
     import run_mode
+    import torch
 
     torch.set_num_threads(1)
     run_mode.set_up(mode)
@@ -54,6 +54,7 @@ def child(mode, what, count):
         def work():
             model(x).sum().backward()
             model.zero_grad(set_to_none=True)
+
     # torch.profiler is scoped: entered before the warm-up, left after the count (what it does at
     # exit, collecting its events, is not counted: its cost is measured while it records).
     with run_mode.measuring(mode):
@@ -84,12 +85,14 @@ def ddp_model_step():
 
     def step():
         lm_step(model, opt, torch.randint(0, VOCAB, (4, 32), generator=gen))
+
     return step
 
 
 def callgrind_switch(state):
-    subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], capture_output=True,
-                   check=True)
+    subprocess.run(
+        ["callgrind_control", "-i", state, str(os.getpid())], capture_output=True, check=True
+    )
 
 
 def whole_run(mode, count):
@@ -131,8 +134,11 @@ def totals(path):
 
 def inclusive(path, pattern):
     """Inclusive Ir of the function whose summary line matches pattern (0 if absent)."""
-    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", path],
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["callgrind_annotate", "--inclusive=yes", "--threshold=100", path],
+        capture_output=True,
+        text=True,
+    ).stdout
     for line in out.splitlines():
         m = re.match(r"^\s*([\d,]+)\s+\([^)]*\)\s+(\S.*)$", line)
         if m and re.search(pattern, m.group(2)) and not m.group(2).startswith("=>"):
@@ -145,26 +151,55 @@ def run(mode, what, count, outdir):
     env.update(environment(mode, os.path.join(outdir, f"{mode}.{what}.{count}.json")))
     env["FQNTRACE_BENCH_EXPORT"] = os.path.join(outdir, f"{mode}.{what}.{count}.export.json")
     tag = f"{mode}.{what}.{count}"
-    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
-           f"--callgrind-out-file={os.path.join(outdir, 'cg.' + tag)}.%p", sys.executable,
-           os.path.abspath(__file__), "--child", mode, "--what", what, "--count", str(count)]
+    cmd = [
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        "--separate-threads=yes",
+        f"--callgrind-out-file={os.path.join(outdir, 'cg.' + tag)}.%p",
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child",
+        mode,
+        "--what",
+        what,
+        "--count",
+        str(count),
+    ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         raise RuntimeError(f"callgrind {tag} failed:\n{proc.stderr[-2000:]}")
     files = sorted(f for f in os.listdir(outdir) if f.startswith(f"cg.{tag}.") and "-" in f)
     main = os.path.join(outdir, next(f for f in files if f.endswith("-01")))
     if what == "whole":  # every thread, the process's whole window
-        return what, mode, {"count": count, "ir": sum(totals(os.path.join(outdir, f)) for f in files)}
+        return (
+            what,
+            mode,
+            {"count": count, "ir": sum(totals(os.path.join(outdir, f)) for f in files)},
+        )
     if what in ("ddpstep", "demo"):
-        return what, mode, {"steps": count,
-                            "all_threads_ir_per_step": sum(totals(os.path.join(outdir, f)) for f in files) / count,
-                            "main_thread_ir_per_step": totals(main) / count}
+        return (
+            what,
+            mode,
+            {
+                "steps": count,
+                "all_threads_ir_per_step": sum(totals(os.path.join(outdir, f)) for f in files)
+                / count,
+                "main_thread_ir_per_step": totals(main) / count,
+            },
+        )
     unit = "op" if what == "ops" else "step"
-    result = {f"main_thread_ir_per_{unit}": totals(main) / count,
-              f"other_threads_ir_per_{unit}": sum(totals(os.path.join(outdir, f)) for f in files
-                                                  if not f.endswith("-01")) / count}
+    result = {
+        f"main_thread_ir_per_{unit}": totals(main) / count,
+        f"other_threads_ir_per_{unit}": sum(
+            totals(os.path.join(outdir, f)) for f in files if not f.endswith("-01")
+        )
+        / count,
+    }
     if what == "ops":
-        result["run_record_function_ir_per_op"] = inclusive(main, r"Dispatcher::runRecordFunction") / count
+        result["run_record_function_ir_per_op"] = (
+            inclusive(main, r"Dispatcher::runRecordFunction") / count
+        )
         if mode.startswith("fqntrace"):
             result["on_start_ir_per_op"] = inclusive(main, r"observer.*on_start\(") / count
             result["on_end_ir_per_op"] = inclusive(main, r"observer.*on_end\(") / count
@@ -179,19 +214,30 @@ def main():
     parser.add_argument("--ops", type=int, default=20000)
     parser.add_argument("--mlp-steps", type=int, default=200)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--whole", action="store_true",
-                        help="also the whole run (ops until the trace file is written) of fqntrace "
-                             "and torch.profiler, per op from the slope between --whole-ops/2 and "
-                             "--whole-ops")
+    parser.add_argument(
+        "--whole",
+        action="store_true",
+        help="also the whole run (ops until the trace file is written) of fqntrace "
+        "and torch.profiler, per op from the slope between --whole-ops/2 and "
+        "--whole-ops",
+    )
     parser.add_argument("--whole-ops", type=int, default=20000)
     parser.add_argument("--only-whole", action="store_true", help="only the whole run")
-    parser.add_argument("--ddp-steps", type=int, default=0,
-                        help="also P8c: this many steps of P8's model per mode (0: not run)")
+    parser.add_argument(
+        "--ddp-steps",
+        type=int,
+        default=0,
+        help="also P8c: this many steps of P8's model per mode (0: not run)",
+    )
     parser.add_argument("--only-ddp-step", action="store_true", help="only P8c")
     parser.add_argument("--modes", help="only these modes (comma-separated; default: all)")
-    parser.add_argument("--demo-steps", type=int, default=0,
-                        help="also the demo transformer's training step (bench/run_mode.py's demo_step), "
-                             "this many steps per mode (0: not run)")
+    parser.add_argument(
+        "--demo-steps",
+        type=int,
+        default=0,
+        help="also the demo transformer's training step (bench/run_mode.py's demo_step), "
+        "this many steps per mode (0: not run)",
+    )
     parser.add_argument("--only-demo", action="store_true", help="only the demo step")
     args = parser.parse_args()
     if args.child:
@@ -201,12 +247,20 @@ def main():
         print(json.dumps({"skipped": "valgrind not installed"}))
         return
     outdir = tempfile.mkdtemp(prefix="fqntrace-callgrind-")
-    jobs = [] if args.only_whole else ([(m, "ops", args.ops) for m in CALLGRIND_OPS_MODES]
-                                       + [(m, "mlp", args.mlp_steps) for m in CALLGRIND_MLP_MODES])
+    jobs = (
+        []
+        if args.only_whole
+        else (
+            [(m, "ops", args.ops) for m in CALLGRIND_OPS_MODES]
+            + [(m, "mlp", args.mlp_steps) for m in CALLGRIND_MLP_MODES]
+        )
+    )
     if args.only_ddp_step:
         jobs = []
     elif args.whole or args.only_whole:
-        jobs += [(m, "whole", n) for m in WHOLE_RUN_MODES for n in (args.whole_ops // 2, args.whole_ops)]
+        jobs += [
+            (m, "whole", n) for m in WHOLE_RUN_MODES for n in (args.whole_ops // 2, args.whole_ops)
+        ]
     if args.ddp_steps > 0 or args.only_ddp_step:
         jobs += [(m, "ddpstep", args.ddp_steps or 20) for m in CALLGRIND_DDP_STEP_MODES]
     if args.only_demo:
@@ -220,8 +274,13 @@ def main():
             done = list(pool.map(lambda job: run(*job, outdir), jobs))
     finally:
         shutil.rmtree(outdir, ignore_errors=True)
-    out = {"ops": args.ops, "mlp_steps": args.mlp_steps, "whole_ops": args.whole_ops, "modes": {},
-           "mlp": {}}
+    out = {
+        "ops": args.ops,
+        "mlp_steps": args.mlp_steps,
+        "whole_ops": args.whole_ops,
+        "modes": {},
+        "mlp": {},
+    }
     whole = {}
     for what, mode, result in done:
         if what in ("ddpstep", "demo"):
@@ -232,9 +291,13 @@ def main():
             out["modes" if what == "ops" else "mlp"][mode] = result
     if whole:
         out["whole"] = {}
-        for mode, (small, big) in ((m, sorted(r, key=lambda r: r["count"])) for m, r in whole.items()):
-            out["whole"][mode] = {"runs": [small, big],
-                                  "ir_per_op": (big["ir"] - small["ir"]) / (big["count"] - small["count"])}
+        for mode, (small, big) in (
+            (m, sorted(r, key=lambda r: r["count"])) for m, r in whole.items()
+        ):
+            out["whole"][mode] = {
+                "runs": [small, big],
+                "ir_per_op": (big["ir"] - small["ir"]) / (big["count"] - small["count"]),
+            }
     print(json.dumps(out))
 
 

@@ -12,6 +12,7 @@ the commands) to OUT/cli_bench.md; a run of this checkout at 300 or 1024 MiB (al
 replaces the part cli-MB of bench/measured.json and refills docs/benchmarks.md's P9 table and
 opening table (`p9-cli` and `costs`, through bench/doc_tables.py).
 """
+
 import argparse
 import json
 import os
@@ -26,7 +27,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
 import bigtrace  # noqa: E402
 import doc_tables  # noqa: E402  (the table's Markdown and docs/benchmarks.md's section)
 import measured  # noqa: E402
-from modes import CLI_DOC_SIZES, CLI_RSS_LIMIT_MIB as RSS_LIMIT_MIB  # noqa: E402
+from modes import CLI_DOC_SIZES  # noqa: E402
+from modes import CLI_RSS_LIMIT_MIB as RSS_LIMIT_MIB  # noqa: E402
 
 # Issue 24's bounds: events per CPU second per verb (the rest: DEFAULT_TARGET); peak RSS: modes.
 TARGETS = {"summary": 1_000_000, "merge": 500_000}
@@ -35,12 +37,17 @@ DEFAULT_TARGET = 300_000
 
 def measure(cmd, env):
     """Runs cmd as the only child of a fresh `time`-like wrapper so its rusage is its own."""
-    wrapper = [sys.executable, "-c", (
-        "import os,resource,subprocess,sys,json;"
-        "p=subprocess.run(sys.argv[1:],stdout=subprocess.PIPE,stderr=subprocess.PIPE);"
-        "u=resource.getrusage(resource.RUSAGE_CHILDREN);"
-        "print(json.dumps([p.returncode,u.ru_utime+u.ru_stime,u.ru_stime,u.ru_maxrss/1024,"
-        "p.stdout.decode()[-2000:],p.stderr.decode()[-2000:]]))")] + cmd
+    wrapper = [
+        sys.executable,
+        "-c",
+        (
+            "import os,resource,subprocess,sys,json;"
+            "p=subprocess.run(sys.argv[1:],stdout=subprocess.PIPE,stderr=subprocess.PIPE);"
+            "u=resource.getrusage(resource.RUSAGE_CHILDREN);"
+            "print(json.dumps([p.returncode,u.ru_utime+u.ru_stime,u.ru_stime,u.ru_maxrss/1024,"
+            "p.stdout.decode()[-2000:],p.stderr.decode()[-2000:]]))"
+        ),
+    ] + cmd
     started = time.perf_counter()
     done = subprocess.run(wrapper, stdout=subprocess.PIPE, env=env, check=True)
     wall = time.perf_counter() - started
@@ -56,8 +63,11 @@ def main():
     parser.add_argument("--pythonpath", help="the fqntrace package's parent folder to run")
     parser.add_argument("--verbs", nargs="*", default=None)
     parser.add_argument("--label", default="this checkout")
-    parser.add_argument("--keep", action="store_true",
-                        help="keep the big traces in OUT (they are deleted at the end)")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the big traces in OUT (they are deleted at the end)",
+    )
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     mb = int(args.mb) if args.mb == int(args.mb) else args.mb
@@ -69,8 +79,10 @@ def main():
     needed = 4 * args.mb * 2.5 * (1 << 20)  # the traces, the cut copies, merge's output
     free = shutil.disk_usage(args.out).free
     if free < needed:
-        sys.exit(f"cli_bench: {free / (1 << 30):.1f} GiB free in {args.out}, about "
-                 f"{needed / (1 << 30):.1f} GiB needed for {mb} MiB traces; use --out elsewhere")
+        sys.exit(
+            f"cli_bench: {free / (1 << 30):.1f} GiB free in {args.out}, about "
+            f"{needed / (1 << 30):.1f} GiB needed for {mb} MiB traces; use --out elsewhere"
+        )
     counts = {}
     made = []
     for path, rank in ((chrome, None), (chrome1, 1), (jsonl, None), (jsonl1, 1)):
@@ -86,8 +98,9 @@ def main():
         """Events in a big trace: its lines but the header and the tail (one event a line)."""
         if path not in counts:
             with open(path, "rb") as f:
-                counts[path] = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 24),
-                                                                        b"")) - 2
+                counts[path] = (
+                    sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 24), b"")) - 2
+                )
         return counts[path]
 
     cut_at = 0.72
@@ -110,22 +123,40 @@ def main():
         ("summary", jsonl, lambda p: ["summary", p], lambda p: events(p)),
         ("validate", chrome, lambda p: ["validate", p], lambda p: events(p)),
         ("validate", jsonl, lambda p: ["validate", p], lambda p: events(p)),
-        ("repair", chrome, lambda p: ["repair", cuts[p], "-o", cuts[p] + ".fixed"],
-         lambda p: int(events(p) * cut_at)),
-        ("repair", jsonl, lambda p: ["repair", cuts[p], "-o", cuts[p] + ".fixed"],
-         lambda p: int(events(p) * cut_at)),
+        (
+            "repair",
+            chrome,
+            lambda p: ["repair", cuts[p], "-o", cuts[p] + ".fixed"],
+            lambda p: int(events(p) * cut_at),
+        ),
+        (
+            "repair",
+            jsonl,
+            lambda p: ["repair", cuts[p], "-o", cuts[p] + ".fixed"],
+            lambda p: int(events(p) * cut_at),
+        ),
         ("report", chrome, lambda p: ["report", p, "-o", html], lambda p: events(p)),
         ("report", jsonl, lambda p: ["report", p, "-o", html], lambda p: events(p)),
     ]
     for path in (chrome, jsonl):  # two ranks: both inputs' events count
         plan += [
-            ("merge", path, lambda p: ["merge", p, second[p], "-o", merged],
-             lambda p: events(p) + events(second[p])),
-            ("diff", path, lambda p: ["diff", p, second[p]],
-             lambda p: events(p) + events(second[p])),
+            (
+                "merge",
+                path,
+                lambda p: ["merge", p, second[p], "-o", merged],
+                lambda p: events(p) + events(second[p]),
+            ),
+            (
+                "diff",
+                path,
+                lambda p: ["diff", p, second[p]],
+                lambda p: events(p) + events(second[p]),
+            ),
         ]
-    plan += [("top --once", path, lambda p: ["top", "--once", p], lambda p: events(p))
-             for path in (chrome, jsonl)]
+    plan += [
+        ("top --once", path, lambda p: ["top", "--once", p], lambda p: events(p))
+        for path in (chrome, jsonl)
+    ]
     rows = []
     try:
         for verb, path, argv, n in plan:
@@ -141,32 +172,52 @@ def main():
             n_events = n(path)
             rate = n_events / cpu if cpu > 0 and n_events else 0
             target = TARGETS.get(verb, DEFAULT_TARGET)
-            rows.append({
-                "verb": verb, "format": "JSON Lines" if path.endswith(".jsonl") else "Chrome",
-                "events": n_events, "cpu_s": cpu, "sys_s": sys_s, "events_per_cpu_s": rate,
-                "peak_rss_mib": rss,
-                "wall_s": wall, "target": target, "met": rc in (0, 3) and rate >= target and
-                rss <= RSS_LIMIT_MIB, "status": "" if rc in (0, 3) else
-                f"exit {rc}: {err.strip()[-200:]}",
-                "command": "python -m fqntrace " + " ".join(
-                    os.path.basename(a) if os.sep in a else a for a in argv(path))})
+            rows.append(
+                {
+                    "verb": verb,
+                    "format": "JSON Lines" if path.endswith(".jsonl") else "Chrome",
+                    "events": n_events,
+                    "cpu_s": cpu,
+                    "sys_s": sys_s,
+                    "events_per_cpu_s": rate,
+                    "peak_rss_mib": rss,
+                    "wall_s": wall,
+                    "target": target,
+                    "met": rc in (0, 3) and rate >= target and rss <= RSS_LIMIT_MIB,
+                    "status": "" if rc in (0, 3) else f"exit {rc}: {err.strip()[-200:]}",
+                    "command": "python -m fqntrace "
+                    + " ".join(os.path.basename(a) if os.sep in a else a for a in argv(path)),
+                }
+            )
             print(line(rows[-1]), flush=True)
         duck = duckdb_row(jsonl, events(jsonl))
         if duck:
             rows.append(duck)
             print(line(duck))
-        sizes = {"chrome_mib": os.path.getsize(chrome) / (1 << 20),
-                 "jsonl_mib": os.path.getsize(jsonl) / (1 << 20)}
+        sizes = {
+            "chrome_mib": os.path.getsize(chrome) / (1 << 20),
+            "jsonl_mib": os.path.getsize(jsonl) / (1 << 20),
+        }
     finally:
         if not args.keep:
             for path in made:
                 if os.path.exists(path):
                     os.remove(path)
-    run = {"date": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
-           "git_commit": measured.git_commit(), "loadavg": [None, os.getloadavg()[0]], "kind": "full",
-           "torch": measured.torch_version()}
-    results = {"run": run, "mb": mb, "label": args.label, "source": os.path.basename(args.source),
-               **sizes, "rows": rows}
+    run = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+        "git_commit": measured.git_commit(),
+        "loadavg": [None, os.getloadavg()[0]],
+        "kind": "full",
+        "torch": measured.torch_version(),
+    }
+    results = {
+        "run": run,
+        "mb": mb,
+        "label": args.label,
+        "source": os.path.basename(args.source),
+        **sizes,
+        "rows": rows,
+    }
     text = doc_tables.cli_table(results)
     with open(os.path.join(args.out, "cli_bench.md"), "w") as f:
         f.write(text + "\n")
@@ -177,10 +228,12 @@ def main():
 
 def line(row):
     """One row for the terminal."""
-    return (f"{row['verb'][:11]:11} {row['format']:10} {row['events']:>9} ev "
-            f"{row['cpu_s']:7.1f} s CPU {row['events_per_cpu_s'] / 1e3:7.0f} k ev/CPU-s "
-            f"{row['peak_rss_mib']:7.0f} MiB {row['wall_s']:6.0f} s wall"
-            f"{' (' + row['status'] + ')' if row['status'] else ''}")
+    return (
+        f"{row['verb'][:11]:11} {row['format']:10} {row['events']:>9} ev "
+        f"{row['cpu_s']:7.1f} s CPU {row['events_per_cpu_s'] / 1e3:7.0f} k ev/CPU-s "
+        f"{row['peak_rss_mib']:7.0f} MiB {row['wall_s']:6.0f} s wall"
+        f"{' (' + row['status'] + ')' if row['status'] else ''}"
+    )
 
 
 def write_doc(results):
@@ -192,8 +245,10 @@ def write_doc(results):
         text = doc_tables.update(f.read(), measured.load(), only=["p9-cli", "costs", "costs-stale"])
     with open(doc, "w") as f:
         f.write(text)
-    print(f"wrote the part cli-{results['mb']} of bench/measured.json and docs/benchmarks.md "
-          "(p9-cli, costs)")
+    print(
+        f"wrote the part cli-{results['mb']} of bench/measured.json and docs/benchmarks.md "
+        "(p9-cli, costs)"
+    )
 
 
 DUCK_QUERY = """
@@ -208,21 +263,36 @@ GROUP BY ALL
 def duckdb_row(path, n_events):
     """DuckDB on the JSON Lines file: op time (all ops, no nesting rule) and count per module
     and phase. A lower bound of the work `summary` does, for scale."""
-    code = ("import duckdb,sys;"
-            f"r=duckdb.sql({DUCK_QUERY!r}.format(path=sys.argv[1])).fetchall();"
-            "print(len(r))")
-    rc, cpu, sys_s, rss, wall, out, err = measure([sys.executable, "-c", code, path],
-                                                  dict(os.environ))
+    code = (
+        "import duckdb,sys;"
+        f"r=duckdb.sql({DUCK_QUERY!r}.format(path=sys.argv[1])).fetchall();"
+        "print(len(r))"
+    )
+    rc, cpu, sys_s, rss, wall, out, err = measure(
+        [sys.executable, "-c", code, path], dict(os.environ)
+    )
     if rc != 0:
         print(f"duckdb: skipped ({err.strip().splitlines()[-1] if err.strip() else rc})")
         return None
-    version = subprocess.run([sys.executable, "-c", "import duckdb; print(duckdb.__version__)"],
-                             capture_output=True, text=True).stdout.strip()
-    return {"verb": f"DuckDB {version} (per fqn and phase: sum of op dur, count; no nesting rule)",
-            "format": "JSON Lines", "events": n_events, "cpu_s": cpu, "sys_s": sys_s,
-            "events_per_cpu_s": n_events / cpu, "peak_rss_mib": rss, "wall_s": wall,
-            "target": None, "met": None, "status": "",
-            "command": "duckdb read_json(...) GROUP BY fqn, phase"}
+    version = subprocess.run(
+        [sys.executable, "-c", "import duckdb; print(duckdb.__version__)"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return {
+        "verb": f"DuckDB {version} (per fqn and phase: sum of op dur, count; no nesting rule)",
+        "format": "JSON Lines",
+        "events": n_events,
+        "cpu_s": cpu,
+        "sys_s": sys_s,
+        "events_per_cpu_s": n_events / cpu,
+        "peak_rss_mib": rss,
+        "wall_s": wall,
+        "target": None,
+        "met": None,
+        "status": "",
+        "command": "duckdb read_json(...) GROUP BY fqn, phase",
+    }
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ blocks, many of them: the machine's drift between blocks is the noise of this A/
 transformer block of 20 steps moved by 2-3 % from block to block here). --null runs both arms
 with the readings on: the A/B's own noise floor. Run without FQNTRACE set.
 """
+
 import argparse
 import json
 import os
@@ -21,12 +22,10 @@ import sys
 import tempfile
 import time
 
-import torch
-
-import fqntrace
-
 import ab
+import fqntrace
 import run_mode
+import torch
 
 
 def mlp():
@@ -35,6 +34,7 @@ def mlp():
     def step():
         model(x).sum().backward()
         model.zero_grad(set_to_none=True)
+
     return step
 
 
@@ -49,8 +49,11 @@ def measured_ranges(step, folder):
     with fqntrace.profile(path):
         step()
     with open(path) as f:
-        events = [e for e in json.load(f)["traceEvents"]
-                  if e.get("ph") == "X" and "self_cpu_ns" in (e.get("args") or {})]
+        events = [
+            e
+            for e in json.load(f)["traceEvents"]
+            if e.get("ph") == "X" and "self_cpu_ns" in (e.get("args") or {})
+        ]
     modules = sum(1 for e in events if e.get("cat") == "user_annotation")
     return modules, len(events) - modules
 
@@ -74,22 +77,33 @@ def measure(name, step, blocks, steps, folder, null=False):
         return times
 
     off, on = ab.arms(ab.run(blocks, block))
-    out = {"workload": name, "module_calls": modules, "backward_ops": backward,
-           "steps_per_arm": len(on)}
+    out = {
+        "workload": name,
+        "module_calls": modules,
+        "backward_ops": backward,
+        "steps_per_arm": len(on),
+    }
     for what, column in (("wall", 0), ("cpu", 1)):
         on_us = statistics.median(t[column] for t in on) / 1e3
         off_us = statistics.median(t[column] for t in off) / 1e3
-        out[what] = {"on_us": round(on_us, 2), "off_us": round(off_us, 2),
-                     "added_us": round(on_us - off_us, 2),
-                     "added_pct": round(100 * (on_us - off_us) / off_us, 2)}
+        out[what] = {
+            "on_us": round(on_us, 2),
+            "off_us": round(off_us, 2),
+            "added_us": round(on_us - off_us, 2),
+            "added_pct": round(100 * (on_us - off_us) / off_us, 2),
+        }
     return out
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--blocks", type=int, default=64)
-    parser.add_argument("--steps", type=int, default=50, help="MLP steps per block "
-                        "(the transformer runs a tenth as many, at least 2)")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=50,
+        help="MLP steps per block (the transformer runs a tenth as many, at least 2)",
+    )
     parser.add_argument("--null", action="store_true", help="both arms with the readings on")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -97,21 +111,33 @@ def main():
         sys.exit("run bench/cpu_time_cost.py without FQNTRACE set")
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(prefix="fqntrace-cpu-cost-") as folder:
-        results = [measure("mlp", mlp(), args.blocks, args.steps, folder, args.null),
-                   measure("transformer", transformer(), args.blocks,
-                           max(2, args.steps // 10), folder, args.null)]
+        results = [
+            measure("mlp", mlp(), args.blocks, args.steps, folder, args.null),
+            measure(
+                "transformer",
+                transformer(),
+                args.blocks,
+                max(2, args.steps // 10),
+                folder,
+                args.null,
+            ),
+        ]
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    print("| workload | ranges with CPU time per step (module calls, backward ops) | wall µs/step "
-          "on → off | added | loop-thread CPU µs/step on → off | added |")
+    print(
+        "| workload | ranges with CPU time per step (module calls, backward ops) | wall µs/step "
+        "on → off | added | loop-thread CPU µs/step on → off | added |"
+    )
     print("|---|---:|---:|---:|---:|---:|")
     for r in results:
         w, c = r["wall"], r["cpu"]
-        print(f"| {r['workload']} | {r['module_calls'] + r['backward_ops']} ({r['module_calls']}, "
-              f"{r['backward_ops']}) | {w['on_us']:.1f} → {w['off_us']:.1f} | "
-              f"{w['added_us']:+.1f} µs ({w['added_pct']:+.2f} %) | {c['on_us']:.1f} → "
-              f"{c['off_us']:.1f} | {c['added_us']:+.1f} µs ({c['added_pct']:+.2f} %) |")
+        print(
+            f"| {r['workload']} | {r['module_calls'] + r['backward_ops']} ({r['module_calls']}, "
+            f"{r['backward_ops']}) | {w['on_us']:.1f} → {w['off_us']:.1f} | "
+            f"{w['added_us']:+.1f} µs ({w['added_pct']:+.2f} %) | {c['on_us']:.1f} → "
+            f"{c['off_us']:.1f} | {c['added_us']:+.1f} µs ({c['added_pct']:+.2f} %) |"
+        )
 
 
 if __name__ == "__main__":

@@ -15,20 +15,30 @@ prose that this module never touches (bench/driver.py runs it after every benchm
 re-read the prose, and the reasons, when the numbers change). A section without data says so in
 one line.
 """
+
 import os
 import re
 import sys
 
 import measured
 from costs import cli_runs, cli_size, costs_table, f, stale_costs_table
-
-from modes import (CALLGRIND_DDP_STEP_MODES, CALLGRIND_MLP_MODES, CALLGRIND_OPS_MODES,
-                   CLI_RSS_LIMIT_MIB, LABELS_BY_MODE as LABELS, TRACKER_LABELS)
+from modes import (
+    CALLGRIND_DDP_STEP_MODES,
+    CALLGRIND_MLP_MODES,
+    CALLGRIND_OPS_MODES,
+    CLI_RSS_LIMIT_MIB,
+    TRACKER_LABELS,
+)
+from modes import LABELS_BY_MODE as LABELS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-FORMAT_LABELS = {"chrome": "Chrome trace", "jsonl": "JSON Lines", "summary": "per-module summary",
-                 "all": "all three at once"}
+FORMAT_LABELS = {
+    "chrome": "Chrome trace",
+    "jsonl": "JSON Lines",
+    "summary": "per-module summary",
+    "all": "all three at once",
+}
 NOT_MEASURED = "*Not measured in this run.*"
 
 
@@ -41,8 +51,11 @@ def kv_table(rows):
 # Filling the document
 
 
-MARKER = re.compile(r"^<!-- generated:begin (?P<name>[a-z0-9-]+) -->\n(?P<body>.*?)"
-                    r"^<!-- generated:end (?P=name) -->$", re.M | re.S)
+MARKER = re.compile(
+    r"^<!-- generated:begin (?P<name>[a-z0-9-]+) -->\n(?P<body>.*?)"
+    r"^<!-- generated:end (?P=name) -->$",
+    re.M | re.S,
+)
 
 
 def update(doc, results, only=None):
@@ -55,8 +68,10 @@ def update(doc, results, only=None):
     def fill(match):
         name = match.group("name")
         if name not in SECTIONS:
-            raise ValueError(f"docs/benchmarks.md: unknown generated section {name!r} "
-                             f"(known: {', '.join(SECTIONS)})")
+            raise ValueError(
+                f"docs/benchmarks.md: unknown generated section {name!r} "
+                f"(known: {', '.join(SECTIONS)})"
+            )
         if name in seen:
             raise ValueError(f"docs/benchmarks.md: the generated section {name!r} twice")
         seen.add(name)
@@ -68,8 +83,10 @@ def update(doc, results, only=None):
     out = MARKER.sub(fill, doc)
     missing = [name for name in (SECTIONS if only is None else only) if name not in seen]
     if missing:
-        raise ValueError(f"docs/benchmarks.md lacks the generated sections {', '.join(missing)}; "
-                         "add their marker lines where the tables belong")
+        raise ValueError(
+            f"docs/benchmarks.md lacks the generated sections {', '.join(missing)}; "
+            "add their marker lines where the tables belong"
+        )
     return out
 
 
@@ -79,11 +96,19 @@ def update(doc, results, only=None):
 
 # The parts of bench/measured.json, in the run table's order, with what each measures
 # (`bench/driver.py --only PART`; the cli parts: `scripts/bench.sh --cli MiB`).
-PARTS = (("p1", "P1 per op and MLP step, P6"), ("p2", "P2 transformer step"),
-         ("p3", "P3 ModTracker"), ("p4", "P4 exporters"), ("p5", "P5 memory and trace size"),
-         ("memory", "FQNTRACE_MEMORY"), ("drain", "P7 drain CPU and priority, P4b"),
-         ("ddp", "P8 DDP"), ("callgrind", "instructions (callgrind), P8c"),
-         ("cli-1024", "P9 the CLI, 1 GiB"), ("cli-300", "P9 the CLI, 300 MiB"))
+PARTS = (
+    ("p1", "P1 per op and MLP step, P6"),
+    ("p2", "P2 transformer step"),
+    ("p3", "P3 ModTracker"),
+    ("p4", "P4 exporters"),
+    ("p5", "P5 memory and trace size"),
+    ("memory", "FQNTRACE_MEMORY"),
+    ("drain", "P7 drain CPU and priority, P4b"),
+    ("ddp", "P8 DDP"),
+    ("callgrind", "instructions (callgrind), P8c"),
+    ("cli-1024", "P9 the CLI, 1 GiB"),
+    ("cli-300", "P9 the CLI, 300 MiB"),
+)
 
 
 def minute(date):
@@ -93,14 +118,17 @@ def minute(date):
 def run_section(results):
     m = results["machine"]
     torch = sorted({results[part]["run"]["torch"] for part, _ in PARTS if part in results})
-    lines = [f"Machine: {m.get('cpu')}, {m.get('cores')} cores, {m.get('mem_total_gb')} GB, Linux "
-             f"{m.get('kernel')}, Python {m.get('python')}, torch {', '.join(torch)}; shared with "
-             "other work, so times are noisy (instruction counts are not). Each part's numbers "
-             "are from its last run; a quick run (`scripts/bench.sh --quick`) has few rounds and "
-             "rough numbers. Summaries: `bench/measured.json`; a run's raw samples go to "
-             "`build/bench/raw/`.", "",
-             "| part | measures | last run (UTC) | commit | run | load average, start → end |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"Machine: {m.get('cpu')}, {m.get('cores')} cores, {m.get('mem_total_gb')} GB, Linux "
+        f"{m.get('kernel')}, Python {m.get('python')}, torch {', '.join(torch)}; shared with "
+        "other work, so times are noisy (instruction counts are not). Each part's numbers "
+        "are from its last run; a quick run (`scripts/bench.sh --quick`) has few rounds and "
+        "rough numbers. Summaries: `bench/measured.json`; a run's raw samples go to "
+        "`build/bench/raw/`.",
+        "",
+        "| part | measures | last run (UTC) | commit | run | load average, start → end |",
+        "|---|---|---|---|---|---|",
+    ]
     groups = {}  # parts last measured by the same run share a row
     for part, what in PARTS:
         if part in results:
@@ -109,8 +137,10 @@ def run_section(results):
             groups.setdefault(key, []).append((part, what))
     for (date, commit, kind, start, end), parts in groups.items():
         load = " → ".join("—" if x is None else f"{x:.2f}" for x in (start, end))
-        lines.append(f"| {', '.join(p for p, _ in parts)} | {'; '.join(w for _, w in parts)} | "
-                     f"{minute(date)} | {commit} | {kind} | {load} |")
+        lines.append(
+            f"| {', '.join(p for p, _ in parts)} | {'; '.join(w for _, w in parts)} | "
+            f"{minute(date)} | {commit} | {kind} | {load} |"
+        )
     return "\n".join(lines)
 
 
@@ -119,40 +149,54 @@ def settings_section(results):
     lines = []
     if "p1" in results:
         p1 = results["p1"]
-        lines.append(f"- P1: {f(p1['ops_per_sample'])} `torch.add` calls per sample, "
-                     f"{f(p1['samples_per_process'])} samples per process after one warm-up sample, "
-                     f"{f(p1['rounds'])} rounds; the MLP {f(p1['mlp_steps_per_sample'])} steps per sample.")
+        lines.append(
+            f"- P1: {f(p1['ops_per_sample'])} `torch.add` calls per sample, "
+            f"{f(p1['samples_per_process'])} samples per process after one warm-up sample, "
+            f"{f(p1['rounds'])} rounds; the MLP {f(p1['mlp_steps_per_sample'])} steps per sample."
+        )
     if "p2" in results:
         p2 = results["p2"]
-        text = (f"- P2: `{p2['model']}`, batch {f(p2['batch'])}, {p2['optimizer']}, "
-                f"{f(p2['threads'])} thread; {f(p2['warmup_steps'])} warm-up steps, then "
-                f"{f(p2['steps_per_process'])} timed steps per process, {f(p2['rounds'])} rounds.")
+        text = (
+            f"- P2: `{p2['model']}`, batch {f(p2['batch'])}, {p2['optimizer']}, "
+            f"{f(p2['threads'])} thread; {f(p2['warmup_steps'])} warm-up steps, then "
+            f"{f(p2['steps_per_process'])} timed steps per process, {f(p2['rounds'])} rounds."
+        )
         ab = p2.get("ab")
         if ab:
-            text += (f" A/B: {f(ab['processes'])} processes × {f(ab['blocks'])} "
-                     f"blocks of {f(ab['steps_per_block'])} steps.")
+            text += (
+                f" A/B: {f(ab['processes'])} processes × {f(ab['blocks'])} "
+                f"blocks of {f(ab['steps_per_block'])} steps."
+            )
         lines.append(text)
     if "p3" in results:
         p3 = results["p3"]
-        lines.append(f"- P3: {p3['model']}; {f(p3['threads'])} thread, {f(p3['processes'])} processes "
-                     f"× {f(p3['rounds'])} rounds, {f(p3['steps_per_sample'])} steps of every variant "
-                     "per round.")
+        lines.append(
+            f"- P3: {p3['model']}; {f(p3['threads'])} thread, {f(p3['processes'])} processes "
+            f"× {f(p3['rounds'])} rounds, {f(p3['steps_per_sample'])} steps of every variant "
+            "per round."
+        )
     p4 = results.get("p4", {})
     if "formats" in p4:
         ctx = p4.get("context", {})
-        lines.append(f"- P4: {f(p4['formats'].get('chrome', {}).get('events_per_step'))} raw events "
-                     f"per training step; {f(p4['repetitions'])} repetitions interleaved at random, "
-                     f"≥ {p4['min_time_s']} s each; {ctx.get('num_cpus', '?')} CPUs at "
-                     f"{ctx.get('mhz_per_cpu', '?')} MHz as Google Benchmark sees them.")
+        lines.append(
+            f"- P4: {f(p4['formats'].get('chrome', {}).get('events_per_step'))} raw events "
+            f"per training step; {f(p4['repetitions'])} repetitions interleaved at random, "
+            f"≥ {p4['min_time_s']} s each; {ctx.get('num_cpus', '?')} CPUs at "
+            f"{ctx.get('mhz_per_cpu', '?')} MHz as Google Benchmark sees them."
+        )
     m = results.get("memory")
     if m and "n_ops" in m:
-        lines.append(f"- FQNTRACE_MEMORY: {m['n_ops']:,} ops per round, {m['rounds']} rounds per "
-                     f"variant alternating off/on in one process, median over {m['processes']} "
-                     "processes.")
+        lines.append(
+            f"- FQNTRACE_MEMORY: {m['n_ops']:,} ops per round, {m['rounds']} rounds per "
+            f"variant alternating off/on in one process, median over {m['processes']} "
+            "processes."
+        )
     cg = results.get("callgrind")
     if cg and "modes" in cg:
-        lines.append(f"- Callgrind: {f(cg['ops'])} `torch.add` calls and {f(cg.get('mlp_steps'))} "
-                     "MLP steps per mode.")
+        lines.append(
+            f"- Callgrind: {f(cg['ops'])} `torch.add` calls and {f(cg.get('mlp_steps'))} "
+            "MLP steps per mode."
+        )
     return "\n".join(lines) or None
 
 
@@ -161,14 +205,16 @@ def p2_section(results):
         return None
     s = results["p2"]["summary"]
     bi, fi, pi = s["baseline_iqr_ms"], s["fqntrace_iqr_ms"], s["paired_slowdown_pct_iqr"]
-    return "\n".join([
-        "| mode | ms/step, median over rounds (IQR) | slowdown | paired per round: median (IQR) | best step |",
-        "|---|---:|---:|---:|---:|",
-        f"| baseline | {f(s['baseline_ms'], 1)} ({f(bi[0], 1)} … {f(bi[1], 1)}) | — | — | — |",
-        f"| fqntrace | {f(s['fqntrace_ms'], 1)} ({f(fi[0], 1)} … {f(fi[1], 1)}) | "
-        f"**{f(s['slowdown_pct'], 1, sign=True)} %** | {f(s['paired_slowdown_pct_median'], 1, sign=True)} % "
-        f"({f(pi[0], 1, sign=True)} … {f(pi[1], 1, sign=True)}) | {f(s['best_slowdown_pct'], 1, sign=True)} % |",
-    ])
+    return "\n".join(
+        [
+            "| mode | ms/step, median over rounds (IQR) | slowdown | paired per round: median (IQR) | best step |",
+            "|---|---:|---:|---:|---:|",
+            f"| baseline | {f(s['baseline_ms'], 1)} ({f(bi[0], 1)} … {f(bi[1], 1)}) | — | — | — |",
+            f"| fqntrace | {f(s['fqntrace_ms'], 1)} ({f(fi[0], 1)} … {f(fi[1], 1)}) | "
+            f"**{f(s['slowdown_pct'], 1, sign=True)} %** | {f(s['paired_slowdown_pct_median'], 1, sign=True)} % "
+            f"({f(pi[0], 1, sign=True)} … {f(pi[1], 1, sign=True)}) | {f(s['best_slowdown_pct'], 1, sign=True)} % |",
+        ]
+    )
 
 
 def p2_ab_section(results, key="ab"):
@@ -177,15 +223,17 @@ def p2_ab_section(results, key="ab"):
         return None
     a = ab["summary"]
     iqr = a["group_slowdown_pct_iqr"]
-    return "\n".join([
-        "| arm | ms/step (median of all steps) | slowdown | per process | per A B B A group: median (IQR) | best step vs best step |",
-        "|---|---:|---:|---:|---:|---:|",
-        f"| untraced | {f(a['baseline_ms'], 1)} | — | — | — | — |",
-        f"| traced (fqntrace.profile) | {f(a['fqntrace_ms'], 1)} | **{f(a['slowdown_pct'], 1, sign=True)} %** | "
-        + ", ".join(f"{f(x, 1, sign=True)} %" for x in a["per_process_slowdown_pct"])
-        + f" | {f(a.get('group_slowdown_pct_median'), 1, sign=True)} % ({f(iqr[0], 1, sign=True)} … "
-        f"{f(iqr[1], 1, sign=True)} %, {a.get('groups')} groups) | {f(a['best_slowdown_pct'], 1, sign=True)} % |",
-    ])
+    return "\n".join(
+        [
+            "| arm | ms/step (median of all steps) | slowdown | per process | per A B B A group: median (IQR) | best step vs best step |",
+            "|---|---:|---:|---:|---:|---:|",
+            f"| untraced | {f(a['baseline_ms'], 1)} | — | — | — | — |",
+            f"| traced (fqntrace.profile) | {f(a['fqntrace_ms'], 1)} | **{f(a['slowdown_pct'], 1, sign=True)} %** | "
+            + ", ".join(f"{f(x, 1, sign=True)} %" for x in a["per_process_slowdown_pct"])
+            + f" | {f(a.get('group_slowdown_pct_median'), 1, sign=True)} % ({f(iqr[0], 1, sign=True)} … "
+            f"{f(iqr[1], 1, sign=True)} %, {a.get('groups')} groups) | {f(a['best_slowdown_pct'], 1, sign=True)} % |",
+        ]
+    )
 
 
 def p5_problems(results):
@@ -195,13 +243,21 @@ def p5_problems(results):
     fq = results["p5"]["fqntrace"]
     rows = []
     if fq.get("stopped_by_budget"):
-        rows.append(("**stopped at its time budget**: ops done, ops planned",
-                     f"{f(fq['ops'])}, {f(fq['ops_planned'])}"))
+        rows.append(
+            (
+                "**stopped at its time budget**: ops done, ops planned",
+                f"{f(fq['ops'])}, {f(fq['ops_planned'])}",
+            )
+        )
     if fq.get("dropped_events"):
         total = fq["dropped_events"] + (fq["footer_x_events"] or 0)
-        rows.append(("**events dropped**",
-                     f"{f(fq['dropped_events'])} of {f(total)} "
-                     f"({f(100.0 * fq['dropped_events'] / total, 1)} %)"))
+        rows.append(
+            (
+                "**events dropped**",
+                f"{f(fq['dropped_events'])} of {f(total)} "
+                f"({f(100.0 * fq['dropped_events'] / total, 1)} %)",
+            )
+        )
     return kv_table(rows) if rows else "P5 ran all its ops and dropped no event."
 
 
@@ -211,17 +267,25 @@ def callgrind_ops(results):
         return None
     modes = cg["modes"]
     base = modes["baseline"]["main_thread_ir_per_op"]
-    rows = ["| mode | loop thread instructions/op | added vs baseline | other threads (drain) instructions/op | "
-            "fqntrace on_start + on_end (inclusive) |", "|---|---:|---:|---:|---:|"]
+    rows = [
+        "| mode | loop thread instructions/op | added vs baseline | other threads (drain) instructions/op | "
+        "fqntrace on_start + on_end (inclusive) |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for m in CALLGRIND_OPS_MODES:
         if m not in modes:
             continue
         r = modes[m]
-        callbacks = (f"{f(r['on_start_ir_per_op'])} + {f(r['on_end_ir_per_op'])}"
-                     if "on_start_ir_per_op" in r else "—")
+        callbacks = (
+            f"{f(r['on_start_ir_per_op'])} + {f(r['on_end_ir_per_op'])}"
+            if "on_start_ir_per_op" in r
+            else "—"
+        )
         added = "—" if m == "baseline" else f(r["main_thread_ir_per_op"] - base, sign=True)
-        rows.append(f"| {LABELS[m]} | {f(r['main_thread_ir_per_op'])} | {added} | "
-                    f"{f(r['other_threads_ir_per_op'])} | {callbacks} |")
+        rows.append(
+            f"| {LABELS[m]} | {f(r['main_thread_ir_per_op'])} | {added} | "
+            f"{f(r['other_threads_ir_per_op'])} | {callbacks} |"
+        )
     return "\n".join(rows)
 
 
@@ -230,15 +294,20 @@ def callgrind_mlp(results):
     if not mlp or "baseline" not in mlp:
         return None
     base = mlp["baseline"]["main_thread_ir_per_step"]
-    rows = ["| mode | instructions/step | added vs baseline | % of baseline | other threads/step |",
-            "|---|---:|---:|---:|---:|"]
+    rows = [
+        "| mode | instructions/step | added vs baseline | % of baseline | other threads/step |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for m in CALLGRIND_MLP_MODES:
         if m not in mlp:
             continue
         r = mlp[m]
         v = r["main_thread_ir_per_step"]
-        added = ("— | —" if m == "baseline" else
-                 f"{f(v - base, sign=True)} | {f(100.0 * (v / base - 1.0), 1, sign=True)} %")
+        added = (
+            "— | —"
+            if m == "baseline"
+            else f"{f(v - base, sign=True)} | {f(100.0 * (v / base - 1.0), 1, sign=True)} %"
+        )
         rows.append(f"| {LABELS[m]} | {f(v)} | {added} | {f(r['other_threads_ir_per_step'])} |")
     return "\n".join(rows)
 
@@ -252,30 +321,42 @@ def p7_section(results):
     p4 = results.get("p4") or {}
     chrome = (p4.get("formats") or {}).get("chrome") or {}
     chrome_cg = (p4.get("callgrind") or {}).get("chrome") or {}
-    return kv_table([
-        (f"drain CPU per op event: process CPU − loop-thread CPU, `torch.add` loop of "
-         f"{f(cpu['ops'])} ops, median of {cpu['runs']} processes (target ≤ 100 ns)",
-         f"**{f(cpu['drain_ns_per_op'])} ns**"),
-        ("… each process", ", ".join(f(v) for v in cpu["drain_ns_per_op_runs"]) + " ns"),
-        ("loop-thread CPU per op in the same runs", f"{f(cpu['loop_ns_per_op'])} ns"),
-        ("trace bytes per op of that loop", f(cpu["bytes_per_op"], 1)),
-        ("drain-thread instructions per op event (callgrind, the same loop: *other threads* in P1's instruction table)",
-         f(cg.get("other_threads_ir_per_op"))),
-        ("exporter benchmark, Chrome: instructions per event (callgrind), CPU ns per event",
-         f"{f(chrome_cg.get('instructions_per_event'))}, {f(chrome.get('ns_per_event_cpu'))}"),
-    ])
+    return kv_table(
+        [
+            (
+                f"drain CPU per op event: process CPU − loop-thread CPU, `torch.add` loop of "
+                f"{f(cpu['ops'])} ops, median of {cpu['runs']} processes (target ≤ 100 ns)",
+                f"**{f(cpu['drain_ns_per_op'])} ns**",
+            ),
+            ("… each process", ", ".join(f(v) for v in cpu["drain_ns_per_op_runs"]) + " ns"),
+            ("loop-thread CPU per op in the same runs", f"{f(cpu['loop_ns_per_op'])} ns"),
+            ("trace bytes per op of that loop", f(cpu["bytes_per_op"], 1)),
+            (
+                "drain-thread instructions per op event (callgrind, the same loop: *other threads* in P1's instruction table)",
+                f(cg.get("other_threads_ir_per_op")),
+            ),
+            (
+                "exporter benchmark, Chrome: instructions per event (callgrind), CPU ns per event",
+                f"{f(chrome_cg.get('instructions_per_event'))}, {f(chrome.get('ns_per_event_cpu'))}",
+            ),
+        ]
+    )
 
 
 def p7_nice_section(results):
     rows = (results.get("drain") or {}).get("nice")
     if not rows:
         return None
-    lines = ["| drain thread nice (process 0) | events dropped | of | loop ops/s under the load |",
-             "|---:|---:|---:|---:|"]
+    lines = [
+        "| drain thread nice (process 0) | events dropped | of | loop ops/s under the load |",
+        "|---:|---:|---:|---:|",
+    ]
     for r in rows:
         total = r["events"] + r["dropped"]
-        lines.append(f"| +{r['nice']} | {f(r['dropped'])} ({f(100.0 * r['dropped'] / total, 1)} %) | "
-                     f"{f(total)} | {f(r['ops_per_s'])} |")
+        lines.append(
+            f"| +{r['nice']} | {f(r['dropped'])} ({f(100.0 * r['dropped'] / total, 1)} %) | "
+            f"{f(total)} | {f(r['ops_per_s'])} |"
+        )
     return "\n".join(lines)
 
 
@@ -285,15 +366,20 @@ def p8_section(results):
         return None
     lo, hi = d["overhead_iqr"]
     glo, ghi = d["group_iqr"]
-    return "\n".join([
-        "| untraced ms/step | traced ms/step | overhead, median over jobs (IQR) | each job | "
-        "per A B B A group: median (IQR) |", "|---:|---:|---:|---:|---:|",
-        f"| {f(d['untraced_ms_median'], 2)} | {f(d['traced_ms_median'], 2)} | "
-        f"**{f(100 * d['overhead_median'], 1, sign=True)} %** ({f(100 * lo, 1, sign=True)} … "
-        f"{f(100 * hi, 1, sign=True)}) | "
-        + ", ".join(f"{f(100 * r['overhead'], 1, sign=True)}" for r in d["runs"]) + " % | "
-        f"{f(100 * d['group_median'], 1, sign=True)} % over {d['groups']} groups "
-        f"({f(100 * glo, 1, sign=True)} … {f(100 * ghi, 1, sign=True)}) |"])
+    return "\n".join(
+        [
+            "| untraced ms/step | traced ms/step | overhead, median over jobs (IQR) | each job | "
+            "per A B B A group: median (IQR) |",
+            "|---:|---:|---:|---:|---:|",
+            f"| {f(d['untraced_ms_median'], 2)} | {f(d['traced_ms_median'], 2)} | "
+            f"**{f(100 * d['overhead_median'], 1, sign=True)} %** ({f(100 * lo, 1, sign=True)} … "
+            f"{f(100 * hi, 1, sign=True)}) | "
+            + ", ".join(f"{f(100 * r['overhead'], 1, sign=True)}" for r in d["runs"])
+            + " % | "
+            f"{f(100 * d['group_median'], 1, sign=True)} % over {d['groups']} groups "
+            f"({f(100 * glo, 1, sign=True)} … {f(100 * ghi, 1, sign=True)}) |",
+        ]
+    )
 
 
 def p8c_section(results):
@@ -302,17 +388,25 @@ def p8c_section(results):
     if "baseline" not in steps:
         return None
     base = steps["baseline"]["all_threads_ir_per_step"]
-    lines = ["| mode | instructions per step, all threads | loop thread | added per step, all threads |",
-             "|---|---:|---:|---:|"]
+    lines = [
+        "| mode | instructions per step, all threads | loop thread | added per step, all threads |",
+        "|---|---:|---:|---:|",
+    ]
     for mode in CALLGRIND_DDP_STEP_MODES:
         r = steps.get(mode)
         if r is None:
             continue
         added = r["all_threads_ir_per_step"] - base
-        lines.append(f"| {LABELS[mode]} | {f(r['all_threads_ir_per_step'])} | "
-                     f"{f(r['main_thread_ir_per_step'])} | "
-                     + ("—" if mode == "baseline" else f"{f(added)} ({f(100 * added / base, 1, sign=True)} %)")
-                     + " |")
+        lines.append(
+            f"| {LABELS[mode]} | {f(r['all_threads_ir_per_step'])} | "
+            f"{f(r['main_thread_ir_per_step'])} | "
+            + (
+                "—"
+                if mode == "baseline"
+                else f"{f(added)} ({f(100 * added / base, 1, sign=True)} %)"
+            )
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -321,10 +415,12 @@ def p1_section(results):
         return None
     p1 = results["p1"]
     s = p1["summary"]
-    rows = ["| mode | ns/op (IQR over rounds) | added ns/op | loop-thread CPU ns/op (added) | "
-            "process CPU ns/op | best sample ns/op (added) | MLP µs/step (IQR) | MLP slowdown | "
-            "MLP slowdown, best samples |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| mode | ns/op (IQR over rounds) | added ns/op | loop-thread CPU ns/op (added) | "
+        "process CPU ns/op | best sample ns/op (added) | MLP µs/step (IQR) | MLP slowdown | "
+        "MLP slowdown, best samples |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for m in p1["modes"]:
         o, mlp = s["ops"][m], s["mlp"][m]
         iqr, miqr = o["iqr_ns"], mlp["iqr_us"]
@@ -332,12 +428,16 @@ def p1_section(results):
         rows.append(
             f"| {LABELS[m]} | {f(o['ns_per_op'])} ({f(iqr[0])} … {f(iqr[1])}) | "
             + ("—" if base else f"**{f(o['added_ns'], sign=True)}**")
-            + f" | {f(o['thread_cpu_ns'])}" + ("" if base else f" ({f(o['thread_cpu_added_ns'], sign=True)})")
+            + f" | {f(o['thread_cpu_ns'])}"
+            + ("" if base else f" ({f(o['thread_cpu_added_ns'], sign=True)})")
             + f" | {f(o['process_cpu_ns'])} | {f(o['best_ns'])}"
             + ("" if base else f" ({f(o['best_added_ns'], sign=True)})")
             + f" | {f(mlp['us_per_step'], 1)} ({f(miqr[0], 1)} … {f(miqr[1], 1)}) | "
             + ("—" if base else f"**{f(mlp['slowdown_pct'], 1, sign=True)} %**")
-            + " | " + ("—" if base else f"{f(mlp['best_slowdown_pct'], 1, sign=True)} %") + " |")
+            + " | "
+            + ("—" if base else f"{f(mlp['best_slowdown_pct'], 1, sign=True)} %")
+            + " |"
+        )
     return "\n".join(rows)
 
 
@@ -346,15 +446,23 @@ def p3_section(results):
         return None
     p3 = results["p3"]
     s = p3["summary"]
-    rows = ["| tracker | ms/step, median of all rounds (IQR) | added ms/step | loop-thread CPU ms/step (added) | "
-            "best sample ms/step (added) |", "|---|---:|---:|---:|---:|"]
+    rows = [
+        "| tracker | ms/step, median of all rounds (IQR) | added ms/step | loop-thread CPU ms/step (added) | "
+        "best sample ms/step (added) |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for v in p3["variants"]:
         r = s["variants"][v]
         base = v == "none"
-        rows.append(f"| {TRACKER_LABELS[v]} | {f(r['ms_per_step'], 2)} ({f(r['iqr_ms'][0], 2)} … {f(r['iqr_ms'][1], 2)}) | "
-                    + ("—" if base else f"**{f(r['added_ms'], 2, sign=True)}**")
-                    + f" | {f(r['thread_cpu_ms'], 2)}" + ("" if base else f" ({f(r['thread_cpu_added_ms'], 2, sign=True)})")
-                    + f" | {f(r['best_ms'], 2)}" + ("" if base else f" ({f(r['best_added_ms'], 2, sign=True)})") + " |")
+        rows.append(
+            f"| {TRACKER_LABELS[v]} | {f(r['ms_per_step'], 2)} ({f(r['iqr_ms'][0], 2)} … {f(r['iqr_ms'][1], 2)}) | "
+            + ("—" if base else f"**{f(r['added_ms'], 2, sign=True)}**")
+            + f" | {f(r['thread_cpu_ms'], 2)}"
+            + ("" if base else f" ({f(r['thread_cpu_added_ms'], 2, sign=True)})")
+            + f" | {f(r['best_ms'], 2)}"
+            + ("" if base else f" ({f(r['best_added_ms'], 2, sign=True)})")
+            + " |"
+        )
     return "\n".join(rows)
 
 
@@ -362,8 +470,11 @@ def p4_section(results):
     p4 = results.get("p4", {})
     if "formats" not in p4:
         return None
-    rows = ["| format | events/s on one core (CPU time; IQR) | ns/event | events/s, wall time | bytes/event | "
-            "JSON objects/event | instructions/event (callgrind) |", "|---|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| format | events/s on one core (CPU time; IQR) | ns/event | events/s, wall time | bytes/event | "
+        "JSON objects/event | instructions/event (callgrind) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     cg = p4.get("callgrind") or {}
     for fmt in ("chrome", "jsonl", "summary", "all"):
         d = p4["formats"].get(fmt)
@@ -373,11 +484,20 @@ def p4_section(results):
         bpe = d.get("bytes_per_event")
         objs = f(d.get("json_objects_per_event"), 2) if fmt in ("chrome", "jsonl") else "—"
         ipe = (cg.get(fmt) or {}).get("instructions_per_event")
-        rows.append(f"| {FORMAT_LABELS[fmt]} | **{f(d['cpu_events_per_s_median'])}** ({f(iqr[0])} … {f(iqr[1])}) | "
-                    f"{f(d['ns_per_event_cpu'], 0)} | {f(d['wall_events_per_s_median'])} | "
-                    + (f"{f(bpe, 1)}" if bpe is not None and fmt != "summary" else
-                       (f"— ({f(d.get('file_bytes_16_steps'))} bytes for 16 steps, fixed size)" if fmt == "summary" else "—"))
-                    + f" | {objs} | {f(ipe) if ipe else '—'} |")
+        rows.append(
+            f"| {FORMAT_LABELS[fmt]} | **{f(d['cpu_events_per_s_median'])}** ({f(iqr[0])} … {f(iqr[1])}) | "
+            f"{f(d['ns_per_event_cpu'], 0)} | {f(d['wall_events_per_s_median'])} | "
+            + (
+                f"{f(bpe, 1)}"
+                if bpe is not None and fmt != "summary"
+                else (
+                    f"— ({f(d.get('file_bytes_16_steps'))} bytes for 16 steps, fixed size)"
+                    if fmt == "summary"
+                    else "—"
+                )
+            )
+            + f" | {objs} | {f(ipe) if ipe else '—'} |"
+        )
     return "\n".join(rows)
 
 
@@ -386,20 +506,22 @@ def p5_rss(results):
         return None
     p5 = results["p5"]
     fq, base, prof = p5["fqntrace"], p5["baseline"], p5["profiler"]
-    rows = ["| run | ops | seconds | RSS at start | growth after warm-up (max) | growth per million ops | notes |",
-            "|---|---:|---:|---:|---:|---:|---|",
-            f"| fqntrace → Chrome trace on disk | {f(fq['ops'])} | {f(fq['seconds'], 1)} | "
-            f"{f(fq['rss_start_mb'], 1)} MB | {f(fq['max_growth_after_warmup_mb'], 1)} MB | "
-            f"{f(fq['slope_mb_per_million_ops'], 2, sign=True)} MB (fit) | "
-            f"{'flat' if fq['flat'] else 'NOT flat'} (second half {f(fq['second_half_growth_mb'], 1, sign=True)} MB); "
-            f"{f(fq['growth_from_start_mb'], 1)} MB from the very start |",
-            f"| baseline (no tracing) | {f(base['ops'])} | {f(base['seconds'], 1)} | "
-            f"{f(base['rss_start_mb'], 1)} MB | {f(base['max_growth_after_warmup_mb'], 1)} MB | "
-            f"{f(base['slope_mb_per_million_ops'], 2, sign=True)} MB (fit) | for reference |",
-            f"| torch.profiler (CPU), in memory | {f(prof['ops'])} | {f(prof['seconds'], 1)} | — | "
-            f"{f(prof['growth_during_mb'], 1)} MB while recording | {f(prof['mb_per_million_ops'], 0)} MB "
-            f"while recording; {f(prof['mb_per_million_ops_after_exit'], 0)} MB once stopped | "
-            f"stopping took {f(prof['exit_seconds'], 1)} s; RSS +{f(prof['rss_after_exit_growth_mb'], 0)} MB after it |"]
+    rows = [
+        "| run | ops | seconds | RSS at start | growth after warm-up (max) | growth per million ops | notes |",
+        "|---|---:|---:|---:|---:|---:|---|",
+        f"| fqntrace → Chrome trace on disk | {f(fq['ops'])} | {f(fq['seconds'], 1)} | "
+        f"{f(fq['rss_start_mb'], 1)} MB | {f(fq['max_growth_after_warmup_mb'], 1)} MB | "
+        f"{f(fq['slope_mb_per_million_ops'], 2, sign=True)} MB (fit) | "
+        f"{'flat' if fq['flat'] else 'NOT flat'} (second half {f(fq['second_half_growth_mb'], 1, sign=True)} MB); "
+        f"{f(fq['growth_from_start_mb'], 1)} MB from the very start |",
+        f"| baseline (no tracing) | {f(base['ops'])} | {f(base['seconds'], 1)} | "
+        f"{f(base['rss_start_mb'], 1)} MB | {f(base['max_growth_after_warmup_mb'], 1)} MB | "
+        f"{f(base['slope_mb_per_million_ops'], 2, sign=True)} MB (fit) | for reference |",
+        f"| torch.profiler (CPU), in memory | {f(prof['ops'])} | {f(prof['seconds'], 1)} | — | "
+        f"{f(prof['growth_during_mb'], 1)} MB while recording | {f(prof['mb_per_million_ops'], 0)} MB "
+        f"while recording; {f(prof['mb_per_million_ops_after_exit'], 0)} MB once stopped | "
+        f"stopping took {f(prof['exit_seconds'], 1)} s; RSS +{f(prof['rss_after_exit_growth_mb'], 0)} MB after it |",
+    ]
     return "\n".join(rows)
 
 
@@ -409,13 +531,18 @@ def memory_section(results):
     if not m or "fqntrace" not in m or "memory_cost" not in m["fqntrace"]:
         return None
     labels = {"fqntrace": "fqntrace", "profiler": "torch.profiler (CPU)"}
-    lines = ["| memory on costs | per op (alloc loop) | per report | + session stop, per report "
-             "| per op without allocations |", "|---|---:|---:|---:|---:|"]
+    lines = [
+        "| memory on costs | per op (alloc loop) | per report | + session stop, per report "
+        "| per op without allocations |",
+        "|---|---:|---:|---:|---:|",
+    ]
     per = m["reports_per_op"]["alloc"]
     for tracer in ("fqntrace", "profiler"):
         c = m[tracer]["memory_cost"]
-        lines.append(f"| {labels[tracer]} | {c['alloc']:.0f} ns | {c['alloc'] / per:.0f} ns | "
-                     f"{c['alloc_with_stop'] / per:.0f} ns | {c['inplace']:.0f} ns |")
+        lines.append(
+            f"| {labels[tracer]} | {c['alloc']:.0f} ns | {c['alloc'] / per:.0f} ns | "
+            f"{c['alloc_with_stop'] / per:.0f} ns | {c['inplace']:.0f} ns |"
+        )
     return "\n".join(lines)
 
 
@@ -423,34 +550,55 @@ def cli_doc_section(results):
     """P9: every verb at each size, both formats side by side, against its target."""
     runs = cli_runs(results)
     if not runs:
-        return ("*Not measured yet: `scripts/bench.sh --cli 1024` and `--cli 300` fill this "
-                "table.*")
+        return "*Not measured yet: `scripts/bench.sh --cli 1024` and `--cli 300` fill this table.*"
     sizes = sorted(runs, reverse=True)
-    lines = ["Runs: " + "; ".join(
-        f"{cli_size(mb)}, {minute(r['run']['date'])} UTC, commit {r['run']['git_commit']}, load "
-        f"average at the end {r['run']['loadavg'][1]:.1f}" for mb, r in ((mb, runs[mb]) for mb in sizes))
-        + ".", ""]
+    lines = [
+        "Runs: "
+        + "; ".join(
+            f"{cli_size(mb)}, {minute(r['run']['date'])} UTC, commit {r['run']['git_commit']}, load "
+            f"average at the end {r['run']['loadavg'][1]:.1f}"
+            for mb, r in ((mb, runs[mb]) for mb in sizes)
+        )
+        + ".",
+        "",
+    ]
     head = " | ".join(f"{cli_size(mb)}: events / CPU-s, Chrome · JSON Lines" for mb in sizes)
     big = sizes[0]
-    lines += [f"| verb | {head} | {cli_size(big)}: CPU s (sys), Chrome · JSON Lines | "
-              f"{cli_size(big)}: peak RSS MiB | target (events / CPU-s, ≤ {CLI_RSS_LIMIT_MIB} MiB) | met |",
-              "|---|" + "---:|" * len(sizes) + "---:|---:|---:|---|"]
+    lines += [
+        f"| verb | {head} | {cli_size(big)}: CPU s (sys), Chrome · JSON Lines | "
+        f"{cli_size(big)}: peak RSS MiB | target (events / CPU-s, ≤ {CLI_RSS_LIMIT_MIB} MiB) | met |",
+        "|---|" + "---:|" * len(sizes) + "---:|---:|---:|---|",
+    ]
     rows = {mb: {(r["verb"], r["format"]): r for r in runs[mb]["rows"]} for mb in sizes}
     verbs = list(dict.fromkeys(r["verb"] for r in runs[big]["rows"]))
     for verb in verbs:
+
         def cells(mb, show):
             got = [rows[mb].get((verb, fmt)) for fmt in ("Chrome", "JSON Lines")]
             return " · ".join("—" if r is None else show(r) for r in got)
-        rates = " | ".join(cells(mb, lambda r: f"{r['events_per_cpu_s'] / 1e3:,.0f} k") for mb in sizes)
+
+        rates = " | ".join(
+            cells(mb, lambda r: f"{r['events_per_cpu_s'] / 1e3:,.0f} k") for mb in sizes
+        )
         cpu = cells(big, lambda r: f"{r['cpu_s']:.1f} ({r['sys_s']:.1f})")
         rss = cells(big, lambda r: f"{r['peak_rss_mib']:.0f}")
         some = next(r for mb in sizes for r in rows[mb].values() if r["verb"] == verb)
         target = f"{some['target'] / 1e3:,.0f} k" if some.get("target") else "—"
-        missed = [cli_size(mb) for mb in sizes
-                  if any(r["met"] is False for r in rows[mb].values() if r["verb"] == verb)]
-        met = "—" if some.get("met") is None else (f"**no** at {', '.join(missed)}" if missed else "yes")
-        name = (verb.split(" (")[0] + " (per fqn and phase, no nesting rule)"
-                if verb.startswith("DuckDB") else f"`{verb}`")
+        missed = [
+            cli_size(mb)
+            for mb in sizes
+            if any(r["met"] is False for r in rows[mb].values() if r["verb"] == verb)
+        ]
+        met = (
+            "—"
+            if some.get("met") is None
+            else (f"**no** at {', '.join(missed)}" if missed else "yes")
+        )
+        name = (
+            verb.split(" (")[0] + " (per fqn and phase, no nesting rule)"
+            if verb.startswith("DuckDB")
+            else f"`{verb}`"
+        )
         lines.append(f"| {name} | {rates} | {cpu} | {rss} | {target} | {met} |")
     return "\n".join(lines)
 
@@ -458,42 +606,53 @@ def cli_doc_section(results):
 def cli_table(results):
     """bench/cli_bench.py's run as Markdown: one row per verb and format, each against its target."""
     run = results["run"]
-    lines = [f"Package: {results['label']} (commit {run['git_commit']}), {minute(run['date'])} UTC, "
-             f"load average at the end {run['loadavg'][1]:.1f} "
-             "(2 shared cores). Traces: "
-             f"{results['chrome_mib']:.0f} MiB Chrome / {results['jsonl_mib']:.0f} MiB JSON Lines "
-             f"(`tests/python/bigtrace.py {results['source']} OUT {results['mb']}`, a second rank "
-             "with `--rank 1` for `merge` and `diff`, which count both inputs' events; `repair` "
-             "counts the events it keeps of the trace cut at 72 %).", "",
-             "| verb | format | events | CPU s (of which sys) | events / CPU-s | peak RSS MiB | wall s "
-             f"| target (events / CPU-s, ≤ {CLI_RSS_LIMIT_MIB} MiB) | met |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        f"Package: {results['label']} (commit {run['git_commit']}), {minute(run['date'])} UTC, "
+        f"load average at the end {run['loadavg'][1]:.1f} "
+        "(2 shared cores). Traces: "
+        f"{results['chrome_mib']:.0f} MiB Chrome / {results['jsonl_mib']:.0f} MiB JSON Lines "
+        f"(`tests/python/bigtrace.py {results['source']} OUT {results['mb']}`, a second rank "
+        "with `--rank 1` for `merge` and `diff`, which count both inputs' events; `repair` "
+        "counts the events it keeps of the trace cut at 72 %).",
+        "",
+        "| verb | format | events | CPU s (of which sys) | events / CPU-s | peak RSS MiB | wall s "
+        f"| target (events / CPU-s, ≤ {CLI_RSS_LIMIT_MIB} MiB) | met |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for r in results["rows"]:
         target = f"{r['target'] / 1e3:,.0f} k" if r.get("target") else "—"
         met = "—" if r.get("met") is None else "yes" if r["met"] else "**no**"
         status = f" ({r['status']})" if r["status"] else ""
         sys_s = f" ({r['sys_s']:.1f})" if "sys_s" in r else ""
-        lines.append(f"| `{r['verb']}` | {r['format']} | {r['events']:,} | {r['cpu_s']:.1f}{sys_s} | "
-                     f"{r['events_per_cpu_s'] / 1e3:,.0f} k | {r['peak_rss_mib']:.0f} | "
-                     f"{r['wall_s']:.0f}{status} | {target} | {met} |")
+        lines.append(
+            f"| `{r['verb']}` | {r['format']} | {r['events']:,} | {r['cpu_s']:.1f}{sys_s} | "
+            f"{r['events_per_cpu_s'] / 1e3:,.0f} k | {r['peak_rss_mib']:.0f} | "
+            f"{r['wall_s']:.0f}{status} | {target} | {met} |"
+        )
     return "\n".join(lines)
 
 
 def joined(*sections):
     """One section made of several tables, blank lines between them (tables with no data left out)."""
+
     def section(results):
         parts = [part for part in (fn(results) for fn in sections) if part]
         return "\n\n".join(parts) or None
+
     return section
 
 
 # Section name (as in the document's markers) → its content.
 SECTIONS = {
-    "costs": costs_table, "costs-stale": stale_costs_table,
-    "run": run_section, "settings": settings_section,
-    "p1": p1_section, "callgrind": joined(callgrind_ops, callgrind_mlp),
+    "costs": costs_table,
+    "costs-stale": stale_costs_table,
+    "run": run_section,
+    "settings": settings_section,
+    "p1": p1_section,
+    "callgrind": joined(callgrind_ops, callgrind_mlp),
     "p2": joined(p2_section, p2_ab_section, lambda results: p2_ab_section(results, "compiled_ab")),
-    "p3": p3_section, "p4": p4_section,
+    "p3": p3_section,
+    "p4": p4_section,
     "p5": joined(p5_rss, p5_problems),
     "memory": memory_section,
     "p7": joined(p7_section, p7_nice_section),
@@ -511,30 +670,48 @@ def table(results):
     lines = []
     if "p1" in results:
         s = results["p1"]["summary"]
-        lines.append(f"{'P1 mode':<18}{'ns/op':>8}{'added':>8}{'thrCPU':>8}{'MLP us':>9}{'MLP %':>8}")
+        lines.append(
+            f"{'P1 mode':<18}{'ns/op':>8}{'added':>8}{'thrCPU':>8}{'MLP us':>9}{'MLP %':>8}"
+        )
         for m in results["p1"]["modes"]:
             o, mlp = s["ops"][m], s["mlp"][m]
-            lines.append(f"{m:<18}{o['ns_per_op']:>8.0f}{o['added_ns']:>+8.0f}"
-                         f"{(o.get('thread_cpu_ns') or 0):>8.0f}{mlp['us_per_step']:>9.1f}{mlp['slowdown_pct']:>+8.1f}")
+            lines.append(
+                f"{m:<18}{o['ns_per_op']:>8.0f}{o['added_ns']:>+8.0f}"
+                f"{(o.get('thread_cpu_ns') or 0):>8.0f}{mlp['us_per_step']:>9.1f}{mlp['slowdown_pct']:>+8.1f}"
+            )
     if "p2" in results:
         p2 = results["p2"]["summary"]
-        lines.append(f"P2 transformer: baseline {p2['baseline_ms']:.1f} ms/step, fqntrace {p2['fqntrace_ms']:.1f} "
-                     f"ms/step, slowdown {p2['slowdown_pct']:+.1f} %")
+        lines.append(
+            f"P2 transformer: baseline {p2['baseline_ms']:.1f} ms/step, fqntrace {p2['fqntrace_ms']:.1f} "
+            f"ms/step, slowdown {p2['slowdown_pct']:+.1f} %"
+        )
     if "p3" in results:
         v = results["p3"]["summary"]["variants"]
-        lines.append("P3 trackers: " + ", ".join(f"{k} {v[k]['ms_per_step']:.2f} ms/step" for k in results["p3"]["variants"]))
+        lines.append(
+            "P3 trackers: "
+            + ", ".join(f"{k} {v[k]['ms_per_step']:.2f} ms/step" for k in results["p3"]["variants"])
+        )
     if "p4" in results and "formats" in results["p4"]:
         fm = results["p4"]["formats"]
-        lines.append("P4 exporters: " + ", ".join(
-            f"{k} {d['cpu_events_per_s_median'] / 1e6:.2f} M events/s"
-            + (f" {d['bytes_per_event']:.1f} B/event" if k in ("chrome", "jsonl", "chrome_gz", "jsonl_gz")
-               and "bytes_per_event" in d else "")
-            for k, d in fm.items()))
+        lines.append(
+            "P4 exporters: "
+            + ", ".join(
+                f"{k} {d['cpu_events_per_s_median'] / 1e6:.2f} M events/s"
+                + (
+                    f" {d['bytes_per_event']:.1f} B/event"
+                    if k in ("chrome", "jsonl", "chrome_gz", "jsonl_gz") and "bytes_per_event" in d
+                    else ""
+                )
+                for k, d in fm.items()
+            )
+        )
     if "p5" in results:
         fq, pr = results["p5"]["fqntrace"], results["p5"]["profiler"]
-        lines.append(f"P5 fqntrace: {fq['ops']:,} ops, RSS growth after warm-up {fq['max_growth_after_warmup_mb']:.1f} MB "
-                     f"({'flat' if fq['flat'] else 'not flat'}), {fq['bytes_per_event']:.1f} bytes/event, "
-                     f"{fq['dropped_events']} dropped; torch.profiler {pr['mb_per_million_ops']:.0f} MB per M ops")
+        lines.append(
+            f"P5 fqntrace: {fq['ops']:,} ops, RSS growth after warm-up {fq['max_growth_after_warmup_mb']:.1f} MB "
+            f"({'flat' if fq['flat'] else 'not flat'}), {fq['bytes_per_event']:.1f} bytes/event, "
+            f"{fq['dropped_events']} dropped; torch.profiler {pr['mb_per_million_ops']:.0f} MB per M ops"
+        )
     lines.append("")
     lines.append(costs_table(results).replace("**", ""))
     return "\n".join(lines)

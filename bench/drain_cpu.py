@@ -14,6 +14,7 @@ runs the child with another interpreter (another checkout's .venv: a before/afte
 
 --suffix .json.gz measures the gzip drain (the trace's name decides its format).
 """
+
 import argparse
 import json
 import os
@@ -74,12 +75,14 @@ def run_once(ops, trace_dir, env_extra, python=sys.executable, child=CHILD, suff
     env.update(env_extra)
     env["FQNTRACE"] = os.path.join(trace_dir, "drain" + suffix)
     env["OMP_NUM_THREADS"] = "1"
-    out = subprocess.run([python, "-c", child, str(ops)], env=env, check=True,
-                         stdout=subprocess.PIPE, text=True).stdout.split()
+    out = subprocess.run(
+        [python, "-c", child, str(ops)], env=env, check=True, stdout=subprocess.PIPE, text=True
+    ).stdout.split()
     assert out[0] == "True", "fqntrace did not start"
     size = os.path.getsize(env["FQNTRACE"])
     if suffix.endswith(".gz"):
         import gzip
+
         with gzip.open(env["FQNTRACE"], "rb") as f:
             text = f.read()
         tail = text[-200:].decode(errors="replace")
@@ -87,7 +90,9 @@ def run_once(ops, trace_dir, env_extra, python=sys.executable, child=CHILD, suff
         with open(env["FQNTRACE"], "rb") as f:
             f.seek(max(0, size - 200))
             tail = f.read().decode(errors="replace")
-    dropped = int(tail.split('"dropped_events": ')[1].split(",")[0]) if "dropped_events" in tail else -1
+    dropped = (
+        int(tail.split('"dropped_events": ')[1].split(",")[0]) if "dropped_events" in tail else -1
+    )
     if child is CHILD:
         return float(out[1]), float(out[2]), size / ops, dropped
     # per written event: the tail's count (X events), of which the loop wrote all but the warm-up
@@ -100,31 +105,56 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--ops", type=int, default=400_000)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--suffix", default=".json", help="the trace's name ending: .json or .json.gz")
+    parser.add_argument(
+        "--suffix", default=".json", help="the trace's name ending: .json or .json.gz"
+    )
     parser.add_argument("--json", default="")
     parser.add_argument("--workload", choices=("add", "train"), default="add")
-    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                        help="an environment variable for the child (FQNTRACE_MODULE_SPANS=0)")
-    parser.add_argument("--python", default=sys.executable,
-                        help="the interpreter of the child (default: this one)")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable for the child (FQNTRACE_MODULE_SPANS=0)",
+    )
+    parser.add_argument(
+        "--python", default=sys.executable, help="the interpreter of the child (default: this one)"
+    )
     args = parser.parse_args()
     drain, loop, size, dropped = [], [], [], []
     with tempfile.TemporaryDirectory(prefix="fqntrace-drain-cpu-") as d:
         for _ in range(args.runs):
-            r = run_once(args.ops, d, dict(kv.split("=", 1) for kv in args.env), args.python,
-                         CHILD if args.workload == "add" else CHILD_TRAIN, args.suffix)
+            r = run_once(
+                args.ops,
+                d,
+                dict(kv.split("=", 1) for kv in args.env),
+                args.python,
+                CHILD if args.workload == "add" else CHILD_TRAIN,
+                args.suffix,
+            )
             drain.append(r[0])
             loop.append(r[1])
             size.append(r[2])
             dropped.append(r[3])
             time.sleep(0.5)
-    result = {"workload": args.workload, "env": args.env, "python": args.python, "suffix": args.suffix,
-              "ops": args.ops, "runs": args.runs, "drain_ns_per_op": statistics.median(drain),
-              "drain_ns_per_op_runs": drain, "loop_ns_per_op": statistics.median(loop),
-              "bytes_per_op": statistics.median(size), "dropped": dropped}
-    print(f"[{args.workload}{' ' + ' '.join(args.env) if args.env else ''}] drain CPU per event: {result['drain_ns_per_op']:.0f} ns (runs: "
-          f"{', '.join(f'{v:.0f}' for v in drain)}); loop thread {result['loop_ns_per_op']:.0f} ns/event; "
-          f"{result['bytes_per_op']:.1f} bytes/event; dropped {dropped}")
+    result = {
+        "workload": args.workload,
+        "env": args.env,
+        "python": args.python,
+        "suffix": args.suffix,
+        "ops": args.ops,
+        "runs": args.runs,
+        "drain_ns_per_op": statistics.median(drain),
+        "drain_ns_per_op_runs": drain,
+        "loop_ns_per_op": statistics.median(loop),
+        "bytes_per_op": statistics.median(size),
+        "dropped": dropped,
+    }
+    print(
+        f"[{args.workload}{' ' + ' '.join(args.env) if args.env else ''}] drain CPU per event: {result['drain_ns_per_op']:.0f} ns (runs: "
+        f"{', '.join(f'{v:.0f}' for v in drain)}); loop thread {result['loop_ns_per_op']:.0f} ns/event; "
+        f"{result['bytes_per_op']:.1f} bytes/event; dropped {dropped}"
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

@@ -6,6 +6,7 @@ the same build. Prints, per nice value, dropped events (the trace's tail) and th
 
     .venv/bin/python bench/drain_nice.py [--ops 3000000] [--nice 0 5 10 19] [--hogs 2]
 """
+
 import argparse
 import json
 import multiprocessing
@@ -58,14 +59,29 @@ def main():
                 path = os.path.join(d, f"nice{nice}.json")
                 env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
                 env.update(FQNTRACE=path, OMP_NUM_THREADS="1")
-                out = subprocess.run([sys.executable, "-c", CHILD, str(args.ops), str(nice)], env=env,
-                                     check=True, stdout=subprocess.PIPE, text=True).stdout
+                out = subprocess.run(
+                    [sys.executable, "-c", CHILD, str(args.ops), str(nice)],
+                    env=env,
+                    check=True,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                ).stdout
                 tail = json.load(open(path))["fqntrace"]
-                rows.append({"nice": nice, "ops": args.ops, "ops_per_s": float(out.split()[-1]),
-                             "events": tail["events"], "dropped": tail["dropped_events"]})
-                print(f"drain nice {nice:>2}: dropped {tail['dropped_events']:,} of "
-                      f"{tail['events'] + tail['dropped_events']:,} events; loop "
-                      f"{rows[-1]['ops_per_s']:,.0f} ops/s ({args.hogs} busy hogs)", flush=True)
+                rows.append(
+                    {
+                        "nice": nice,
+                        "ops": args.ops,
+                        "ops_per_s": float(out.split()[-1]),
+                        "events": tail["events"],
+                        "dropped": tail["dropped_events"],
+                    }
+                )
+                print(
+                    f"drain nice {nice:>2}: dropped {tail['dropped_events']:,} of "
+                    f"{tail['events'] + tail['dropped_events']:,} events; loop "
+                    f"{rows[-1]['ops_per_s']:,.0f} ops/s ({args.hogs} busy hogs)",
+                    flush=True,
+                )
                 time.sleep(1)
     finally:
         for h in hogs:

@@ -9,6 +9,7 @@ On a noisy 2-core machine single numbers mean little: each process reports the m
 samples, the tables show the median over rounds, and derived numbers (added ns/op, slowdowns) are
 computed per round against that round's baseline process before taking the median.
 """
+
 import argparse
 import datetime
 import os
@@ -33,8 +34,12 @@ CALLGRIND_SETTINGS = {"ops": 5000, "mlp_steps": 50, "ddp_steps": 20}
 
 
 def machine():
-    info = {"hostname": platform.node(), "kernel": platform.release(), "python": platform.python_version(),
-            "cores": os.cpu_count()}
+    info = {
+        "hostname": platform.node(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "cores": os.cpu_count(),
+    }
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -60,30 +65,57 @@ def run_callgrind(runner, quick):
     """Instructions per op and step by mode, P8c (bench/callgrind_ops.py)."""
     s = CALLGRIND_SETTINGS
     log(f"callgrind: instructions per op, {s['ops']:,} ops per mode")
-    return run_json([PY, os.path.join(HERE, "callgrind_ops.py"), "--ops", str(s["ops"]),
-                     "--mlp-steps", str(s["mlp_steps"]), "--jobs", "2", "--whole",
-                     "--ddp-steps", str(s["ddp_steps"])], timeout=2400)
+    return run_json(
+        [
+            PY,
+            os.path.join(HERE, "callgrind_ops.py"),
+            "--ops",
+            str(s["ops"]),
+            "--mlp-steps",
+            str(s["mlp_steps"]),
+            "--jobs",
+            "2",
+            "--whole",
+            "--ddp-steps",
+            str(s["ddp_steps"]),
+        ],
+        timeout=2400,
+    )
 
 
 # Each part: its name in bench/measured.json and `--only`, and what measures it.
-PARTS = {"p1": p1_per_op.run, "p2": p2_transformer.run, "p3": p3_trackers.run,
-         "p4": p4_exporters.run, "p5": p5_rss.run, "memory": run_memory, "drain": p7_drain.run,
-         "ddp": p8_ddp.run, "callgrind": run_callgrind}
+PARTS = {
+    "p1": p1_per_op.run,
+    "p2": p2_transformer.run,
+    "p3": p3_trackers.run,
+    "p4": p4_exporters.run,
+    "p5": p5_rss.run,
+    "memory": run_memory,
+    "drain": p7_drain.run,
+    "ddp": p8_ddp.run,
+    "callgrind": run_callgrind,
+}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds and ops (a smoke run)")
-    parser.add_argument("--only", default=None,
-                        help=f"comma-separated subset of {','.join(PARTS)} (default: all; "
-                             "--quick skips callgrind). The other parts keep their numbers in "
-                             "bench/measured.json")
+    parser.add_argument(
+        "--only",
+        default=None,
+        help=f"comma-separated subset of {','.join(PARTS)} (default: all; "
+        "--quick skips callgrind). The other parts keep their numbers in "
+        "bench/measured.json",
+    )
     parser.add_argument("--results", default=measured.PATH)
     parser.add_argument("--doc", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     args = parser.parse_args()
     kind = "quick" if args.quick else "full"
-    only = args.only.split(",") if args.only else [p for p in PARTS
-                                                   if not (args.quick and p == "callgrind")]
+    only = (
+        args.only.split(",")
+        if args.only
+        else [p for p in PARTS if not (args.quick and p == "callgrind")]
+    )
     unknown = [p for p in only if p not in PARTS]
     if unknown:
         sys.exit(f"bench: unknown part {', '.join(unknown)} (parts: {', '.join(PARTS)})")
@@ -98,17 +130,22 @@ def main():
             load_start = os.getloadavg()[0]
             numbers = PARTS[part](runner, args.quick)
             if numbers is not None:
-                numbers["run"] = {"date": date, **common,
-                                  "loadavg": [load_start, os.getloadavg()[0]]}
+                numbers["run"] = {
+                    "date": date,
+                    **common,
+                    "loadavg": [load_start, os.getloadavg()[0]],
+                }
                 parts[part] = numbers
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
     if not parts:
         sys.exit("bench: no part measured anything")
     raw = measured.save(parts, machine(), args.results)
-    log(f"wrote {os.path.relpath(args.results, ROOT)} ({', '.join(parts)}; "
+    log(
+        f"wrote {os.path.relpath(args.results, ROOT)} ({', '.join(parts)}; "
         f"{time.time() - started:.0f} s, {runner.count} processes), raw samples in "
-        f"{os.path.relpath(raw, ROOT)}")
+        f"{os.path.relpath(raw, ROOT)}"
+    )
     results = measured.load(args.results)
     # Only the generated sections change; the hand-written analysis around them stays.
     with open(args.doc) as f:

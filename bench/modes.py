@@ -5,50 +5,93 @@ A mode is what one measurement process has switched on around the same workload.
 FQNTRACE (and FQNTRACE_FLOPS) in the environment of the `traced` modes, so tracing starts the way
 it does for a user; run_mode.py sets up everything else.
 """
+
 from typing import NamedTuple
 
 
 class Mode(NamedTuple):
     name: str
-    label: str        # row label in docs/benchmarks.md (Markdown)
+    label: str  # row label in docs/benchmarks.md (Markdown)
     description: str  # what the process runs with
     traced: bool = False  # FQNTRACE=<tmp>.json
-    flops: bool = False   # FQNTRACE_FLOPS=1
+    flops: bool = False  # FQNTRACE_FLOPS=1
     rank_of_two: bool = False  # WORLD_SIZE=2 RANK=0: what a rank of a 2-rank job runs with
-    sample: float = 1.0   # FQNTRACE_SAMPLE (docs/sampling.md)
+    sample: float = 1.0  # FQNTRACE_SAMPLE (docs/sampling.md)
 
 
 MODES = (
-    Mode("baseline", "baseline (nothing loaded)",
-         "nothing (checks that no RecordFunction callback is installed)"),
-    Mode("loaded_off", "libfqntrace.so loaded, FQNTRACE unset (P6)",
-         "libfqntrace.so loaded with FQNTRACE unset: no session, no callback (P6)"),
-    Mode("empty", "empty observer (the limit)",
-         "bench/empty_observer: one global callback that does nothing"),
-    Mode("empty_sampled", "empty observer shaped as the sampled mode (its limit)",
-         "bench/empty_observer/empty_sampled_observer: the two callbacks FQNTRACE_SAMPLE=0.01 "
-         "installs (ops sampled at 0.01; nodes and user scopes unsampled), doing nothing"),
-    Mode("empty_sampled_ops", "empty observer on ops alone, sampled at 0.01 (any op sampler's limit)",
-         "the same with FQNTRACE_BENCH_EMPTY_NODES=0: only the ops callback, sampled at 0.01"),
-    Mode("fqntrace", "**fqntrace** (FQNTRACE set; FLOPs off: default)",
-         "FQNTRACE=<tmp>.json (FLOPs off, the default)", traced=True),
-    Mode("fqntrace_flops", "fqntrace, FQNTRACE_FLOPS=1",
-         "the same with FQNTRACE_FLOPS=1 (the callback asks for op inputs to count FLOPs)",
-         traced=True, flops=True),
-    Mode("fqntrace_sampled", "fqntrace, FQNTRACE_SAMPLE=0.01 (sampled)",
-         "FQNTRACE=<tmp>.json with FQNTRACE_SAMPLE=0.01: 1 op in 100 recorded (docs/sampling.md)",
-         traced=True, sample=0.01),
-    Mode("fqntrace_rank", "fqntrace as a rank of a 2-rank job sees it (op inputs asked for)",
-         "the same with WORLD_SIZE=2 RANK=0 (no process group): the callback asks for every op's "
-         "inputs, as in a distributed job, for the collectives' bytes", traced=True, rank_of_two=True),
-    Mode("fqntrace_nohooks", "fqntrace without its module scopes (diagnostic)",
-         "fqntrace with torch's own nn.Module.__call__ given back before any module runs "
-         "(diagnostic: the ops' share of the cost; the trace then has no module names)", traced=True),
-    Mode("profiler", "torch.profiler (CPU)",
-         "torch.profiler.profile(activities=[CPU]) around the measurement"),
+    Mode(
+        "baseline",
+        "baseline (nothing loaded)",
+        "nothing (checks that no RecordFunction callback is installed)",
+    ),
+    Mode(
+        "loaded_off",
+        "libfqntrace.so loaded, FQNTRACE unset (P6)",
+        "libfqntrace.so loaded with FQNTRACE unset: no session, no callback (P6)",
+    ),
+    Mode(
+        "empty",
+        "empty observer (the limit)",
+        "bench/empty_observer: one global callback that does nothing",
+    ),
+    Mode(
+        "empty_sampled",
+        "empty observer shaped as the sampled mode (its limit)",
+        "bench/empty_observer/empty_sampled_observer: the two callbacks FQNTRACE_SAMPLE=0.01 "
+        "installs (ops sampled at 0.01; nodes and user scopes unsampled), doing nothing",
+    ),
+    Mode(
+        "empty_sampled_ops",
+        "empty observer on ops alone, sampled at 0.01 (any op sampler's limit)",
+        "the same with FQNTRACE_BENCH_EMPTY_NODES=0: only the ops callback, sampled at 0.01",
+    ),
+    Mode(
+        "fqntrace",
+        "**fqntrace** (FQNTRACE set; FLOPs off: default)",
+        "FQNTRACE=<tmp>.json (FLOPs off, the default)",
+        traced=True,
+    ),
+    Mode(
+        "fqntrace_flops",
+        "fqntrace, FQNTRACE_FLOPS=1",
+        "the same with FQNTRACE_FLOPS=1 (the callback asks for op inputs to count FLOPs)",
+        traced=True,
+        flops=True,
+    ),
+    Mode(
+        "fqntrace_sampled",
+        "fqntrace, FQNTRACE_SAMPLE=0.01 (sampled)",
+        "FQNTRACE=<tmp>.json with FQNTRACE_SAMPLE=0.01: 1 op in 100 recorded (docs/sampling.md)",
+        traced=True,
+        sample=0.01,
+    ),
+    Mode(
+        "fqntrace_rank",
+        "fqntrace as a rank of a 2-rank job sees it (op inputs asked for)",
+        "the same with WORLD_SIZE=2 RANK=0 (no process group): the callback asks for every op's "
+        "inputs, as in a distributed job, for the collectives' bytes",
+        traced=True,
+        rank_of_two=True,
+    ),
+    Mode(
+        "fqntrace_nohooks",
+        "fqntrace without its module scopes (diagnostic)",
+        "fqntrace with torch's own nn.Module.__call__ given back before any module runs "
+        "(diagnostic: the ops' share of the cost; the trace then has no module names)",
+        traced=True,
+    ),
+    Mode(
+        "profiler",
+        "torch.profiler (CPU)",
+        "torch.profiler.profile(activities=[CPU]) around the measurement",
+    ),
     Mode("profiler_stack", "torch.profiler, with_stack=True", "the same with with_stack=True"),
-    Mode("modtracker", "ModTracker + TorchDispatchMode (fqn per op)",
-         "torch's ModTracker + a TorchDispatchMode recording the current fqns per op"),
+    Mode(
+        "modtracker",
+        "ModTracker + TorchDispatchMode (fqn per op)",
+        "torch's ModTracker + a TorchDispatchMode recording the current fqns per op",
+    ),
 )
 BY_NAME = {mode.name: mode for mode in MODES}
 NAMES = tuple(mode.name for mode in MODES)
@@ -56,13 +99,30 @@ LABELS_BY_MODE = {mode.name: mode.label for mode in MODES}
 
 # Which modes each benchmark runs. P1 runs all but fqntrace_rank (P6 is P1's loaded_off beside
 # the baseline).
-P1_MODES = tuple(name for name in NAMES if name not in ("fqntrace_rank", "fqntrace_sampled",
-                                                        "empty_sampled", "empty_sampled_ops"))
+P1_MODES = tuple(
+    name
+    for name in NAMES
+    if name not in ("fqntrace_rank", "fqntrace_sampled", "empty_sampled", "empty_sampled_ops")
+)
 P2_MODES = ("baseline", "fqntrace")
-CALLGRIND_OPS_MODES = ("baseline", "loaded_off", "empty", "fqntrace", "fqntrace_flops",
-                       "fqntrace_sampled", "profiler")
-CALLGRIND_MLP_MODES = ("baseline", "empty", "fqntrace", "fqntrace_nohooks", "fqntrace_sampled",
-                       "empty_sampled", "empty_sampled_ops")
+CALLGRIND_OPS_MODES = (
+    "baseline",
+    "loaded_off",
+    "empty",
+    "fqntrace",
+    "fqntrace_flops",
+    "fqntrace_sampled",
+    "profiler",
+)
+CALLGRIND_MLP_MODES = (
+    "baseline",
+    "empty",
+    "fqntrace",
+    "fqntrace_nohooks",
+    "fqntrace_sampled",
+    "empty_sampled",
+    "empty_sampled_ops",
+)
 # P8c: the DDP benchmark's model step in one process, by instructions (what P8's wall time hides).
 CALLGRIND_DDP_STEP_MODES = ("baseline", "empty", "fqntrace", "fqntrace_rank")
 
@@ -94,6 +154,7 @@ def environment(mode, trace_path):
     if BY_NAME[mode].sample < 1:
         env["FQNTRACE_SAMPLE"] = repr(BY_NAME[mode].sample)
     return env
+
 
 # bench/cli_bench.py's bound on a verb's peak RSS (issue 24), also in its table's header.
 CLI_RSS_LIMIT_MIB = 256

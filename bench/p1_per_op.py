@@ -1,6 +1,7 @@
 """P1, per op and a small MLP step, and P6 (the library loaded, FQNTRACE unset): every mode
 (bench/modes.py) in its own process (bench/run_mode.py), one per mode per round, the order
 rotating each round; medians over rounds."""
+
 import time
 
 from modes import P1_MODES
@@ -16,8 +17,18 @@ def run_p1(runner, s):
     """P1 (per-op, MLP) and P6 (loaded_off): one process per mode per round."""
     raw = {m: {"ops": [], "mlp": []} for m in P1_MODES}
     facts = {}
-    args = ["--ops", s["p1_ops"], "--samples", s["p1_samples"], "--steps", s["mlp_steps"],
-            "--warmup", 1, "--threads", 1]
+    args = [
+        "--ops",
+        s["p1_ops"],
+        "--samples",
+        s["p1_samples"],
+        "--steps",
+        s["mlp_steps"],
+        "--warmup",
+        1,
+        "--threads",
+        1,
+    ]
     for r in range(s["p1_rounds"]):
         t0 = time.time()
         for mode in rotated(P1_MODES, r):
@@ -28,15 +39,26 @@ def run_p1(runner, s):
             raw[mode]["mlp"].append(out["mlp"]["samples"])
             facts[mode] = out["facts"]
             if "trace_file" in out:
-                facts[mode]["dropped_events_last_round"] = out["trace_file"]["footer"].get("dropped_events")
+                facts[mode]["dropped_events_last_round"] = out["trace_file"]["footer"].get(
+                    "dropped_events"
+                )
         base = median(raw["baseline"]["ops"][-1])
         fq = median(raw["fqntrace"]["ops"][-1])
         em = median(raw["empty"]["ops"][-1])
-        log(f"P1 round {r + 1}/{s['p1_rounds']} ({time.time() - t0:.0f} s): baseline {base:.0f} "
-            f"ns/op, empty +{em - base:.0f}, fqntrace +{fq - base:.0f}")
-    return {"modes": list(P1_MODES), "rounds": s["p1_rounds"], "ops_per_sample": s["p1_ops"],
-            "samples_per_process": s["p1_samples"], "mlp_steps_per_sample": s["mlp_steps"],
-            "threads": 1, "raw": raw, "raw_facts": facts}
+        log(
+            f"P1 round {r + 1}/{s['p1_rounds']} ({time.time() - t0:.0f} s): baseline {base:.0f} "
+            f"ns/op, empty +{em - base:.0f}, fqntrace +{fq - base:.0f}"
+        )
+    return {
+        "modes": list(P1_MODES),
+        "rounds": s["p1_rounds"],
+        "ops_per_sample": s["p1_ops"],
+        "samples_per_process": s["p1_samples"],
+        "mlp_steps_per_sample": s["mlp_steps"],
+        "threads": 1,
+        "raw": raw,
+        "raw_facts": facts,
+    }
 
 
 def summarize_p1(p1):
@@ -46,7 +68,9 @@ def summarize_p1(p1):
     paired difference is spoiled when either of its two processes is hit, while a median over
     rounds per mode shrugs off a minority of hit processes. The per-round spread is kept (IQR)."""
     raw = p1["raw"]
-    per_round = {b: {m: [median(x) for x in raw[m][b]] for m in p1["modes"]} for b in ("ops", "mlp")}
+    per_round = {
+        b: {m: [median(x) for x in raw[m][b]] for m in p1["modes"]} for b in ("ops", "mlp")
+    }
     summary = {"ops": {}, "mlp": {}}
     base_ops = median(per_round["ops"]["baseline"])
     base_mlp = median(per_round["mlp"]["baseline"])
@@ -56,54 +80,86 @@ def summarize_p1(p1):
         ops = per_round["ops"][m]
         best = min(min(x) for x in raw[m]["ops"])
         thread_cpu = median([median(x) for x in raw[m]["ops_thread_cpu"]])
-        summary["ops"][m] = {"ns_per_op": median(ops), "added_ns": median(ops) - base_ops,
-                             "iqr_ns": quartiles(ops), "per_round": ops,
-                             "thread_cpu_ns": thread_cpu,
-                             "thread_cpu_added_ns": thread_cpu - base_thread,
-                             "process_cpu_ns": median([median(x) for x in raw[m]["ops_process_cpu"]]),
-                             "best_ns": best, "best_added_ns": best - base_best}
+        summary["ops"][m] = {
+            "ns_per_op": median(ops),
+            "added_ns": median(ops) - base_ops,
+            "iqr_ns": quartiles(ops),
+            "per_round": ops,
+            "thread_cpu_ns": thread_cpu,
+            "thread_cpu_added_ns": thread_cpu - base_thread,
+            "process_cpu_ns": median([median(x) for x in raw[m]["ops_process_cpu"]]),
+            "best_ns": best,
+            "best_added_ns": best - base_best,
+        }
         mlp = per_round["mlp"][m]
-        summary["mlp"][m] = {"us_per_step": median(mlp),
-                             "slowdown_pct": 100.0 * (median(mlp) / base_mlp - 1.0),
-                             "iqr_us": quartiles(mlp), "per_round": mlp,
-                             "best_us": min(min(x) for x in raw[m]["mlp"])}
+        summary["mlp"][m] = {
+            "us_per_step": median(mlp),
+            "slowdown_pct": 100.0 * (median(mlp) / base_mlp - 1.0),
+            "iqr_us": quartiles(mlp),
+            "per_round": mlp,
+            "best_us": min(min(x) for x in raw[m]["mlp"]),
+        }
     best_mlp = summary["mlp"]["baseline"]["best_us"]
     for m in p1["modes"]:
-        summary["mlp"][m]["best_slowdown_pct"] = 100.0 * (summary["mlp"][m]["best_us"] / best_mlp - 1.0)
+        summary["mlp"][m]["best_slowdown_pct"] = 100.0 * (
+            summary["mlp"][m]["best_us"] / best_mlp - 1.0
+        )
     ops, mlp = summary["ops"], summary["mlp"]
     # A ratio over a cost that noise pushed to zero or below means nothing: None ("n/a").
     ratio = lambda a, b: a / b if b is not None and b > 0 else None  # noqa: E731
     summary["ratios"] = {
-        "fqntrace_over_empty_added_ns": ratio(ops["fqntrace"]["added_ns"], ops["empty"]["added_ns"]),
-        "fqntrace_over_profiler_added_ns": ratio(ops["fqntrace"]["added_ns"],
-                                                 ops["profiler"]["added_ns"]),
-        "fqntrace_flops_over_empty_added_ns": ratio(ops["fqntrace_flops"]["added_ns"],
-                                                      ops["empty"]["added_ns"]),
-        "mlp_fqntrace_over_empty_slowdown": ratio(mlp["fqntrace"]["slowdown_pct"],
-                                                  mlp["empty"]["slowdown_pct"]),
-        "mlp_fqntrace_nohooks_over_empty_slowdown": ratio(mlp["fqntrace_nohooks"]["slowdown_pct"],
-                                                          mlp["empty"]["slowdown_pct"]),
+        "fqntrace_over_empty_added_ns": ratio(
+            ops["fqntrace"]["added_ns"], ops["empty"]["added_ns"]
+        ),
+        "fqntrace_over_profiler_added_ns": ratio(
+            ops["fqntrace"]["added_ns"], ops["profiler"]["added_ns"]
+        ),
+        "fqntrace_flops_over_empty_added_ns": ratio(
+            ops["fqntrace_flops"]["added_ns"], ops["empty"]["added_ns"]
+        ),
+        "mlp_fqntrace_over_empty_slowdown": ratio(
+            mlp["fqntrace"]["slowdown_pct"], mlp["empty"]["slowdown_pct"]
+        ),
+        "mlp_fqntrace_nohooks_over_empty_slowdown": ratio(
+            mlp["fqntrace_nohooks"]["slowdown_pct"], mlp["empty"]["slowdown_pct"]
+        ),
         # Secondary views, less sensitive to noise bursts: best samples, and the loop thread's CPU.
-        "best_fqntrace_over_empty_added_ns": ratio(ops["fqntrace"]["best_added_ns"],
-                                                   ops["empty"]["best_added_ns"]),
-        "best_fqntrace_over_profiler_added_ns": ratio(ops["fqntrace"]["best_added_ns"],
-                                                      ops["profiler"]["best_added_ns"]),
-        "thread_cpu_fqntrace_over_empty_added_ns": ratio(ops["fqntrace"]["thread_cpu_added_ns"],
-                                                         ops["empty"]["thread_cpu_added_ns"]),
-        "best_mlp_fqntrace_over_empty_slowdown": ratio(mlp["fqntrace"]["best_slowdown_pct"],
-                                                       mlp["empty"]["best_slowdown_pct"]),
+        "best_fqntrace_over_empty_added_ns": ratio(
+            ops["fqntrace"]["best_added_ns"], ops["empty"]["best_added_ns"]
+        ),
+        "best_fqntrace_over_profiler_added_ns": ratio(
+            ops["fqntrace"]["best_added_ns"], ops["profiler"]["best_added_ns"]
+        ),
+        "thread_cpu_fqntrace_over_empty_added_ns": ratio(
+            ops["fqntrace"]["thread_cpu_added_ns"], ops["empty"]["thread_cpu_added_ns"]
+        ),
+        "best_mlp_fqntrace_over_empty_slowdown": ratio(
+            mlp["fqntrace"]["best_slowdown_pct"], mlp["empty"]["best_slowdown_pct"]
+        ),
     }
     r = summary["ratios"]
     summary["targets"] = {
-        "ops_vs_empty": {"target": "<= 1.5x", "value": r["fqntrace_over_empty_added_ns"],
-                         "met": None if r["fqntrace_over_empty_added_ns"] is None
-                         else r["fqntrace_over_empty_added_ns"] <= 1.5},
-        "ops_vs_profiler": {"target": "<= 0.5x", "value": r["fqntrace_over_profiler_added_ns"],
-                            "met": None if r["fqntrace_over_profiler_added_ns"] is None
-                            else r["fqntrace_over_profiler_added_ns"] <= 0.5},
-        "mlp_vs_empty": {"target": "<= 1.5x", "value": r["mlp_fqntrace_over_empty_slowdown"],
-                         "met": None if r["mlp_fqntrace_over_empty_slowdown"] is None
-                         else r["mlp_fqntrace_over_empty_slowdown"] <= 1.5},
+        "ops_vs_empty": {
+            "target": "<= 1.5x",
+            "value": r["fqntrace_over_empty_added_ns"],
+            "met": None
+            if r["fqntrace_over_empty_added_ns"] is None
+            else r["fqntrace_over_empty_added_ns"] <= 1.5,
+        },
+        "ops_vs_profiler": {
+            "target": "<= 0.5x",
+            "value": r["fqntrace_over_profiler_added_ns"],
+            "met": None
+            if r["fqntrace_over_profiler_added_ns"] is None
+            else r["fqntrace_over_profiler_added_ns"] <= 0.5,
+        },
+        "mlp_vs_empty": {
+            "target": "<= 1.5x",
+            "value": r["mlp_fqntrace_over_empty_slowdown"],
+            "met": None
+            if r["mlp_fqntrace_over_empty_slowdown"] is None
+            else r["mlp_fqntrace_over_empty_slowdown"] <= 1.5,
+        },
     }
     # P6: libfqntrace.so loaded, FQNTRACE unset. Noise: the larger of 1 % and the baseline's IQR
     # over rounds; "within" when the difference of medians is inside it.
@@ -112,10 +168,13 @@ def summarize_p1(p1):
     added = summary["ops"]["loaded_off"]["added_ns"]
     facts = p1["raw_facts"].get("loaded_off", {})
     summary["p6"] = {
-        "running": facts.get("running"), "global_callbacks": facts.get("global_callbacks"),
+        "running": facts.get("running"),
+        "global_callbacks": facts.get("global_callbacks"),
         "function_scope_active": facts.get("function_scope_active"),
-        "added_ns": added, "best_added_ns": summary["ops"]["loaded_off"]["best_added_ns"],
-        "noise_ns": noise, "within_noise": abs(added) <= noise,
+        "added_ns": added,
+        "best_added_ns": summary["ops"]["loaded_off"]["best_added_ns"],
+        "noise_ns": noise,
+        "within_noise": abs(added) <= noise,
         "mlp_slowdown_pct": summary["mlp"]["loaded_off"]["slowdown_pct"],
     }
     return summary

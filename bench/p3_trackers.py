@@ -1,5 +1,6 @@
 """P3, fqntrace.ModTracker and ModuleTracker against torch's, on a module-heavy model: the
 variants alternate inside each process (bench/run_mode.py's trackers), a few processes."""
+
 from modes import TRACKER_NAMES
 from runner import log, median, quartiles
 
@@ -13,8 +14,18 @@ def run_p3(runner, s):
     """P3: fqntrace.ModTracker vs torch's ModTracker on a module-heavy model. The trackers are
     context managers, so their variants alternate inside each process (bench/run_mode.py
     bench_trackers); a few processes, so one unlucky process cannot decide the result."""
-    args = ["--modules", s["p3_modules"], "--rounds", s["p3_rounds"], "--steps", s["p3_steps"],
-            "--warmup", 1, "--threads", 1]
+    args = [
+        "--modules",
+        s["p3_modules"],
+        "--rounds",
+        s["p3_rounds"],
+        "--steps",
+        s["p3_steps"],
+        "--warmup",
+        1,
+        "--threads",
+        1,
+    ]
     raw = {v: [] for v in TRACKER_NAMES}
     cpu = {v: [] for v in TRACKER_NAMES}
     per_process = []
@@ -26,14 +37,24 @@ def run_p3(runner, s):
         b = median(out["samples"]["none"])
         added = {v: median(out["samples"][v]) - b for v in TRACKER_NAMES}
         per_process.append({"none_ms": b, "added_ms": added})
-        log(f"P3 process {i + 1}/{s['p3_processes']}: no tracker {b:.2f} ms/step, torch ModTracker "
-            f"+{added['torch_modtracker']:.2f}, fqntrace.ModTracker +{added['fqntrace_modtracker']:.2f}")
-    return {"model": f"nn.Sequential of {s['p3_modules']} nn.Linear(8, 8), batch 4, "
-                     "forward + sum().backward() inside `with tracker:`",
-            "modules": s["p3_modules"], "processes": s["p3_processes"], "rounds": s["p3_rounds"],
-            "steps_per_sample": s["p3_steps"], "threads": 1, "variants": list(TRACKER_NAMES),
-            "raw": raw, "raw_thread_cpu": cpu, "per_process": per_process,
-            "summary": summarize_p3(raw, cpu, s["p3_processes"])}
+        log(
+            f"P3 process {i + 1}/{s['p3_processes']}: no tracker {b:.2f} ms/step, torch ModTracker "
+            f"+{added['torch_modtracker']:.2f}, fqntrace.ModTracker +{added['fqntrace_modtracker']:.2f}"
+        )
+    return {
+        "model": f"nn.Sequential of {s['p3_modules']} nn.Linear(8, 8), batch 4, "
+        "forward + sum().backward() inside `with tracker:`",
+        "modules": s["p3_modules"],
+        "processes": s["p3_processes"],
+        "rounds": s["p3_rounds"],
+        "steps_per_sample": s["p3_steps"],
+        "threads": 1,
+        "variants": list(TRACKER_NAMES),
+        "raw": raw,
+        "raw_thread_cpu": cpu,
+        "per_process": per_process,
+        "summary": summarize_p3(raw, cpu, s["p3_processes"]),
+    }
 
 
 def summarize_p3(raw, cpu, processes):
@@ -44,11 +65,15 @@ def summarize_p3(raw, cpu, processes):
     out = {"variants": {}, "rounds_total": n}
     base, base_cpu, base_best = median(raw["none"]), median(cpu["none"]), min(raw["none"])
     for v in TRACKER_NAMES:
-        out["variants"][v] = {"ms_per_step": median(raw[v]), "iqr_ms": quartiles(raw[v]),
-                              "added_ms": median(raw[v]) - base,
-                              "thread_cpu_ms": median(cpu[v]),
-                              "thread_cpu_added_ms": median(cpu[v]) - base_cpu,
-                              "best_ms": min(raw[v]), "best_added_ms": min(raw[v]) - base_best}
+        out["variants"][v] = {
+            "ms_per_step": median(raw[v]),
+            "iqr_ms": quartiles(raw[v]),
+            "added_ms": median(raw[v]) - base,
+            "thread_cpu_ms": median(cpu[v]),
+            "thread_cpu_added_ms": median(cpu[v]) - base_cpu,
+            "best_ms": min(raw[v]),
+            "best_added_ms": min(raw[v]) - base_best,
+        }
     ratio = lambda a, b: a / b if b is not None and b > 0 else None  # noqa: E731
     var = out["variants"]
 
@@ -56,16 +81,19 @@ def summarize_p3(raw, cpu, processes):
         vals = [ratio(o - b, t - b) for o, t, b in zip(data[ours], data[theirs], data["none"])]
         return [x for x in vals if x is not None]
 
-    for pair, (ours, theirs) in {"modtracker": ("fqntrace_modtracker", "torch_modtracker"),
-                                 "moduletracker": ("fqntrace_moduletracker",
-                                                   "torch_moduletracker")}.items():
+    for pair, (ours, theirs) in {
+        "modtracker": ("fqntrace_modtracker", "torch_modtracker"),
+        "moduletracker": ("fqntrace_moduletracker", "torch_moduletracker"),
+    }.items():
         rounds = per_round(ours, theirs, raw)
         out[pair] = {
             "ratio": ratio(var[ours]["added_ms"], var[theirs]["added_ms"]),
-            "ratio_thread_cpu": ratio(var[ours]["thread_cpu_added_ms"],
-                                      var[theirs]["thread_cpu_added_ms"]),
+            "ratio_thread_cpu": ratio(
+                var[ours]["thread_cpu_added_ms"], var[theirs]["thread_cpu_added_ms"]
+            ),
             "ratio_best": ratio(var[ours]["best_added_ms"], var[theirs]["best_added_ms"]),
-            "ratio_per_round_median": median(rounds), "ratio_per_round_iqr": quartiles(rounds),
+            "ratio_per_round_median": median(rounds),
+            "ratio_per_round_iqr": quartiles(rounds),
         }
     r = out["modtracker"]["ratio"]
     out["target"] = {"target": "<= 0.5x", "value": r, "met": None if r is None else r <= 0.5}
@@ -74,6 +102,8 @@ def summarize_p3(raw, cpu, processes):
 
 def run(runner, quick):
     s = SETTINGS["quick" if quick else "full"]
-    log(f"P3: {s['p3_processes']} process(es) x {s['p3_rounds']} rounds x {len(TRACKER_NAMES)} "
-        f"tracker variants, {s['p3_modules']} modules")
+    log(
+        f"P3: {s['p3_processes']} process(es) x {s['p3_rounds']} rounds x {len(TRACKER_NAMES)} "
+        f"tracker variants, {s['p3_modules']} modules"
+    )
     return run_p3(runner, s)

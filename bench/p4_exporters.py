@@ -1,6 +1,7 @@
 """P4, the exporters' throughput: the main build's fqntrace_exporter_bench (Google Benchmark)
 drains a transformer step's events through the session's Drainer into each exporter; wall and
 CPU time per event, instructions per event (callgrind), where a Chrome event's bytes go."""
+
 import json
 import os
 import re
@@ -26,10 +27,14 @@ def run_p4(s):
         return None
     with tempfile.TemporaryDirectory(prefix="fqntrace-p4-") as tmp:
         out_json = os.path.join(tmp, "gbench.json")
-        cmd = [exe, f"--benchmark_repetitions={s['p4_repetitions']}",
-               f"--benchmark_min_time={s['p4_min_time']}",
-               "--benchmark_enable_random_interleaving=true",
-               f"--benchmark_out={out_json}", "--benchmark_out_format=json"]
+        cmd = [
+            exe,
+            f"--benchmark_repetitions={s['p4_repetitions']}",
+            f"--benchmark_min_time={s['p4_min_time']}",
+            "--benchmark_enable_random_interleaving=true",
+            f"--benchmark_out={out_json}",
+            "--benchmark_out_format=json",
+        ]
         log(f"P4: {' '.join(os.path.relpath(c, ROOT) if c == exe else c for c in cmd[:4])}")
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
         if proc.returncode != 0:
@@ -45,8 +50,12 @@ def run_p4(s):
         d = formats.setdefault(fmt, {"raw_cpu_events_per_s": [], "raw_wall_events_per_s": []})
         d["raw_cpu_events_per_s"].append(b["events_per_s"])
         d["raw_wall_events_per_s"].append(b["events_per_iteration"] / (b["real_time"] * scale))
-        for key in ("bytes_per_event", "json_objects_per_event", "events_per_step",
-                    "file_bytes_16_steps"):
+        for key in (
+            "bytes_per_event",
+            "json_objects_per_event",
+            "events_per_step",
+            "file_bytes_16_steps",
+        ):
             if key in b:
                 d[key] = b[key]
     for fmt, d in formats.items():
@@ -67,28 +76,53 @@ def run_p4(s):
     rate = chrome.get("cpu_events_per_s_median")
     bpe = chrome.get("bytes_per_event")
     # gzip formats have their own target: their cost relative to the plain format.
-    slowest = min((d["cpu_events_per_s_median"] for f, d in formats.items()
-                   if f != "all" and not f.endswith("_gz")), default=None)
+    slowest = min(
+        (
+            d["cpu_events_per_s_median"]
+            for f, d in formats.items()
+            if f != "all" and not f.endswith("_gz")
+        ),
+        default=None,
+    )
     gz, plain = formats.get("chrome_gz", {}), formats.get("chrome", {})
-    gz_ratio = (gz["ns_per_event_cpu"] / plain["ns_per_event_cpu"]
-                if "ns_per_event_cpu" in gz and "ns_per_event_cpu" in plain else None)
+    gz_ratio = (
+        gz["ns_per_event_cpu"] / plain["ns_per_event_cpu"]
+        if "ns_per_event_cpu" in gz and "ns_per_event_cpu" in plain
+        else None
+    )
     gz_bpe = gz.get("bytes_per_event")
-    return {"binary": "build/fqntrace_exporter_bench", "repetitions": s["p4_repetitions"],
-            "min_time_s": s["p4_min_time"], "raw_context": gb.get("context", {}),
-            "context": {k: gb.get("context", {}).get(k) for k in ("num_cpus", "mhz_per_cpu")},
-            "formats": formats,
-            "callgrind": callgrind, "chrome_bytes": breakdown,
-            "targets": {"events_per_s": {"target": ">= 2,000,000 events/s on one core (every format)",
-                                         "value": slowest,
-                                         "met": None if slowest is None else slowest >= 2e6},
-                        "chrome_bytes_per_event": {"target": "<= 200", "value": bpe,
-                                                   "met": None if bpe is None else bpe <= 200},
-                        "chrome_events_per_s": rate,
-                        "gzip_drain_cost_ratio": {"target": "<= 1.5 (chrome_gz ÷ chrome, CPU ns per event)",
-                                                  "value": gz_ratio,
-                                                  "met": None if gz_ratio is None else gz_ratio <= 1.5},
-                        "gzip_bytes_per_event": {"target": "(mix; <= 30 per op event on the demo)",
-                                                 "value": gz_bpe}}}
+    return {
+        "binary": "build/fqntrace_exporter_bench",
+        "repetitions": s["p4_repetitions"],
+        "min_time_s": s["p4_min_time"],
+        "raw_context": gb.get("context", {}),
+        "context": {k: gb.get("context", {}).get(k) for k in ("num_cpus", "mhz_per_cpu")},
+        "formats": formats,
+        "callgrind": callgrind,
+        "chrome_bytes": breakdown,
+        "targets": {
+            "events_per_s": {
+                "target": ">= 2,000,000 events/s on one core (every format)",
+                "value": slowest,
+                "met": None if slowest is None else slowest >= 2e6,
+            },
+            "chrome_bytes_per_event": {
+                "target": "<= 200",
+                "value": bpe,
+                "met": None if bpe is None else bpe <= 200,
+            },
+            "chrome_events_per_s": rate,
+            "gzip_drain_cost_ratio": {
+                "target": "<= 1.5 (chrome_gz ÷ chrome, CPU ns per event)",
+                "value": gz_ratio,
+                "met": None if gz_ratio is None else gz_ratio <= 1.5,
+            },
+            "gzip_bytes_per_event": {
+                "target": "(mix; <= 30 per op event on the demo)",
+                "value": gz_bpe,
+            },
+        },
+    }
 
 
 NUMBER = re.compile(r'(?<=:)-?[0-9]+(?:\.[0-9]+)?(?=[,}])')
@@ -100,14 +134,19 @@ def chrome_bytes(exe, events=7150):
     quotes, punctuation, separators). Per raw event; flow objects are counted apart."""
     with tempfile.TemporaryDirectory(prefix="fqntrace-p4b-") as tmp:
         path = os.path.join(tmp, "mix.json")
-        subprocess.run([exe, "--plain", "chrome", str(events), path], check=True, capture_output=True)
+        subprocess.run(
+            [exe, "--plain", "chrome", str(events), path], check=True, capture_output=True
+        )
         with open(path, encoding="utf-8") as f:
             lines = f.read().split("\n")
     x = {"events": 0, "bytes": 0, "strings": 0, "numbers": 0}
     flow = {"objects": 0, "bytes": 0}
     for line in lines:
-        if not line.startswith('{"ph":"X"') and not line.startswith('{"ph":"s"') \
-                and not line.startswith('{"ph":"f"'):
+        if (
+            not line.startswith('{"ph":"X"')
+            and not line.startswith('{"ph":"s"')
+            and not line.startswith('{"ph":"f"')
+        ):
             continue
         size = len(line.encode()) + 1  # and its newline (the comma is inside the line)
         e = json.loads(line.rstrip(","))
@@ -117,19 +156,31 @@ def chrome_bytes(exe, events=7150):
             continue
         x["events"] += 1
         x["bytes"] += size
-        strings = [e["name"], e["cat"], e["args"]["fqn"], e["args"]["phase"],
-                   e["args"].get("module_type"), e["args"].get("collective")]
-        x["strings"] += sum(len(json.dumps(v, ensure_ascii=False).encode()) for v in strings if v is not None)
+        strings = [
+            e["name"],
+            e["cat"],
+            e["args"]["fqn"],
+            e["args"]["phase"],
+            e["args"].get("module_type"),
+            e["args"].get("collective"),
+        ]
+        x["strings"] += sum(
+            len(json.dumps(v, ensure_ascii=False).encode()) for v in strings if v is not None
+        )
         x["numbers"] += sum(len(v) for v in NUMBER.findall(line))
     n = x["events"]
     if not n:
         return None
-    return {"x_events": n, "bytes_per_x_event": x["bytes"] / n, "strings_per_x_event": x["strings"] / n,
-            "numbers_per_x_event": x["numbers"] / n,
-            "syntax_per_x_event": (x["bytes"] - x["strings"] - x["numbers"]) / n,
-            "flow_objects_per_x_event": flow["objects"] / n,
-            "flow_bytes_per_x_event": flow["bytes"] / n,
-            "bytes_per_flow_object": flow["bytes"] / flow["objects"] if flow["objects"] else None}
+    return {
+        "x_events": n,
+        "bytes_per_x_event": x["bytes"] / n,
+        "strings_per_x_event": x["strings"] / n,
+        "numbers_per_x_event": x["numbers"] / n,
+        "syntax_per_x_event": (x["bytes"] - x["strings"] - x["numbers"]) / n,
+        "flow_objects_per_x_event": flow["objects"] / n,
+        "flow_bytes_per_x_event": flow["bytes"] / n,
+        "bytes_per_flow_object": flow["bytes"] / flow["objects"] if flow["objects"] else None,
+    }
 
 
 def callgrind_exporter(exe, fmt, events):
@@ -137,8 +188,16 @@ def callgrind_exporter(exe, fmt, events):
     exporters run under), for exactly `events` events (whole steps, so slightly more)."""
     with tempfile.TemporaryDirectory(prefix="fqntrace-p4cg-") as tmp:
         out_file = os.path.join(tmp, "cg.out")
-        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}",
-               "--toggle-collect=*MixPipeline::drain*", exe, "--plain", fmt, str(events)]
+        cmd = [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out_file}",
+            "--toggle-collect=*MixPipeline::drain*",
+            exe,
+            "--plain",
+            fmt,
+            str(events),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
         if proc.returncode != 0:
             log(f"P4 callgrind {fmt} failed: {proc.stderr[-1500:]}")
@@ -149,8 +208,11 @@ def callgrind_exporter(exe, fmt, events):
             for line in f:
                 if line.startswith("summary:") or line.startswith("totals:"):
                     total = int(line.split()[1])
-        return {"events": done["events"], "instructions": total,
-                "instructions_per_event": total / done["events"] if total else None}
+        return {
+            "events": done["events"],
+            "instructions": total,
+            "instructions_per_event": total / done["events"] if total else None,
+        }
 
 
 def run(runner, quick):

@@ -1,6 +1,7 @@
 """P7, the drain thread: its CPU per op event from outside (bench/drain_cpu.py), plain and gzip,
 on a tiny-op loop and a training loop; drops under load per drain nice value
 (bench/drain_nice.py); and P4b, the demo's bytes per op event."""
+
 import json
 import os
 import subprocess
@@ -8,8 +9,20 @@ import subprocess
 from runner import HERE, PY, ROOT, log, run_json
 
 SETTINGS = {
-    "full": {"p7_ops": 400000, "p7_runs": 7, "p7_train_steps": 300, "p7_nice_ops": 3000000, "p7_nice": [0, 5, 10, 19]},
-    "quick": {"p7_ops": 200000, "p7_runs": 3, "p7_train_steps": 150, "p7_nice_ops": 1000000, "p7_nice": [0, 5]},
+    "full": {
+        "p7_ops": 400000,
+        "p7_runs": 7,
+        "p7_train_steps": 300,
+        "p7_nice_ops": 3000000,
+        "p7_nice": [0, 5, 10, 19],
+    },
+    "quick": {
+        "p7_ops": 200000,
+        "p7_runs": 3,
+        "p7_train_steps": 150,
+        "p7_nice_ops": 1000000,
+        "p7_nice": [0, 5],
+    },
 }
 
 
@@ -18,8 +31,9 @@ def demo_bytes(tmpdir):
     path = os.path.join(tmpdir, "demo.json")
     env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
     env.update(FQNTRACE=path, FQNTRACE_FLOPS="1", OMP_NUM_THREADS="1")
-    proc = subprocess.run([PY, "-m", "fqntrace.demo"], env=env, capture_output=True, text=True,
-                          cwd=ROOT, timeout=900)
+    proc = subprocess.run(
+        [PY, "-m", "fqntrace.demo"], env=env, capture_output=True, text=True, cwd=ROOT, timeout=900
+    )
     if proc.returncode != 0:
         log(f"demo failed (P4b skipped):\n{proc.stderr[-2000:]}")
         return None
@@ -27,8 +41,12 @@ def demo_bytes(tmpdir):
         events = json.load(f)["traceEvents"]
     ops = sum(1 for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op")
     size = os.path.getsize(path)
-    return {"bytes": size, "cpu_op_events": ops, "bytes_per_op_event": size / ops,
-            "objects": len(events)}
+    return {
+        "bytes": size,
+        "cpu_op_events": ops,
+        "bytes_per_op_event": size / ops,
+        "objects": len(events),
+    }
 
 
 def run_drain(s, tmpdir):
@@ -37,43 +55,112 @@ def run_drain(s, tmpdir):
     out = {}
     j = os.path.join(tmpdir, "p7.json")
     log(f"P7: drain CPU per op event, {s['p7_runs']} processes x {s['p7_ops']:,} ops")
-    out["cpu"] = run_json([PY, os.path.join(HERE, "drain_cpu.py"), "--ops", str(s["p7_ops"]),
-                           "--runs", str(s["p7_runs"]), "--json", j], j)
+    out["cpu"] = run_json(
+        [
+            PY,
+            os.path.join(HERE, "drain_cpu.py"),
+            "--ops",
+            str(s["p7_ops"]),
+            "--runs",
+            str(s["p7_runs"]),
+            "--json",
+            j,
+        ],
+        j,
+    )
     j = os.path.join(tmpdir, "p7gz.json")
     log(f"P7: the same with FQNTRACE=….json.gz, {s['p7_runs']} processes")
-    out["cpu_gz"] = run_json([PY, os.path.join(HERE, "drain_cpu.py"), "--ops", str(s["p7_ops"]),
-                              "--runs", str(s["p7_runs"]), "--suffix", ".json.gz", "--json", j], j)
+    out["cpu_gz"] = run_json(
+        [
+            PY,
+            os.path.join(HERE, "drain_cpu.py"),
+            "--ops",
+            str(s["p7_ops"]),
+            "--runs",
+            str(s["p7_runs"]),
+            "--suffix",
+            ".json.gz",
+            "--json",
+            j,
+        ],
+        j,
+    )
     # The same ratio on a training loop (forward, backward with module spans, SGD): its steps
     # are longer than deflate's 32 KiB window, so cached line heads repeat from farther back.
     for key, suffix in (("train_cpu", ".json"), ("train_cpu_gz", ".json.gz")):
         j = os.path.join(tmpdir, f"p7{key}.json")
         log(f"P7: training loop, {suffix}, {s['p7_runs']} processes x {s['p7_train_steps']} steps")
-        out[key] = run_json([PY, os.path.join(HERE, "drain_cpu.py"), "--workload", "train", "--ops",
-                             str(s["p7_train_steps"]), "--runs", str(s["p7_runs"]), "--suffix", suffix,
-                             "--json", j], j)
+        out[key] = run_json(
+            [
+                PY,
+                os.path.join(HERE, "drain_cpu.py"),
+                "--workload",
+                "train",
+                "--ops",
+                str(s["p7_train_steps"]),
+                "--runs",
+                str(s["p7_runs"]),
+                "--suffix",
+                suffix,
+                "--json",
+                j,
+            ],
+            j,
+        )
     j = os.path.join(tmpdir, "nice.json")
     log(f"P7: drops under load, drain nice {s['p7_nice']}, {s['p7_nice_ops']:,} ops each")
-    out["nice"] = run_json([PY, os.path.join(HERE, "drain_nice.py"), "--ops", str(s["p7_nice_ops"]),
-                            "--nice", *map(str, s["p7_nice"]), "--json", j], j)
+    out["nice"] = run_json(
+        [
+            PY,
+            os.path.join(HERE, "drain_nice.py"),
+            "--ops",
+            str(s["p7_nice_ops"]),
+            "--nice",
+            *map(str, s["p7_nice"]),
+            "--json",
+            j,
+        ],
+        j,
+    )
     log("P4b: the demo's bytes per op event")
     out["demo"] = demo_bytes(tmpdir)
     cpu, cpu_gz = out["cpu"] or {}, out["cpu_gz"] or {}
     train, train_gz = out["train_cpu"] or {}, out["train_cpu_gz"] or {}
 
     def gzip_ratio(plain, gz):
-        return (gz["drain_ns_per_op"] / plain["drain_ns_per_op"]
-                if plain.get("drain_ns_per_op") and gz.get("drain_ns_per_op") else None)
+        return (
+            gz["drain_ns_per_op"] / plain["drain_ns_per_op"]
+            if plain.get("drain_ns_per_op") and gz.get("drain_ns_per_op")
+            else None
+        )
+
     ratio, train_ratio = gzip_ratio(cpu, cpu_gz), gzip_ratio(train, train_gz)
     out["targets"] = {
-        "gzip_ratio": {"value": ratio, "target": "<= 1.5x", "met": None if ratio is None else ratio <= 1.5,
-                       "gzip_ns": cpu_gz.get("drain_ns_per_op"), "gzip_bytes_per_op": cpu_gz.get("bytes_per_op")},
-        "gzip_train_ratio": {"value": train_ratio, "target": "<= 1.5x",
-                             "met": None if train_ratio is None else train_ratio <= 1.5,
-                             "plain_ns": train.get("drain_ns_per_op"), "gzip_ns": train_gz.get("drain_ns_per_op")},
-        "drain_ns": {"value": cpu.get("drain_ns_per_op"), "target": "<= 100 ns",
-                     "met": None if cpu.get("drain_ns_per_op") is None else cpu["drain_ns_per_op"] <= 100},
-        "demo_bytes": {"value": (out["demo"] or {}).get("bytes_per_op_event"), "target": "<= 150",
-                       "met": None if not out["demo"] else out["demo"]["bytes_per_op_event"] <= 150}}
+        "gzip_ratio": {
+            "value": ratio,
+            "target": "<= 1.5x",
+            "met": None if ratio is None else ratio <= 1.5,
+            "gzip_ns": cpu_gz.get("drain_ns_per_op"),
+            "gzip_bytes_per_op": cpu_gz.get("bytes_per_op"),
+        },
+        "gzip_train_ratio": {
+            "value": train_ratio,
+            "target": "<= 1.5x",
+            "met": None if train_ratio is None else train_ratio <= 1.5,
+            "plain_ns": train.get("drain_ns_per_op"),
+            "gzip_ns": train_gz.get("drain_ns_per_op"),
+        },
+        "drain_ns": {
+            "value": cpu.get("drain_ns_per_op"),
+            "target": "<= 100 ns",
+            "met": None if cpu.get("drain_ns_per_op") is None else cpu["drain_ns_per_op"] <= 100,
+        },
+        "demo_bytes": {
+            "value": (out["demo"] or {}).get("bytes_per_op_event"),
+            "target": "<= 150",
+            "met": None if not out["demo"] else out["demo"]["bytes_per_op_event"] <= 150,
+        },
+    }
     return out
 
 

@@ -13,6 +13,7 @@ rss (RSS while looping tiny ops), trackers (P3: fqntrace's and torch's ModTracke
 ModuleTracker against no tracker on a Sequential of many tiny Linear modules, in-process rounds;
 mode baseline).
 """
+
 import argparse
 import contextlib
 import ctypes
@@ -21,22 +22,24 @@ import os
 import sys
 import time
 
-import torch
-
 import ab
+import torch
 from modes import BY_NAME, MODES, NAMES, TRACKER_NAMES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-HELPER_DIR = os.environ.get("FQNTRACE_BENCH_HELPERS",
-                            os.path.join(ROOT, "build", "bench", "empty_observer"))
+HELPER_DIR = os.environ.get(
+    "FQNTRACE_BENCH_HELPERS", os.path.join(ROOT, "build", "bench", "empty_observer")
+)
 
 
 def probe():
     """RecordFunction's own view: is any callback installed for FUNCTION-scope ops?"""
     lib = ctypes.CDLL(os.path.join(HELPER_DIR, "libcallback_probe.so"))
-    return {"global_callbacks": bool(lib.fqntrace_bench_has_global_callbacks()),
-            "function_scope_active": bool(lib.fqntrace_bench_function_scope_active())}
+    return {
+        "global_callbacks": bool(lib.fqntrace_bench_has_global_callbacks()),
+        "function_scope_active": bool(lib.fqntrace_bench_function_scope_active()),
+    }
 
 
 def rss_kb(field="VmRSS"):
@@ -122,9 +125,11 @@ def measuring(mode):
     """Context entered around the whole measurement (modes that are scoped, not process-wide)."""
     if mode == "profiler":
         from torch.profiler import ProfilerActivity, profile
+
         return profile(activities=[ProfilerActivity.CPU])
     if mode == "profiler_stack":
         from torch.profiler import ProfilerActivity, profile
+
         return profile(activities=[ProfilerActivity.CPU], with_stack=True)
     if mode == "modtracker":
         return FqnRecorder()
@@ -151,8 +156,13 @@ def bench_ops(mode, args):
             # the whole process (adds fqntrace's drain thread, which runs beside the loop).
             thread_cpu.append((time.thread_time_ns() - c0) / n)
             process_cpu.append((time.process_time_ns() - p0) / n)
-    return {"unit": "ns/op", "ops_per_sample": n, "samples": samples,
-            "thread_cpu_samples": thread_cpu, "process_cpu_samples": process_cpu}
+    return {
+        "unit": "ns/op",
+        "ops_per_sample": n,
+        "samples": samples,
+        "thread_cpu_samples": thread_cpu,
+        "process_cpu_samples": process_cpu,
+    }
 
 
 def make_mlp():
@@ -204,6 +214,7 @@ def transformer_step(batch, compile=False):
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+
     return step
 
 
@@ -224,6 +235,7 @@ def demo_step():
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+
     return step
 
 
@@ -278,8 +290,14 @@ def bench_transformer_ab(mode, args):
         fqntrace._hooks.uninstall()
         blocks = ab.run(args.blocks, block)
     untraced, traced = ab.arms(blocks)
-    return {"unit": "ms/step", "batch": args.batch, "blocks": blocks, "steps_per_block": args.steps,
-            "samples": {"baseline": untraced, "fqntrace": traced}, "traced_event_lines": events}
+    return {
+        "unit": "ms/step",
+        "batch": args.batch,
+        "blocks": blocks,
+        "steps_per_block": args.steps,
+        "samples": {"baseline": untraced, "fqntrace": traced},
+        "traced_event_lines": events,
+    }
 
 
 def bench_rss(mode, args):
@@ -306,8 +324,13 @@ def bench_rss(mode, args):
         points.append((elapsed, done, rss_kb()))
         hwm_kb = rss_kb("VmHWM")
         t_exit = time.perf_counter()
-    result = {"ops": done, "seconds": elapsed, "points": points, "hwm_kb": hwm_kb,
-              "stopped_by_budget": done < args.ops}
+    result = {
+        "ops": done,
+        "seconds": elapsed,
+        "points": points,
+        "hwm_kb": hwm_kb,
+        "stopped_by_budget": done < args.ops,
+    }
     if mode.startswith("profiler"):
         # On exit the profiler collects what it kept (Kineto's result objects); that memory is
         # part of what it costs before anything is exported. prof.events() (the Python
@@ -330,14 +353,22 @@ def bench_trackers(mode, args):
     from torch.distributed._tools.mod_tracker import ModTracker as TorchModTracker
     from torch.utils.module_tracker import ModuleTracker as TorchModuleTracker
 
-    classes = {"none": None, "torch_modtracker": TorchModTracker,
-               "fqntrace_modtracker": fqntrace.ModTracker,
-               "torch_moduletracker": TorchModuleTracker,
-               "fqntrace_moduletracker": fqntrace.ModuleTracker}
+    classes = {
+        "none": None,
+        "torch_modtracker": TorchModTracker,
+        "fqntrace_modtracker": fqntrace.ModTracker,
+        "torch_moduletracker": TorchModuleTracker,
+        "fqntrace_moduletracker": fqntrace.ModuleTracker,
+    }
     torch.manual_seed(0)
     x = torch.randn(4, 8)
-    setups = {name: (torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(args.modules)]),
-                     cls() if cls else None) for name, cls in classes.items()}
+    setups = {
+        name: (
+            torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(args.modules)]),
+            cls() if cls else None,
+        )
+        for name, cls in classes.items()
+    }
     samples = {name: [] for name in TRACKER_NAMES}
     thread_cpu = {name: [] for name in TRACKER_NAMES}
 
@@ -360,30 +391,46 @@ def bench_trackers(mode, args):
             run(name, args.steps)
             samples[name].append((time.perf_counter_ns() - t0) / args.steps / 1e6)
             thread_cpu[name].append((time.thread_time_ns() - c0) / args.steps / 1e6)
-    return {"unit": "ms/step", "modules": args.modules, "steps_per_sample": args.steps,
-            "rounds": args.rounds, "samples": samples, "thread_cpu_samples": thread_cpu}
+    return {
+        "unit": "ms/step",
+        "modules": args.modules,
+        "steps_per_sample": args.steps,
+        "rounds": args.rounds,
+        "samples": samples,
+        "thread_cpu_samples": thread_cpu,
+    }
 
 
-BENCHES = {"ops": bench_ops, "mlp": bench_mlp, "transformer": bench_transformer,
-           "transformer_ab": bench_transformer_ab, "rss": bench_rss,
-           "trackers": bench_trackers}
+BENCHES = {
+    "ops": bench_ops,
+    "mlp": bench_mlp,
+    "transformer": bench_transformer,
+    "transformer_ab": bench_transformer_ab,
+    "rss": bench_rss,
+    "trackers": bench_trackers,
+}
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="modes:\n" + "\n".join(
-                                         f"  {m.name:<17} {m.description}" for m in MODES))
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="modes:\n" + "\n".join(f"  {m.name:<17} {m.description}" for m in MODES),
+    )
     parser.add_argument("--mode", choices=NAMES, required=True)
     parser.add_argument("--bench", required=True, help="comma-separated: " + ",".join(BENCHES))
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     parser.add_argument("--samples", type=int, default=7)
     parser.add_argument("--warmup", type=int, default=1, help="samples (ops, mlp) or steps")
     parser.add_argument("--ops", type=int, default=20000, help="ops per sample (ops); total (rss)")
-    parser.add_argument("--steps", type=int, default=50, help="steps per sample (mlp); steps (transformer)")
+    parser.add_argument(
+        "--steps", type=int, default=50, help="steps per sample (mlp); steps (transformer)"
+    )
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--blocks", type=int, default=16, help="transformer_ab: alternating blocks")
-    parser.add_argument("--compile", action="store_true", help="transformer_ab: torch.compile the model")
+    parser.add_argument(
+        "--compile", action="store_true", help="transformer_ab: torch.compile the model"
+    )
     parser.add_argument("--modules", type=int, default=200, help="trackers: Linear modules")
     parser.add_argument("--rounds", type=int, default=20, help="trackers: in-process rounds")
     parser.add_argument("--budget", type=float, default=120.0, help="rss: seconds at most")

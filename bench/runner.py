@@ -2,6 +2,7 @@
 each, with the environment the mode needs), the facts of a trace file, the statistics the
 parts report (median, quartiles) and the log line.
 """
+
 import json
 import os
 import statistics
@@ -52,11 +53,15 @@ class Runner:
         env.update(tracing)
         trace = tracing.get("FQNTRACE")
         cmd = [PY, os.path.join(HERE, "run_mode.py"), "--mode", mode, "--bench", benches] + [
-            str(a) for a in args]
-        proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True,
-                              timeout=timeout)
+            str(a) for a in args
+        ]
+        proc = subprocess.run(
+            cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout
+        )
         if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+            raise RuntimeError(
+                f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+            )
         out = json.loads(proc.stdout.strip().splitlines()[-1])
         if trace is not None:
             out["trace_file"] = trace_facts(trace)
@@ -80,7 +85,9 @@ def trace_facts(path):
     marker = tail.rfind('"fqntrace": ')
     if marker >= 0:
         try:
-            footer = json.loads(tail[marker + len('"fqntrace": '):].rstrip().rstrip("}").strip() + "}")
+            footer = json.loads(
+                tail[marker + len('"fqntrace": ') :].rstrip().rstrip("}").strip() + "}"
+            )
         except ValueError:
             footer = {}
     lines = newlines + 1

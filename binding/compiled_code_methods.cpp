@@ -33,7 +33,9 @@ uint32_t resolve_region_root() {
     Py_DECREF(code);
     if (is_call) {
       PyObject* locals = PyFrame_GetLocals(frame);
-      PyObject* self = locals != nullptr && PyDict_Check(locals) ? PyDict_GetItemString(locals, "self") : nullptr;
+      PyObject* self = locals != nullptr && PyDict_Check(locals)
+                           ? PyDict_GetItemString(locals, "self")
+                           : nullptr;
       if (self != nullptr) fqn = known_fqn_id(self);
       Py_XDECREF(locals);
       break;
@@ -105,10 +107,13 @@ PyCFunction as_cfunction(F f) {
 void add_compiled_code_methods(std::vector<PyMethodDef>& methods) {
   methods.push_back({"set_region_codes", py_set_region_codes, METH_O,
                      "set_region_codes(codes): frames whose `self` is the module a region runs"});
-  methods.push_back({"register_graph", as_cfunction(py_register_graph), METH_FASTCALL,
-                     "register_graph(names, rel_paths, root_type) -> id: a graph's calls in order"});
-  methods.push_back({"graph_enter", py_graph_enter, METH_O, "graph_enter(id): graph `id` starts running"});
-  methods.push_back({"graph_exit", py_graph_exit, METH_NOARGS, "the innermost compiled graph finished"});
+  methods.push_back(
+      {"register_graph", as_cfunction(py_register_graph), METH_FASTCALL,
+       "register_graph(names, rel_paths, root_type) -> id: a graph's calls in order"});
+  methods.push_back(
+      {"graph_enter", py_graph_enter, METH_O, "graph_enter(id): graph `id` starts running"});
+  methods.push_back(
+      {"graph_exit", py_graph_exit, METH_NOARGS, "the innermost compiled graph finished"});
 }
 
 }  // namespace fqntrace::binding

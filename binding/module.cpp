@@ -1,6 +1,5 @@
 // The extension's entry point: one method table from every group of functions.
 #include "binding/methods.h"  // first: Python.h must precede the system headers
-
 #include "plugin/session.h"
 
 namespace fqntrace::binding {
@@ -21,8 +20,15 @@ std::vector<PyMethodDef>& methods() {
   return *table;
 }
 
-PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_C", "fqntrace native binding", -1, nullptr,
-                       nullptr, nullptr, nullptr, nullptr};
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT,
+                       "_C",
+                       "fqntrace native binding",
+                       -1,
+                       nullptr,
+                       nullptr,
+                       nullptr,
+                       nullptr,
+                       nullptr};
 
 }  // namespace
 

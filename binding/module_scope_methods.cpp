@@ -26,7 +26,8 @@ PyObject* g_plain_tensor_type = nullptr;  // torch.Tensor, held for the process
 
 uintptr_t kind_of(const void* object) {
   if (g_plain_tensor_type == nullptr) return 0;
-  auto* type = reinterpret_cast<PyObject*>(Py_TYPE(static_cast<PyObject*>(const_cast<void*>(object))));
+  auto* type =
+      reinterpret_cast<PyObject*>(Py_TYPE(static_cast<PyObject*>(const_cast<void*>(object))));
   return type == g_plain_tensor_type ? 1 : 2;
 }
 
@@ -62,7 +63,8 @@ PyObject* py_declare_module(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
   uint32_t ids[3] = {0, 0, 0};
   if (nargs != 3 || !arg_u32(args[0], &ids[0]) || !arg_u32(args[1], &ids[1]) ||
       !arg_u32(args[2], &ids[2])) {
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "declare_module(fqn_id, type_id, parent_id)");
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_TypeError, "declare_module(fqn_id, type_id, parent_id)");
     return nullptr;
   }
   declare_module(ids[0], ids[1], ids[2]);
@@ -89,8 +91,8 @@ PyObject* py_serve_exit(PyObject*, PyObject*) {
 // (keys are weak references to modules; values (fqn, fqn_id, type_id, class, parent_id): the
 // class the entry was made for, so a module whose class changed is named again) and its naming
 // function.
-PyObject* g_names = nullptr;   // dict: weakref(module) -> (fqn, fqn_id, type_id, class, parent_id)
-PyObject* g_walked = nullptr;  // set of weakref(module): modules whose children are named
+PyObject* g_names = nullptr;    // dict: weakref(module) -> (fqn, fqn_id, type_id, class, parent_id)
+PyObject* g_walked = nullptr;   // set of weakref(module): modules whose children are named
 PyObject* g_name_of = nullptr;  // name_of(module) -> its entry
 bool g_hook_failed = false;
 
@@ -103,9 +105,9 @@ bool g_hook_failed = false;
 // Parametrized… class, any __class__ assignment) misses, and its type is named again.
 // Only touched with the GIL held.
 struct CachedName {
-  PyObject* module = nullptr;  // borrowed: compared, never dereferenced
+  PyObject* module = nullptr;   // borrowed: compared, never dereferenced
   PyTypeObject* cls = nullptr;  // borrowed, compared: the module's class when cached
-  PyObject* ref = nullptr;     // owned weak reference to it
+  PyObject* ref = nullptr;      // owned weak reference to it
   uint64_t version = 0;
   uint32_t fqn = 0;
   uint32_t type = 0;
@@ -116,7 +118,7 @@ CachedName g_cached_names[kCachedNames];
 uint64_t g_names_version = 1;
 
 CachedName& cache_slot(PyObject* module) {
-  uintptr_t bits = reinterpret_cast<uintptr_t>(module) >> 4;  // objects are 16-byte aligned
+  uintptr_t bits = reinterpret_cast<uintptr_t>(module) >> 4;    // objects are 16-byte aligned
   return g_cached_names[(bits * 0x9E3779B97F4A7C15ull) >> 52];  // top 12 bits: 4096 slots
 }
 
@@ -232,8 +234,7 @@ ScopeOpened open_module_scope(PyObject* module) {
 // torch.compile, which reads them, it is torch's. Dynamo traces it as torch's __call__ (a
 // polyfill, _compile.py).
 struct ModuleCallObject {
-  PyObject_HEAD
-  vectorcallfunc vectorcall;
+  PyObject_HEAD vectorcallfunc vectorcall;
   PyObject* torch_call;  // torch's nn.Module.__call__
 };
 
@@ -342,8 +343,9 @@ void add_module_scope_methods(std::vector<PyMethodDef>& methods) {
                      "a module's name changed: module_call's cache of names is stale"});
   methods.push_back({"set_module_names", as_cfunction(py_set_module_names), METH_FASTCALL,
                      "set_module_names(dict, set, name_of): the tables module_pre_hook reads"});
-  methods.push_back({"set_param_owner", as_cfunction(py_set_param_owner), METH_FASTCALL,
-                     "set_param_owner(parameter, fqn_id): its gradient accumulation belongs to fqn_id"});
+  methods.push_back(
+      {"set_param_owner", as_cfunction(py_set_param_owner), METH_FASTCALL,
+       "set_param_owner(parameter, fqn_id): its gradient accumulation belongs to fqn_id"});
   methods.push_back({"declare_module", as_cfunction(py_declare_module), METH_FASTCALL,
                      "declare_module(fqn_id, type_id, parent_id): an entry of the module table"});
   methods.push_back({"param_owner", py_param_owner, METH_O,

@@ -1,13 +1,12 @@
 // The session half of fqntrace._C: fqntrace.profile() starts and stops sessions; the package
 // asks whether one runs, flushes it, and reports the distributed backend.
-#include "binding/methods.h"  // first: Python.h must precede the system headers
-
 #include <unistd.h>
 
 #include <cstdlib>
 #include <map>
 #include <string>
 
+#include "binding/methods.h"  // first: Python.h must precede the system headers
 #include "plugin/config.h"
 #include "plugin/log.h"
 #include "plugin/observer.h"
@@ -58,8 +57,10 @@ PyObject* py_start(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   }
   if (!result.config->warning.empty()) {
     if (steps != nullptr) {  // an argument of the program's own: a mistake to raise
-      PyErr_SetString(PyExc_ValueError, ("fqntrace: steps=" + result.config->warning.substr(
-                                             std::string("FQNTRACE_STEPS=").size())).c_str());
+      PyErr_SetString(PyExc_ValueError,
+                      ("fqntrace: steps=" +
+                       result.config->warning.substr(std::string("FQNTRACE_STEPS=").size()))
+                          .c_str());
       return nullptr;
     }
     log_line(result.config->warning);
@@ -67,10 +68,8 @@ PyObject* py_start(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   for (const std::string& warning : result.config->warnings) log_line(warning);
   std::string error;
   bool ok;
-  Py_BEGIN_ALLOW_THREADS
-  ok = start_session(*result.config, &error);
-  Py_END_ALLOW_THREADS
-  if (!ok) {
+  Py_BEGIN_ALLOW_THREADS ok = start_session(*result.config, &error);
+  Py_END_ALLOW_THREADS if (!ok) {
     PyErr_SetString(PyExc_RuntimeError, ("fqntrace: " + error).c_str());
     return nullptr;
   }
@@ -79,17 +78,13 @@ PyObject* py_start(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 
 PyObject* py_stop(PyObject*, PyObject*) {
   bool ok;
-  Py_BEGIN_ALLOW_THREADS
-  ok = stop_session();
-  Py_END_ALLOW_THREADS
-  return PyBool_FromLong(ok);
+  Py_BEGIN_ALLOW_THREADS ok = stop_session();
+  Py_END_ALLOW_THREADS return PyBool_FromLong(ok);
 }
 
 PyObject* py_flush(PyObject*, PyObject*) {
-  Py_BEGIN_ALLOW_THREADS
-  flush_session();
-  Py_END_ALLOW_THREADS
-  Py_RETURN_NONE;
+  Py_BEGIN_ALLOW_THREADS flush_session();
+  Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
 PyObject* py_set_process_group(PyObject*, PyObject* args) {
@@ -152,7 +147,9 @@ PyObject* py_take_summaries(PyObject*, PyObject*) {
   return out;
 }
 
-PyObject* py_current_step(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(steps::current()); }
+PyObject* py_current_step(PyObject*, PyObject*) {
+  return PyLong_FromUnsignedLongLong(steps::current());
+}
 
 PyObject* py_running(PyObject*, PyObject*) { return PyBool_FromLong(session_running()); }
 
@@ -166,25 +163,22 @@ PyObject* py_memory_yield_slot(PyObject*, PyObject*) {
 PyObject* py_record_function_ids(PyObject*, PyObject* arg) {
   int on = PyObject_IsTrue(arg);
   if (on < 0) return nullptr;
-  Py_BEGIN_ALLOW_THREADS
-  set_record_function_ids(on != 0);
-  Py_END_ALLOW_THREADS
-  Py_RETURN_NONE;
+  Py_BEGIN_ALLOW_THREADS set_record_function_ids(on != 0);
+  Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
 // {Record function id: (fqn, phase, module class or None)} of the ranges recorded since the
 // current or last torch.profiler recording started.
 PyObject* py_record_function_attribution(PyObject*, PyObject*) {
   std::vector<RangeAttribution> entries;
-  Py_BEGIN_ALLOW_THREADS
-  entries = record_function_attribution();
-  Py_END_ALLOW_THREADS
-  PyObject* out = PyDict_New();
+  Py_BEGIN_ALLOW_THREADS entries = record_function_attribution();
+  Py_END_ALLOW_THREADS PyObject* out = PyDict_New();
   std::map<const std::string*, PyObject*> strs;  // one str per interned string met
   auto str = [&](const std::string* s) -> PyObject* {
     if (s == nullptr) return Py_None;
     PyObject*& o = strs[s];
-    if (o == nullptr) o = PyUnicode_FromStringAndSize(s->data(), static_cast<Py_ssize_t>(s->size()));
+    if (o == nullptr)
+      o = PyUnicode_FromStringAndSize(s->data(), static_cast<Py_ssize_t>(s->size()));
     return o;
   };
   bool ok = out != nullptr;
@@ -212,24 +206,32 @@ PyObject* py_record_function_attribution(PyObject*, PyObject*) {
 }  // namespace
 
 void add_session_methods(std::vector<PyMethodDef>& methods) {
-  methods.push_back({"start", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_start)),
-                     METH_FASTCALL, "start(path, steps=None, memory=None, sample=None) -> expanded path; starts a session"});
+  methods.push_back(
+      {"start", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_start)),
+       METH_FASTCALL,
+       "start(path, steps=None, memory=None, sample=None) -> expanded path; starts a session"});
   methods.push_back({"step", py_step, METH_NOARGS, "the current training step ends"});
-  methods.push_back({"optimizer_step", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_optimizer_step)),
+  methods.push_back({"optimizer_step",
+                     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_optimizer_step)),
                      METH_FASTCALL, "global optimizer step post hook (optimizer, args, kwargs)"});
   methods.push_back({"current_step", py_current_step, METH_NOARGS, "number of the running step"});
   methods.push_back({"capture", py_capture, METH_O, "record the next N steps into a capture file"});
-  methods.push_back({"stop", py_stop, METH_NOARGS, "stop the session; False if the trace could not be written"});
-  methods.push_back({"flush", py_flush, METH_NOARGS, "drain buffers and write them to the file now"});
-  methods.push_back({"take_summaries", py_take_summaries, METH_NOARGS,
-                     "[(trace, summary path)] finished since the last call, for FQNTRACE_FORMATS=summary"});
+  methods.push_back(
+      {"stop", py_stop, METH_NOARGS, "stop the session; False if the trace could not be written"});
+  methods.push_back(
+      {"flush", py_flush, METH_NOARGS, "drain buffers and write them to the file now"});
+  methods.push_back(
+      {"take_summaries", py_take_summaries, METH_NOARGS,
+       "[(trace, summary path)] finished since the last call, for FQNTRACE_FORMATS=summary"});
   methods.push_back({"running", py_running, METH_NOARGS, "is a session running"});
-  methods.push_back({"set_process_group", py_set_process_group, METH_VARARGS,
-                     "(backend, rank, world_size) once init_process_group ran, for distributedInfo"});
+  methods.push_back(
+      {"set_process_group", py_set_process_group, METH_VARARGS,
+       "(backend, rank, world_size) once init_process_group ran, for distributedInfo"});
   methods.push_back({"record_function_ids", py_record_function_ids, METH_O,
                      "torch.profiler starts (True) or stops (False) recording: ranges carry ids"});
-  methods.push_back({"record_function_attribution", py_record_function_attribution, METH_NOARGS,
-                     "{Record function id: (fqn, phase, module class or None)} of the last recording"});
+  methods.push_back(
+      {"record_function_attribution", py_record_function_attribution, METH_NOARGS,
+       "{Record function id: (fqn, phase, module class or None)} of the last recording"});
   methods.push_back({"memory_yield_slot", py_memory_yield_slot, METH_NOARGS,
                      "torch.profiler starts on this thread: give the allocator's slot back"});
 }

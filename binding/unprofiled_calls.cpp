@@ -39,8 +39,7 @@ namespace {
 // they are reported to no profiler. Their errors are dropped: a wrapper never stands in torch's
 // way. `tag` tells fqntrace's installers which wrapper it is (two wrap the same function).
 struct WrapperObject {
-  PyObject_HEAD
-  vectorcallfunc vectorcall;
+  PyObject_HEAD vectorcallfunc vectorcall;
   PyObject* fn;
   PyObject* before;  // around: may be None
   PyObject* after;
@@ -123,8 +122,8 @@ PyTypeObject make_type(const char* name, const char* doc) {
   return t;
 }
 
-PyTypeObject kUnprofiledType = make_type("fqntrace._C.Unprofiled",
-                                         "calls its function with the profile function suspended");
+PyTypeObject kUnprofiledType =
+    make_type("fqntrace._C.Unprofiled", "calls its function with the profile function suspended");
 PyTypeObject kAroundType =
     make_type("fqntrace._C.Around", "calls before(), its function, then after()");
 
@@ -162,9 +161,9 @@ PyObject* py_around(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 void add_unprofiled_methods(std::vector<PyMethodDef>& methods) {
   methods.push_back({"unprofiled", py_unprofiled, METH_O,
                      "unprofiled(fn) -> a callable running fn unseen by Python profilers"});
-  methods.push_back({"around", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_around)),
-                     METH_FASTCALL,
-                     "around(fn, before, after, tag) -> a callable: before(), fn(...), after()"});
+  methods.push_back(
+      {"around", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_around)),
+       METH_FASTCALL, "around(fn, before, after, tag) -> a callable: before(), fn(...), after()"});
 }
 
 }  // namespace fqntrace::binding

@@ -19,7 +19,7 @@ struct ThreadBuffer {
   EventRing ring;
   const uint32_t os_tid;
   const std::string thread_name;
-  std::atomic<bool> retired{false};  // the owner thread exited: free once drained
+  std::atomic<bool> retired{false};   // the owner thread exited: free once drained
   std::shared_ptr<void> drain_state;  // drain only: its per-thread reassembly (shapes)
 };
 

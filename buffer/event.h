@@ -15,10 +15,11 @@ enum class EventKind : uint8_t {
   kModule,      // a module-boundary scope (nn.Module forward / ModuleScope)        payload: module
   kUserScope,   // any other USER_SCOPE range (record_function("..."))              payload: none
   kCollective,  // a c10d op issuing a collective, or the backend's work range
-                // that runs it ("gloo:all_reduce")                                 payload: collective
-  kShapes,      // not a range: a chunk of the next op's encoded input shapes       shapes (no range)
-  kServe,       // never written: a scope that only lends its fqn to what runs inside it
-  kMemory,      // not a range: an allocation or free the allocator reported         memory
+                // that runs it ("gloo:all_reduce")                                 payload:
+                // collective
+  kShapes,  // not a range: a chunk of the next op's encoded input shapes       shapes (no range)
+  kServe,   // never written: a scope that only lends its fqn to what runs inside it
+  kMemory,  // not a range: an allocation or free the allocator reported         memory
   kModuleSpan,  // never written by callbacks: a module's backward or recompute span on its
                 // thread's module track, made by the drain (drain/module_spans.h)  module
 };
@@ -33,9 +34,9 @@ struct OpPayload {
 };
 
 struct NodePayload {
-  uint64_t flow_src_ns;     // start (ticks) of the forward op that created the node; 0: none
-  uint32_t flow_src_tid;    // OS thread id of that forward op
-  uint32_t fwd_thread_id;   // RecordFunction's logical id of the forward thread
+  uint64_t flow_src_ns;    // start (ticks) of the forward op that created the node; 0: none
+  uint32_t flow_src_tid;   // OS thread id of that forward op
+  uint32_t fwd_thread_id;  // RecordFunction's logical id of the forward thread
 };
 
 struct ModulePayload {
@@ -49,16 +50,16 @@ struct ModulePayload {
 // Whether it is the backend's work range and whether it was opened as a USER_SCOPE range travel
 // in the event's flags (kCollectiveWork, kCollectiveUserScope), which keeps this payload at 16 B.
 struct CollectivePayload {
-  uint64_t bytes;          // what the collective moves (its first argument's tensors)
-  uint32_t group_size;     // process group size, 0 when unknown
-  uint32_t kind_name_id;   // interned kind ("allreduce"), the issuer's for a work range
+  uint64_t bytes;         // what the collective moves (its first argument's tensors)
+  uint32_t group_size;    // process group size, 0 when unknown
+  uint32_t kind_name_id;  // interned kind ("allreduce"), the issuer's for a work range
 };
 
 // Everything a traced range carries: a common header and its kind's payload.
 struct Range {
   uint64_t start_ns;
   uint64_t end_ns;
-  int64_t seq;         // sequence number, -1 if none
+  int64_t seq;  // sequence number, -1 if none
   uint32_t name_id;
   uint32_t fqn_id;
   union {
@@ -91,8 +92,8 @@ struct MemorySample {
   uint64_t total_allocated;  // the allocator's own total after this report, for this device
   uint64_t total_reserved;   // the allocator's reserve (caching allocators), 0 on CPU
   uint32_t fqn_id;
-  int8_t device_type;        // c10::DeviceType
-  int8_t device_index;       // -1: the device has no index (CPU)
+  int8_t device_type;   // c10::DeviceType
+  int8_t device_index;  // -1: the device has no index (CPU)
 };
 
 struct RawEvent {
@@ -104,12 +105,14 @@ struct RawEvent {
   EventKind kind;
   Phase phase;    // ranges only
   uint8_t depth;  // nesting depth among traced ranges on this thread (0 = outermost)
-  uint8_t flags;  // ranges: kTopOp, kPhaseTop, kHasCpu (collectives: kCollectiveWork, kCollectiveUserScope); kMemory: kMemGrad
+  uint8_t flags;  // ranges: kTopOp, kPhaseTop, kHasCpu (collectives: kCollectiveWork,
+                  // kCollectiveUserScope); kMemory: kMemGrad
   // kHasCpu ranges: the thread's CPU time spent in this range's own code, in kCpuUnitNs units
   // (plugin/thread_cpu.h says which ranges). The four bytes the header left as padding.
   uint32_t self_cpu;
 };
-static_assert(sizeof(Range) == 56, "a range fills the union: header 32 B + payload 16 B + rf_id 8 B");
+static_assert(sizeof(Range) == 56,
+              "a range fills the union: header 32 B + payload 16 B + rf_id 8 B");
 static_assert(sizeof(ShapesChunk) <= sizeof(Range), "a shapes chunk must not grow the event");
 static_assert(sizeof(MemorySample) <= sizeof(Range), "a memory sample must not grow the event");
 static_assert(sizeof(RawEvent) == 64, "RawEvent is the unit of every buffer: one cache line");
@@ -148,9 +151,12 @@ inline bool is_cpu_op(const RawEvent& e) {
   switch (e.kind) {
     case EventKind::kOp:
     case EventKind::kNode:
-    case EventKind::kEngineEval: return true;
-    case EventKind::kCollective: return (e.flags & kCollectiveUserScope) == 0;
-    default: return false;
+    case EventKind::kEngineEval:
+      return true;
+    case EventKind::kCollective:
+      return (e.flags & kCollectiveUserScope) == 0;
+    default:
+      return false;
   }
 }
 

@@ -11,13 +11,13 @@
 
 namespace fqntrace {
 
-constexpr uint32_t kEmptyNameId = 0;   // ""
-constexpr uint32_t kGlobalFqnId = 1;   // "Global": no module running
+constexpr uint32_t kEmptyNameId = 0;  // ""
+constexpr uint32_t kGlobalFqnId = 1;  // "Global": no module running
 
 class InternTable {
  public:
   static InternTable& instance();
-  uint32_t intern(std::string_view s);      // takes a mutex: slow path only
+  uint32_t intern(std::string_view s);  // takes a mutex: slow path only
   // Lock-free; id must come from intern(). Inline: the drain resolves two or three ids per event.
   const std::string& str(uint32_t id) const {
     if (id >= size_.load(std::memory_order_acquire)) return unknown();

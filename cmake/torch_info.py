@@ -3,6 +3,7 @@ line (cmake/FqntraceTorch.cmake reads them). Exit 3 when torch is not importable
 
 Found from the installed package itself, not from torch's CMake config: that one insists on a CUDA
 toolkit for CUDA wheels, and fqntrace observes on the host (c10, torch_cpu and the headers)."""
+
 import os
 import sys
 

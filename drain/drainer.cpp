@@ -80,8 +80,16 @@ bool Drainer::deliver(const RawEvent& raw, uint32_t tid, bool shaped, ModuleSpan
   if (raw.kind == EventKind::kMemory) {
     static const std::string kMemoryName = "[memory]";  // Kineto's name for the same reports
     uint64_t ts = ticks_.to_ns(raw.memory.ts);
-    EventRecord record{raw,   tid, kMemoryName, names.str(raw.memory.fqn_id), kNone, kNone,
-                       ts > origin_ns_ ? ts - origin_ns_ : 0, 0, 0, 0};
+    EventRecord record{raw,
+                       tid,
+                       kMemoryName,
+                       names.str(raw.memory.fqn_id),
+                       kNone,
+                       kNone,
+                       ts > origin_ns_ ? ts - origin_ns_ : 0,
+                       0,
+                       0,
+                       0};
     for (const auto& ex : exporters_) ex->event(record);
     return true;
   }
@@ -103,18 +111,19 @@ bool Drainer::deliver(const RawEvent& raw, uint32_t tid, bool shaped, ModuleSpan
       flow_src_ts = flow_src_ns - origin_ns_;
     }
   }
-  EventRecord record{raw,
-                     tid,
-                     names.str(r.name_id),
-                     names.str(r.fqn_id),
-                     raw.kind == EventKind::kModule ? names.str(r.module.type_id) : kNone,
-                     raw.kind == EventKind::kCollective ? names.str(r.collective.kind_name_id) : kNone,
-                     start_ns > origin_ns_ ? start_ns - origin_ns_ : 0,
-                     end_ns > start_ns ? end_ns - start_ns : 0,
-                     flow_id,
-                     flow_src_ts,
-                     shaped ? &dims_json_ : nullptr,
-                     shaped ? &types_json_ : nullptr};
+  EventRecord record{
+      raw,
+      tid,
+      names.str(r.name_id),
+      names.str(r.fqn_id),
+      raw.kind == EventKind::kModule ? names.str(r.module.type_id) : kNone,
+      raw.kind == EventKind::kCollective ? names.str(r.collective.kind_name_id) : kNone,
+      start_ns > origin_ns_ ? start_ns - origin_ns_ : 0,
+      end_ns > start_ns ? end_ns - start_ns : 0,
+      flow_id,
+      flow_src_ts,
+      shaped ? &dims_json_ : nullptr,
+      shaped ? &types_json_ : nullptr};
   for (const auto& ex : exporters_) ex->event(record);
   if (raw.kind == EventKind::kModule) spans_.module_seen(r.fqn_id, r.module.type_id);
   if (r.rf_id != 0) {
@@ -136,8 +145,16 @@ void Drainer::deliver_span(const ModuleSpan& span) {
     for (auto& ex : exporters_) ex->thread_seen(span.track_tid, label);
   }
   const Range& r = span.raw.range;
-  EventRecord record{span.raw, span.track_tid, names.str(r.name_id), names.str(r.fqn_id),
-                     names.str(r.module.type_id), kNone, span.ts_ns, span.dur_ns, 0, 0};
+  EventRecord record{span.raw,
+                     span.track_tid,
+                     names.str(r.name_id),
+                     names.str(r.fqn_id),
+                     names.str(r.module.type_id),
+                     kNone,
+                     span.ts_ns,
+                     span.dur_ns,
+                     0,
+                     0};
   for (const auto& ex : exporters_) ex->event(record);
   ++events_written_;
 }

@@ -86,8 +86,8 @@ class Drainer {
   std::vector<uint32_t> span_tracks_;  // module tracks already named
   RfAttribution rf_;
   std::set<std::pair<uint32_t, std::string>> announced_;  // threads named, by (tid, name)
-  size_t modules_declared_ = 0;             // entries of the module table already exported
-  std::vector<ModuleEntry> new_modules_;    // scratch
+  size_t modules_declared_ = 0;           // entries of the module table already exported
+  std::vector<ModuleEntry> new_modules_;  // scratch
 };
 
 }  // namespace fqntrace

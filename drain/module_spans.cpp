@@ -23,7 +23,7 @@ const std::vector<ModuleSpans::Level>& ModuleSpans::chain(uint32_t fqn_id) {
   if (fqn_id == kGlobalFqnId || fqn_id == kEmptyNameId) return levels;
   InternTable& names = InternTable::instance();
   const std::string fqn = names.str(fqn_id);
-  for (size_t dot = fqn.find('.'); ; dot = fqn.find('.', dot + 1)) {
+  for (size_t dot = fqn.find('.');; dot = fqn.find('.', dot + 1)) {
     std::string prefix = fqn.substr(0, dot);
     uint32_t id = dot == std::string::npos ? fqn_id : names.intern(prefix);
     levels.push_back({id, names.intern("nn.Module: " + prefix)});
@@ -95,7 +95,8 @@ void ModuleSpans::extend(Thread& t, Run& run, uint32_t fqn_id, uint64_t ts_ns, u
 void ModuleSpans::add_slow(Thread& t, const RawEvent& e, uint64_t ts_ns, uint64_t end_ns) {
   if (e.kind != EventKind::kEngineEval || e.phase != Phase::kBackward) {
     close_above(t, e.depth);  // it ends after everything deeper; at its depth it follows them
-    if (e.kind == EventKind::kModule && e.phase == Phase::kRecompute) copy_recompute(t, e, ts_ns, end_ns);
+    if (e.kind == EventKind::kModule && e.phase == Phase::kRecompute)
+      copy_recompute(t, e, ts_ns, end_ns);
     return;
   }
   close_above(t, static_cast<uint8_t>(e.depth + 1));  // stretches inside this wrapper are done

@@ -39,8 +39,8 @@ void TickConverter::start() {
   first_ = measure();
   Pair second = first_;
   while (second.ns - first_.ns < kFirstSpinNs || second.tick <= first_.tick) second = measure();
-  double rate = static_cast<double>(second.ns - first_.ns) /
-                static_cast<double>(second.tick - first_.tick);
+  double rate =
+      static_cast<double>(second.ns - first_.ns) / static_cast<double>(second.tick - first_.tick);
   pieces_.push_back({first_.tick, first_.ns, rate});
   interval_ns_ = kFirstIntervalNs;
   next_due_ns_ = second.ns + interval_ns_;

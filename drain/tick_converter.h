@@ -12,8 +12,8 @@ namespace fqntrace {
 
 class TickConverter {
  public:
-  void start();                   // session start: first measurement
-  void recalibrate_if_due();      // drain, before converting a batch
+  void start();               // session start: first measurement
+  void recalibrate_if_due();  // drain, before converting a batch
   uint64_t to_ns(uint64_t ticks) const {
     if (!tsc_) return ticks;
     // Nearly every tick lies in the last piece: converted inline (the drain converts two per

@@ -9,7 +9,8 @@ namespace {
 
 class ChromeTraceExporter final : public EventStreamExporter {
  protected:
-  void append_header(std::string& head, const TraceInfo& info, size_t* distributed_offset) override {
+  void append_header(std::string& head, const TraceInfo& info,
+                     size_t* distributed_offset) override {
     head += "{\"schemaVersion\": 1, ";
     json::append_distributed_info(head, info, distributed_offset);
     head += ", \"baseTimeNanoseconds\": ";

@@ -125,7 +125,8 @@ void EventLines::grow() {
   for (const Slot& s : old) {
     if (!s.used) continue;
     size_t i = hash(s.key.name_id, s.key.fqn_id, s.key.type_id, s.key.tid,
-                    s.key.phase << 8 | s.key.category) & mask;
+                    s.key.phase << 8 | s.key.category) &
+               mask;
     while (slots_[i].used) i = (i + 1) & mask;
     slots_[i] = s;
   }
@@ -136,7 +137,8 @@ EventLines::Slot& EventLines::slot(const Key& key, const EventRecord& e) {
   // no hash.
   if (last_ != nullptr && last_->key == key) return *last_;
   size_t mask = slots_.size() - 1;
-  size_t i = hash(key.name_id, key.fqn_id, key.type_id, key.tid, key.phase << 8 | key.category) & mask;
+  size_t i =
+      hash(key.name_id, key.fqn_id, key.type_id, key.tid, key.phase << 8 | key.category) & mask;
   for (; slots_[i].used; i = (i + 1) & mask) {
     if (slots_[i].key == key) return *(last_ = &slots_[i]);
   }
@@ -155,9 +157,10 @@ EventLines::Slot& EventLines::slot(const Key& key, const EventRecord& e) {
   s.used = true;
   ++used_;
   s.head_at = static_cast<uint32_t>(text_.size());
-  text_ += key.category == kCpuOp            ? "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":"
-           : key.category == kModuleSpanLine ? "{\"ph\":\"X\",\"cat\":\"module_span\",\"name\":"
-                                             : "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":";
+  text_ += key.category == kCpuOp ? "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":"
+           : key.category == kModuleSpanLine
+               ? "{\"ph\":\"X\",\"cat\":\"module_span\",\"name\":"
+               : "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":";
   append_string(text_, e.name);
   text_ += ",\"pid\":";
   text_ += pid_;
@@ -182,7 +185,8 @@ EventLines::Slot& EventLines::slot(const Key& key, const EventRecord& e) {
   return s;
 }
 
-void EventLines::append(std::string& out, const EventRecord& e, const char* separator, bool* first) {
+void EventLines::append(std::string& out, const EventRecord& e, const char* separator,
+                        bool* first) {
   const RawEvent& raw = e.raw;
   const Range& r = raw.range;
   switch (raw.kind) {
@@ -191,13 +195,18 @@ void EventLines::append(std::string& out, const EventRecord& e, const char* sepa
     case EventKind::kEngineEval:
     case EventKind::kModule:
     case EventKind::kUserScope:
-    case EventKind::kModuleSpan: break;
+    case EventKind::kModuleSpan:
+      break;
     default:  // collectives (rare) and kinds this writer does not know
       append_event(out, e, pid_value_, separator, first);
       return;
   }
   const bool typed = raw.kind == EventKind::kModule || raw.kind == EventKind::kModuleSpan;
-  Key key{r.name_id, r.fqn_id, typed ? r.module.type_id : 0, e.tid, static_cast<uint8_t>(raw.phase),
+  Key key{r.name_id,
+          r.fqn_id,
+          typed ? r.module.type_id : 0,
+          e.tid,
+          static_cast<uint8_t>(raw.phase),
           raw.kind == EventKind::kModuleSpan ? kModuleSpanLine
           : is_cpu_op(raw)                   ? kCpuOp
                                              : kUserAnnotation};
@@ -206,7 +215,8 @@ void EventLines::append(std::string& out, const EventRecord& e, const char* sepa
     separator_ = separator;
     separator_len_ = std::strlen(separator);
   }
-  const Separator sep{separator, separator_len_, {separator[0], separator_len_ > 1 ? separator[1] : '\0'}};
+  const Separator sep{
+      separator, separator_len_, {separator[0], separator_len_ > 1 ? separator[1] : '\0'}};
 
   size_t shapes_room = e.input_dims != nullptr ? e.input_dims->size() + e.input_types->size() : 0;
   // Formatted into scratch_ (which only ever grows), then appended at once: resizing `out` for

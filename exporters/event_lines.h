@@ -75,13 +75,13 @@ class EventLines {
   void clear();
 
   long pid_value_;
-  std::string pid_;  // the same as text
+  std::string pid_;                     // the same as text
   std::string flow_pid_, flow_bp_pid_;  // the flows' text around the pid
-  std::vector<Slot> slots_;  // open addressing, a power of two, at most half full
+  std::vector<Slot> slots_;             // open addressing, a power of two, at most half full
   size_t used_ = 0;
   Slot* last_ = nullptr;  // the slot of the last event (reset when slots_ moves or starts over)
-  std::string text_;  // every slot's text, appended; cleared with the slots when too large
-  std::string scratch_;  // the event's lines being formatted
+  std::string text_;      // every slot's text, appended; cleared with the slots when too large
+  std::string scratch_;   // the event's lines being formatted
   const char* separator_ = nullptr;  // the last separator seen, and its length
   size_t separator_len_ = 0;
   GzipStream* gzip_;

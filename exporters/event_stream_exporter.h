@@ -2,9 +2,8 @@
 // open, then the same event objects one per line as they arrive, then a tail at finish. A format
 // supplies only its header, its line separator and its tail.
 #pragma once
-#include <string>
-
 #include <memory>
+#include <string>
 
 #include "exporters/event_lines.h"
 #include "exporters/exporter.h"
@@ -25,7 +24,8 @@ class EventStreamExporter : public Exporter {
     json::append_process_name(head, info.pid, info.process_name, info.rank, separator(), &first_,
                               &labels_offset_);
     file_.write(head);
-    return file_.flush(error);  // the header reaches the file at once: a crash leaves a repairable file
+    return file_.flush(
+        error);  // the header reaches the file at once: a crash leaves a repairable file
   }
 
   // Both format straight into the file's buffer: one copy of each byte fewer.
@@ -58,7 +58,9 @@ class EventStreamExporter : public Exporter {
     file_.patch(labels_offset_, json::labels_slot(info_.rank));
   }
 
-  bool move_to(const std::string& path, std::string* error) final { return file_.move_to(path, error); }
+  bool move_to(const std::string& path, std::string* error) final {
+    return file_.move_to(path, error);
+  }
 
   bool flush(std::string* error) final { return file_.flush(error); }
 
@@ -72,7 +74,8 @@ class EventStreamExporter : public Exporter {
  protected:
   // Everything before the first event line; *distributed_offset: where json::distributed_slot
   // starts.
-  virtual void append_header(std::string& out, const TraceInfo& info, size_t* distributed_offset) = 0;
+  virtual void append_header(std::string& out, const TraceInfo& info,
+                             size_t* distributed_offset) = 0;
   virtual const char* separator() const = 0;
   virtual void append_tail(std::string& out, const FinishInfo& fin) = 0;
   const TraceInfo& info() const { return info_; }

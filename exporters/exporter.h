@@ -13,7 +13,7 @@ namespace fqntrace {
 
 struct TraceInfo {
   std::string path;
-  std::string trace_name;       // the FQNTRACE value as given
+  std::string trace_name;  // the FQNTRACE value as given
   long pid = 0;
   int rank = 0;
   int world_size = 1;
@@ -22,9 +22,9 @@ struct TraceInfo {
   uint64_t mono_origin_ns = 0;  // monotonic clock reading that corresponds to base_time_ns
   std::string process_name;
   std::string version;
-  bool memory = false;          // FQNTRACE_MEMORY: kMemory records may come (summary numbers)
-  double sample = 1.0;          // FQNTRACE_SAMPLE: the probability an op was recorded
-  bool sample_spans = false;    // sampled, and the backward spans carry the nodes' time (node_ns)
+  bool memory = false;        // FQNTRACE_MEMORY: kMemory records may come (summary numbers)
+  double sample = 1.0;        // FQNTRACE_SAMPLE: the probability an op was recorded
+  bool sample_spans = false;  // sampled, and the backward spans carry the nodes' time (node_ns)
   // A capture's file (docs/on-demand.md): its header's "capture" object as JSON text, else "".
   std::string capture_json;
 };
@@ -32,18 +32,18 @@ struct TraceInfo {
 // A raw event with its strings resolved and its times relative to TraceInfo::base_time_ns.
 // The strings are interned: they stay valid (same address) until the exporter has finished.
 struct EventRecord {
-  const RawEvent& raw;          // a range or a kMemory sample (never kShapes or kServe); times
-                                // still in ticks
-  uint32_t tid;                 // OS thread id
+  const RawEvent& raw;  // a range or a kMemory sample (never kShapes or kServe); times
+                        // still in ticks
+  uint32_t tid;         // OS thread id
   const std::string& name;
   const std::string& fqn;
   const std::string& module_type;  // kModule: the module's class, else ""
   const std::string& collective;   // kCollective: its kind ("allreduce"), else ""
   uint64_t ts_ns;
   uint64_t dur_ns;
-  uint64_t flow_id;             // kNode with a forward op: id of its fwdbwd flow, else 0
+  uint64_t flow_id;  // kNode with a forward op: id of its fwdbwd flow, else 0
   uint64_t flow_src_ts_ns;
-  const std::string* input_dims = nullptr;   // FQNTRACE_SHAPES: JSON arrays, else nullptr
+  const std::string* input_dims = nullptr;  // FQNTRACE_SHAPES: JSON arrays, else nullptr
   const std::string* input_types = nullptr;
 };
 

@@ -101,12 +101,14 @@ std::vector<uint64_t> distance_weights() {
   return w;
 }
 
-constexpr uint16_t kLengthBase[29] = {3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17,  19,  23, 27,
-                                      31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
+constexpr uint16_t kLengthBase[29] = {3,  4,  5,  6,   7,   8,   9,   10,  11, 13,
+                                      15, 17, 19, 23,  27,  31,  35,  43,  51, 59,
+                                      67, 83, 99, 115, 131, 163, 195, 227, 258};
 constexpr uint8_t kLengthExtra[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
                                       2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
 // The order in which a dynamic block sends its code-length code (RFC 1951 3.2.7).
-constexpr uint8_t kCodeLengthOrder[19] = {16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
+constexpr uint8_t kCodeLengthOrder[19] = {16, 17, 18, 0, 8,  7, 9,  6, 10, 5,
+                                          11, 4,  12, 3, 13, 2, 14, 1, 15};
 
 }  // namespace
 
@@ -120,7 +122,8 @@ bool GzipStream::init(std::string* error) {
     canonical_codes(distance_lengths, distance_);
     for (unsigned s = 0; s < 29; ++s) {
       const Code& c = literal_[257 + s];
-      unsigned last = s == 27 ? 257 : kLengthBase[s] + (1u << kLengthExtra[s]) - 1;  // 258: code 285
+      unsigned last =
+          s == 27 ? 257 : kLengthBase[s] + (1u << kLengthExtra[s]) - 1;  // 258: code 285
       for (unsigned len = kLengthBase[s]; len <= last && len <= 258; ++len) {
         length_bits_[len] = c.bits | ((len - kLengthBase[s]) << c.length);
         length_count_[len] = static_cast<uint8_t>(c.length + kLengthExtra[s]);
@@ -146,10 +149,10 @@ bool GzipStream::init(std::string* error) {
     Code cl_codes[19];
     canonical_codes(cl_lengths, cl_codes);
     header_.clear();
-    header_.push_back({2u << 1, 3});  // BFINAL 0, BTYPE 2 (dynamic Huffman)
+    header_.push_back({2u << 1, 3});    // BFINAL 0, BTYPE 2 (dynamic Huffman)
     header_.push_back({286 - 257, 5});  // HLIT
-    header_.push_back({30 - 1, 5});  // HDIST
-    header_.push_back({19 - 4, 4});  // HCLEN
+    header_.push_back({30 - 1, 5});     // HDIST
+    header_.push_back({19 - 4, 4});     // HCLEN
     for (uint8_t s : kCodeLengthOrder) header_.push_back({cl_lengths[s], 3});
     for (uint8_t l : all) header_.push_back(cl_codes[l]);
     literal_pairs_.assign(size_t{1} << 16, 0);
@@ -327,7 +330,7 @@ bool GzipStream::compress(const char* data, size_t size, Flush flush, std::strin
   } else if (flush == Flush::kFinish) {
     if (in_block_) end_block(w);
     w.put(1 | (1u << 1), 3);  // BFINAL 1, BTYPE 1 (fixed codes) ...
-    w.put(0, 7);  // ... holding only end-of-block (fixed code 256: seven zero bits)
+    w.put(0, 7);              // ... holding only end-of-block (fixed code 256: seven zero bits)
     align_to_byte(w);
     uint32_t trailer[2] = {crc_, static_cast<uint32_t>(consumed_)};  // little-endian, as gzip's
     std::memcpy(w.cursor, trailer, sizeof trailer);

@@ -7,7 +7,8 @@ namespace {
 
 class JsonLinesExporter final : public EventStreamExporter {
  protected:
-  void append_header(std::string& head, const TraceInfo& info, size_t* distributed_offset) override {
+  void append_header(std::string& head, const TraceInfo& info,
+                     size_t* distributed_offset) override {
     head += "{\"ph\": \"header\", \"schemaVersion\": 1, ";
     json::append_distributed_info(head, info, distributed_offset);
     head += ", \"baseTimeNanoseconds\": ";
@@ -33,6 +34,8 @@ class JsonLinesExporter final : public EventStreamExporter {
 
 }  // namespace
 
-std::unique_ptr<Exporter> make_json_lines_exporter() { return std::make_unique<JsonLinesExporter>(); }
+std::unique_ptr<Exporter> make_json_lines_exporter() {
+  return std::make_unique<JsonLinesExporter>();
+}
 
 }  // namespace fqntrace

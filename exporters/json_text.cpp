@@ -1,6 +1,7 @@
 #include "exporters/json_text.h"
 
 #include <charconv>
+
 #include "exporters/memory_json.h"
 
 namespace fqntrace::json {
@@ -15,7 +16,7 @@ size_t utf8_sequence_length(std::string_view s, size_t i) {
   for (size_t k = 1; k < n; ++k) {
     if ((byte(i + k) & 0xC0) != 0x80) return 0;
   }
-  if (n == 3 && c == 0xE0 && byte(i + 1) < 0xA0) return 0;  // overlong
+  if (n == 3 && c == 0xE0 && byte(i + 1) < 0xA0) return 0;   // overlong
   if (n == 3 && c == 0xED && byte(i + 1) >= 0xA0) return 0;  // surrogate
   if (n == 4 && c == 0xF0 && byte(i + 1) < 0x90) return 0;   // overlong
   if (n == 4 && c == 0xF4 && byte(i + 1) >= 0x90) return 0;  // > U+10FFFF
@@ -62,13 +63,27 @@ void append_string(std::string& out, std::string_view s) {
       continue;
     }
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:  // the other control characters and DEL
         out += "\\u00";
         out.push_back(kHex[c >> 4]);
@@ -151,7 +166,8 @@ void append_event(std::string& out, const EventRecord& e, long pid, const char* 
       }
       append_op_memory(out, r.op);
       break;
-    default: break;
+    default:
+      break;
   }
   if ((raw.flags & kHasCpu) != 0) {
     out += ",\"self_cpu_ns\":";  // an integer: the same text whatever reads and rewrites it
@@ -266,7 +282,8 @@ std::string labels_slot(int rank) {
 std::string distributed_slot(const TraceInfo& info) {
   std::string value = "\"backend\": ";
   const size_t numbers_room = 2 * 11 + sizeof(", \"rank\": , \"world_size\": ") - 1;
-  if (info.backend.empty() || value.size() + info.backend.size() + 2 + numbers_room > kDistributedSlot) {
+  if (info.backend.empty() ||
+      value.size() + info.backend.size() + 2 + numbers_room > kDistributedSlot) {
     value += "null";  // unknown, or too long to fit (never seen: "cpu:gloo,cuda:nccl" fits)
   } else {
     append_string(value, info.backend);

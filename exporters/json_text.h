@@ -27,8 +27,8 @@ void append_event(std::string& out, const EventRecord& e, long pid, const char* 
                   bool* first);
 void append_thread_name(std::string& out, long pid, uint32_t tid, const std::string& name,
                         const char* separator, bool* first);
-// One entry of the module table: {"ph":"M","name":"fqntrace_module", ..., "args":{"fqn", "module_type"
-// and, below a root, "parent"}} (docs/trace-format.md, *Module table*).
+// One entry of the module table: {"ph":"M","name":"fqntrace_module", ..., "args":{"fqn",
+// "module_type" and, below a root, "parent"}} (docs/trace-format.md, *Module table*).
 void append_module_entry(std::string& out, long pid, const std::string& fqn,
                          const std::string& module_type, const std::string& parent,
                          const char* separator, bool* first);
@@ -43,7 +43,8 @@ void append_process_name(std::string& out, long pid, const std::string& name, in
 // which HolisticTraceAnalysis' rank pattern requires.
 constexpr size_t kDistributedSlot = 96;
 constexpr size_t kLabelsSlot = 24;
-void append_distributed_info(std::string& out, const TraceInfo& info, size_t* slot_offset = nullptr);
+void append_distributed_info(std::string& out, const TraceInfo& info,
+                             size_t* slot_offset = nullptr);
 // `, "sample": p` for a sampled trace (FQNTRACE_SAMPLE < 1), shortest text that reads back as p;
 // nothing for a full trace.
 void append_sample(std::string& out, const TraceInfo& info);

@@ -8,16 +8,36 @@ std::string device_label(int8_t type, int8_t index) {
   // c10::DeviceType values (torch/headeronly/core/DeviceType.h) of devices that report memory.
   std::string name;
   switch (type) {
-    case 0: name = "cpu"; break;
-    case 1: name = "cuda"; break;
-    case 6: name = "hip"; break;
-    case 9: name = "xla"; break;
-    case 12: name = "xpu"; break;
-    case 13: name = "mps"; break;
-    case 15: name = "hpu"; break;
-    case 19: name = "mtia"; break;
-    case 20: name = "privateuseone"; break;
-    default: name = "device" + std::to_string(type); break;
+    case 0:
+      name = "cpu";
+      break;
+    case 1:
+      name = "cuda";
+      break;
+    case 6:
+      name = "hip";
+      break;
+    case 9:
+      name = "xla";
+      break;
+    case 12:
+      name = "xpu";
+      break;
+    case 13:
+      name = "mps";
+      break;
+    case 15:
+      name = "hpu";
+      break;
+    case 19:
+      name = "mtia";
+      break;
+    case 20:
+      name = "privateuseone";
+      break;
+    default:
+      name = "device" + std::to_string(type);
+      break;
   }
   if (index >= 0) name += ":" + std::to_string(index);
   return name;

@@ -52,7 +52,8 @@ bool OutputFile::open(const std::string& path, std::string* error) {
 void OutputFile::write(const std::string& bytes) {
   if (fd_ < 0 || failed_errno_ != 0) return;
   buffer_ += bytes;
-  if (buffer_.size() >= kBufferBytes) write_out(GzipStream::Flush::kNone);  // failures are remembered
+  if (buffer_.size() >= kBufferBytes)
+    write_out(GzipStream::Flush::kNone);  // failures are remembered
 }
 
 void OutputFile::wrote() {
@@ -60,7 +61,8 @@ void OutputFile::wrote() {
     buffer_.clear();  // what write() would have dropped
     if (gzip_) gzip_->drop_pending();
   } else if (buffer_.size() >= kBufferBytes) {
-    write_out(GzipStream::Flush::kNone);  // a failure is remembered and reported by the next flush()
+    write_out(
+        GzipStream::Flush::kNone);  // a failure is remembered and reported by the next flush()
   }
 }
 
@@ -118,7 +120,8 @@ void OutputFile::patch(size_t offset, const std::string& bytes) {
     while (i < bytes.size() && offset + i < flushed_) ++i;  // compressed already: left as it was
   }
   for (; i < bytes.size() && offset + i < flushed_; ++i) {
-    if (::pwrite(fd_, bytes.data() + i, 1, static_cast<off_t>(offset + i)) != 1) failed_errno_ = errno;
+    if (::pwrite(fd_, bytes.data() + i, 1, static_cast<off_t>(offset + i)) != 1)
+      failed_errno_ = errno;
   }
   for (; i < bytes.size(); ++i) {
     size_t at = offset + i - flushed_;

@@ -49,7 +49,8 @@ struct AutoStart {
     try {
       ConfigResult result = config_from_environment();
       if (!result.config) {
-        if (!result.problem.empty()) log_bad_env(std::getenv("FQNTRACE"), result.problem, result.fix);
+        if (!result.problem.empty())
+          log_bad_env(std::getenv("FQNTRACE"), result.problem, result.fix);
         return;
       }
       if (!result.config->note.empty()) log_line(result.config->note);

@@ -33,11 +33,16 @@ Capture* find_locked(Ledger& l, uint32_t index) {
 
 const char* state_name(State state) {
   switch (state) {
-    case State::kPending: return "pending";
-    case State::kRecording: return "recording";
-    case State::kWriting: return "writing";
-    case State::kDone: return "done";
-    case State::kFailed: return "failed";
+    case State::kPending:
+      return "pending";
+    case State::kRecording:
+      return "recording";
+    case State::kWriting:
+      return "writing";
+    case State::kDone:
+      return "done";
+    case State::kFailed:
+      return "failed";
   }
   return "unknown";
 }
@@ -98,7 +103,8 @@ bool busy() {
   Ledger& l = ledger();
   std::lock_guard<std::mutex> lock(l.mu);
   for (const Capture& c : l.captures) {
-    if (c.state == State::kPending || c.state == State::kRecording || c.state == State::kWriting) return true;
+    if (c.state == State::kPending || c.state == State::kRecording || c.state == State::kWriting)
+      return true;
   }
   return false;
 }

@@ -25,8 +25,8 @@ struct Capture {
   bool memory = false;      // the allocator's reports too (FQNTRACE_MEMORY for this capture)
   uint64_t last_step = 0;   // the last step recorded, once it ended
   State state = State::kPending;
-  std::string file;         // the main output's path, once open
-  std::string error;        // kFailed: why
+  std::string file;   // the main output's path, once open
+  std::string error;  // kFailed: why
 };
 
 // Session start: forgets the last session's captures; indexes restart at 1.
@@ -34,7 +34,8 @@ void reset();
 // A new capture, pending; returns it with its index set.
 Capture add(Capture capture);
 // The capture `index` moved on (set its fields as given; empty strings keep the old ones).
-void set_state(uint32_t index, State state, const std::string& file = "", const std::string& error = "");
+void set_state(uint32_t index, State state, const std::string& file = "",
+               const std::string& error = "");
 void set_last_step(uint32_t index, uint64_t last_step);
 bool find(uint32_t index, Capture* out);
 // The last few captures, oldest first (the status record's "captures").

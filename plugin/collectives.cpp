@@ -1,21 +1,20 @@
 #include "plugin/collectives.h"
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-
 #include <c10/util/ThreadLocalDebugInfo.h>
 
 #include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <vector>
 
 namespace fqntrace::collectives {
 namespace {
 
-const char* const kKindNames[] = {"",        "allreduce", "allgather", "reduce_scatter", "broadcast",
-                                  "alltoall", "barrier",   "gather",    "scatter",        "reduce",
-                                  "send",     "recv",      "other"};
+const char* const kKindNames[] = {
+    "",       "allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "barrier",
+    "gather", "scatter",   "reduce",    "send",           "recv",      "other"};
 constexpr uint8_t kNumKinds = sizeof(kKindNames) / sizeof(kKindNames[0]);
 // Our own slot in c10's thread-local debug info (identified by this string's address).
 constexpr std::string_view kTagSlotName = "fqntrace.collective_issuer";
@@ -70,7 +69,8 @@ uint8_t kind_of(const char* op_name, bool* is_work) {
   }
   std::string squashed;
   for (const char* p = rest; *p != '\0'; ++p) {
-    if (*p != '_') squashed.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(*p))));
+    if (*p != '_')
+      squashed.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(*p))));
   }
   // c10d ops that are not collectives (e.g. c10d::monitored_barrier_ is, but allocation helpers
   // are not) still classify as "other": every c10d op is communication-related.

@@ -9,7 +9,9 @@ namespace fqntrace {
 
 CompiledGraph::CompiledGraph(std::vector<uint32_t> name_ids, std::vector<std::string> rel_paths,
                              std::string root_type)
-    : name_ids_(std::move(name_ids)), rel_paths_(std::move(rel_paths)), root_type_(std::move(root_type)) {
+    : name_ids_(std::move(name_ids)),
+      rel_paths_(std::move(rel_paths)),
+      root_type_(std::move(root_type)) {
   std::vector<std::pair<uint32_t, size_t>> calls;
   calls.reserve(name_ids_.size());
   for (size_t i = 0; i < name_ids_.size(); ++i) calls.emplace_back(name_ids_[i], i);

@@ -12,7 +12,8 @@ namespace fqntrace {
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // Parses a non-negative integer environment value; `fallback` when unset or malformed.
@@ -52,7 +53,8 @@ bool env_switch(const EnvLookup& env, const char* name, std::vector<std::string>
   const char* v = env(name);
   if (v == nullptr || *v == '\0') return false;
   std::string lower;
-  for (const char* p = v; *p != '\0'; ++p) lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(*p))));
+  for (const char* p = v; *p != '\0'; ++p)
+    lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(*p))));
   if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") return true;
   if (lower == "0" || lower == "false" || lower == "no" || lower == "off") return false;
   warnings->push_back(std::string(name) + "=" + printable(v) +
@@ -94,8 +96,9 @@ void parse_capture_settings(const EnvLookup& env, Config* config) {
     if (n >= 1 && static_cast<uint32_t>(n) <= most) {
       *out = static_cast<uint32_t>(n);
     } else {
-      config->warnings.push_back(std::string(name) + "=" + printable(v) + " is not a whole number from 1 to " +
-                                 std::to_string(most) + "; " + std::to_string(*out) + " is used.");
+      config->warnings.push_back(std::string(name) + "=" + printable(v) +
+                                 " is not a whole number from 1 to " + std::to_string(most) + "; " +
+                                 std::to_string(*out) + " is used.");
     }
   };
   count("FQNTRACE_CAPTURE_STEPS", &config->capture_steps, 100000);
@@ -117,9 +120,10 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
   const char* world_value = env("WORLD_SIZE");
   if (world_value != nullptr && *world_value != '\0' && config.rank >= config.world_size) {
     // A launcher never sets this; the trace could not say which process of the job it is.
-    result.problem = "RANK=" + std::to_string(config.rank) + " is not below WORLD_SIZE=" +
-                     std::to_string(config.world_size);
-    result.fix = "Set RANK and WORLD_SIZE as a launcher does (0 <= RANK < WORLD_SIZE), or unset both.";
+    result.problem = "RANK=" + std::to_string(config.rank) +
+                     " is not below WORLD_SIZE=" + std::to_string(config.world_size);
+    result.fix =
+        "Set RANK and WORLD_SIZE as a launcher does (0 <= RANK < WORLD_SIZE), or unset both.";
     return result;
   }
 
@@ -171,8 +175,9 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
                           ? std::string("no extension")
                           : "extension '" + out.substr(dot) + "'";
     result.problem = "unknown trace format (" + ext + ")";
-    result.fix = "End the path with .json (Chrome trace) or .jsonl (JSON Lines), or with "
-                 ".json.gz / .jsonl.gz for gzip.";
+    result.fix =
+        "End the path with .json (Chrome trace) or .jsonl (JSON Lines), or with "
+        ".json.gz / .jsonl.gz for gzip.";
     return result;
   }
 
@@ -181,10 +186,9 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
     size_t dot = plain.find_last_of('.');
     out = out.substr(0, dot) + ".rank" + std::to_string(config.rank) + out.substr(dot);
     if (config.rank == 0) {
-      config.note = "FQNTRACE=" + raw + " has no {rank} and WORLD_SIZE=" +
-                    std::to_string(config.world_size) +
-                    ": each rank writes its own file (rank inserted before the extension, e.g. " +
-                    out + ").";
+      config.note =
+          "FQNTRACE=" + raw + " has no {rank} and WORLD_SIZE=" + std::to_string(config.world_size) +
+          ": each rank writes its own file (rank inserted before the extension, e.g. " + out + ").";
     }
   }
   // A child that inherited FQNTRACE from a traced process (multiprocessing spawn, a spawn
@@ -192,7 +196,8 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
   // already tells them apart. torchrun's workers inherit nothing: the launcher does not trace.
   const char* parent = env(kParentVariable);
   const char* parent_value = parent == nullptr ? nullptr : std::strchr(parent, ':');
-  if (parent_value != nullptr && std::strtol(parent, nullptr, 10) != pid && raw == parent_value + 1) {
+  if (parent_value != nullptr && std::strtol(parent, nullptr, 10) != pid &&
+      raw == parent_value + 1) {
     config.inherited = true;
     if (raw.find("{pid}") == std::string::npos) {
       size_t dot = out.find_last_of('.');
@@ -204,15 +209,15 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
   // Extra outputs beside the main one share its stem: trace.json → trace.jsonl, trace.summary.json.
   const std::string stem = out.substr(0, out.find_last_of('.', out.size() - gz.size() - 1));
   config.stem = stem;
-  config.outputs.push_back({config.format == Format::kChrome ? Output::Kind::kChrome
-                                                             : Output::Kind::kJsonLines,
-                            out});
+  config.outputs.push_back(
+      {config.format == Format::kChrome ? Output::Kind::kChrome : Output::Kind::kJsonLines, out});
   if (const char* formats = env("FQNTRACE_FORMATS")) {
     std::string list(formats);
     size_t pos = 0;
     while (pos <= list.size()) {
       size_t comma = list.find(',', pos);
-      std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      std::string item =
+          list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
       pos = comma == std::string::npos ? list.size() + 1 : comma + 1;
       if (item.empty()) continue;
       Output o;
@@ -229,8 +234,9 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
         continue;
       } else {
         result.problem = "FQNTRACE_FORMATS has an unknown format '" + item + "'";
-        result.fix = "Set FQNTRACE_FORMATS to a comma-separated list of chrome, jsonl, summary "
-                     "(chrome.gz, jsonl.gz: gzip).";
+        result.fix =
+            "Set FQNTRACE_FORMATS to a comma-separated list of chrome, jsonl, summary "
+            "(chrome.gz, jsonl.gz: gzip).";
         return result;
       }
       bool duplicate = false;
@@ -244,8 +250,9 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
       config.monotonic_clock = true;
     } else if (!value.empty() && value != "auto") {
       // A clock choice is an optimisation detail: the default clock is always right.
-      config.warnings.push_back("FQNTRACE_CLOCK=" + printable(value) +
-                                " is unknown; the default clock is used. Set it to auto or monotonic.");
+      config.warnings.push_back(
+          "FQNTRACE_CLOCK=" + printable(value) +
+          " is unknown; the default clock is used. Set it to auto or monotonic.");
     }
   }
   config.flops = env_switch(env, "FQNTRACE_FLOPS", &config.warnings);
@@ -301,7 +308,8 @@ std::string check_path_writable(const std::string& path, std::string* fix) {
   size_t slash = path.find_last_of('/');
   std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    *fix = "Create the directory first (mkdir -p " + dir + ") or set FQNTRACE to a path in an existing one.";
+    *fix = "Create the directory first (mkdir -p " + dir +
+           ") or set FQNTRACE to a path in an existing one.";
     return "directory " + dir + " does not exist";
   }
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {

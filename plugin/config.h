@@ -20,8 +20,8 @@ struct Output {
 };
 
 struct Config {
-  std::string raw_value;   // FQNTRACE as given
-  std::string path;        // placeholders expanded
+  std::string raw_value;  // FQNTRACE as given
+  std::string path;       // placeholders expanded
   Format format = Format::kChrome;
   std::vector<Output> outputs;  // the main one (from the extension) first, then FQNTRACE_FORMATS'
   std::string stem;             // every output's path is this plus its own ending
@@ -29,32 +29,33 @@ struct Config {
   // finished trace (python/fqntrace/_summary_file.py), never by the library (plugin/session.h).
   bool summary = false;
   bool flops = false;  // FQNTRACE_FLOPS=1: ask for op inputs to count FLOPs (every op then pays)
-  bool monotonic_clock = false;  // FQNTRACE_CLOCK=monotonic: clock_gettime even where the TSC would do
-  bool shapes = false;          // FQNTRACE_SHAPES=1: Kineto's "Input Dims" / "Input type" args
-  bool memory = false;          // FQNTRACE_MEMORY=1: the allocator's reports (docs/memory.md)
+  bool monotonic_clock =
+      false;            // FQNTRACE_CLOCK=monotonic: clock_gettime even where the TSC would do
+  bool shapes = false;  // FQNTRACE_SHAPES=1: Kineto's "Input Dims" / "Input type" args
+  bool memory = false;  // FQNTRACE_MEMORY=1: the allocator's reports (docs/memory.md)
   // FQNTRACE_MODULE_RANGES=1: module scopes are also `nn.Module: <fqn>` RecordFunction ranges,
   // which torch.profiler then shows; by default they are frames only fqntrace sees.
   bool module_ranges = false;
-  bool module_spans = true;     // FQNTRACE_MODULE_SPANS=0: no backward/recompute module tracks
-  bool cpu_time = true;         // FQNTRACE_CPU=0: no thread CPU time (plugin/thread_cpu.h)
+  bool module_spans = true;  // FQNTRACE_MODULE_SPANS=0: no backward/recompute module tracks
+  bool cpu_time = true;      // FQNTRACE_CPU=0: no thread CPU time (plugin/thread_cpu.h)
   // FQNTRACE_SAMPLE=p (0 < p <= 1): each op is recorded with probability p, through torch's own
   // sampling; module scopes, steps, user scopes and backward nodes stay complete. 1: every op.
   double sample = 1.0;
-  StepWindow steps;             // FQNTRACE_STEPS: the steps recorded (default: all)
+  StepWindow steps;  // FQNTRACE_STEPS: the steps recorded (default: all)
   // FQNTRACE_STEPS=demand (alone, or beside a window: `A:B:P,demand`): armed for captures
   // (docs/on-demand.md). Alone, nothing is recorded into the trace file, which is not written.
   bool armed = false;
-  bool trace_file = true;       // the main outputs are written (false: `demand` alone)
+  bool trace_file = true;  // the main outputs are written (false: `demand` alone)
   // FQNTRACE_CAPTURE_SLOW=X (> 1): a step slower than X times the recent median starts a capture
   // of the next capture_steps steps, at most capture_max times per process. 0: off.
   double capture_slow = 0.0;
-  uint32_t capture_steps = 3;   // FQNTRACE_CAPTURE_STEPS
-  uint32_t capture_max = 5;     // FQNTRACE_CAPTURE_MAX
+  uint32_t capture_steps = 3;  // FQNTRACE_CAPTURE_STEPS
+  uint32_t capture_max = 5;    // FQNTRACE_CAPTURE_MAX
   int rank = 0;
   int world_size = 1;
   bool rank_given = false;  // RANK was set at start; otherwise the process group may tell it later
-  std::string warning;     // a bad value that does not stop tracing (FQNTRACE_STEPS), or empty
-  std::string note;        // an informational line to print once (e.g. rank inserted), or empty
+  std::string warning;      // a bad value that does not stop tracing (FQNTRACE_STEPS), or empty
+  std::string note;         // an informational line to print once (e.g. rank inserted), or empty
   // Values that were ignored (tracing goes on without them): one stderr line each.
   std::vector<std::string> warnings;
   // Started by inheritance: FQNTRACE came unchanged from a traced parent process (see

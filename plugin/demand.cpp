@@ -11,10 +11,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -58,11 +58,11 @@ std::string base_of(const std::string& path) {
 struct Shared {
   std::mutex mu;
   std::condition_variable ended_cv;
-  Identity id;          // guarded by mu
+  Identity id;  // guarded by mu
   bool id_changed = false;
   bool stop = false;
   bool ended = false;
-  int wake_fd = -1;     // an eventfd: stop() and moved() wake the thread's poll
+  int wake_fd = -1;  // an eventfd: stop() and moved() wake the thread's poll
   ~Shared() {
     if (wake_fd >= 0) ::close(wake_fd);
   }
@@ -90,8 +90,9 @@ class DemandThread {
     try {
       loop();
     } catch (...) {
-      log_line("the thread that answers captures stopped after an internal error; `ps` and "
-               "`capture` will not see this process. The job runs on.");
+      log_line(
+          "the thread that answers captures stopped after an internal error; `ps` and "
+          "`capture` will not see this process. The job runs on.");
     }
     std::lock_guard<std::mutex> lock(shared_->mu);
     shared_->ended = true;
@@ -157,7 +158,8 @@ class DemandThread {
     dirty_ = true;
     write_pointer();
     notify_fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (notify_fd_ >= 0 && ::inotify_add_watch(notify_fd_, control_.c_str(), IN_MOVED_TO | IN_CLOSE_WRITE) < 0) {
+    if (notify_fd_ >= 0 &&
+        ::inotify_add_watch(notify_fd_, control_.c_str(), IN_MOVED_TO | IN_CLOSE_WRITE) < 0) {
       ::close(notify_fd_);
       notify_fd_ = -1;
     }
@@ -180,7 +182,8 @@ class DemandThread {
     std::string tmp = pointer_path_ + ".tmp";
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return;
-    bool ok = ::write(fd, absolute.data(), absolute.size()) == static_cast<ssize_t>(absolute.size());
+    bool ok =
+        ::write(fd, absolute.data(), absolute.size()) == static_cast<ssize_t>(absolute.size());
     ::close(fd);
     if (!ok || ::rename(tmp.c_str(), pointer_path_.c_str()) != 0) {
       ::unlink(tmp.c_str());
@@ -207,12 +210,14 @@ class DemandThread {
   void wait() {
     auto next = status_at_;
     // While a capture is under way its states change within a second: look ten times as often.
-    if (captures::busy()) next = std::min(next, Clock::now() + std::chrono::milliseconds(kBusyPeriodMs));
+    if (captures::busy())
+      next = std::min(next, Clock::now() + std::chrono::milliseconds(kBusyPeriodMs));
     if (timed_index_ != 0 && timed_end_ < next) next = timed_end_;
     if (status_fd_ < 0 && retry_dir_at_ < next) next = retry_dir_at_;
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
     pollfd fds[2] = {{shared_->wake_fd, POLLIN, 0}, {notify_fd_, POLLIN, 0}};
-    ::poll(fds, notify_fd_ >= 0 ? 2 : 1, static_cast<int>(std::max<long long>(0, std::min<long long>(ms, kPeriodMs))));
+    ::poll(fds, notify_fd_ >= 0 ? 2 : 1,
+           static_cast<int>(std::max<long long>(0, std::min<long long>(ms, kPeriodMs))));
     if (fds[0].revents & POLLIN) {
       uint64_t count;
       (void)!::read(shared_->wake_fd, &count, sizeof(count));
@@ -265,13 +270,14 @@ class DemandThread {
 
   void handle(const json_reader::Value& request) {
     const json_reader::Value* id = request.get("id");
-    if (number_or(request.get("fqntrace_request"), 0) != 1 || id == nullptr || !id->is_string()) return;
+    if (number_or(request.get("fqntrace_request"), 0) != 1 || id == nullptr || !id->is_string())
+      return;
     if (id->string == last_id_) return;
     last_id_ = id->string;
     // A request from before this process started, expired, or for other processes: not ours.
     double now = wall_s();
-    if (number_or(request.get("created"), 0) < id_.started || number_or(request.get("expires"), 0) < now ||
-        !names_this_process(request)) {
+    if (number_or(request.get("created"), 0) < id_.started ||
+        number_or(request.get("expires"), 0) < now || !names_this_process(request)) {
       return;
     }
     double steps = number_or(request.get("steps"), 0);
@@ -290,7 +296,8 @@ class DemandThread {
     if (c.steps == 0 && c.seconds == 0) {
       why = "the request asks for no steps and no seconds";
     } else {
-      uint64_t at = c.steps != 0 && at_step >= 0 ? static_cast<uint64_t>(at_step) : steps::kNextStep;
+      uint64_t at =
+          c.steps != 0 && at_step >= 0 ? static_cast<uint64_t>(at_step) : steps::kNextStep;
       ok = steps::order_capture(c, at, &why, &index);
     }
     if (ok && c.seconds > 0) {
@@ -329,7 +336,8 @@ class DemandThread {
   double steps_per_s(uint64_t step, double now) {
     if (step == 0) return 0;  // the time before the first step (imports, set-up) is no rate
     rate_samples_.emplace_back(now, step);
-    while (rate_samples_.size() > 2 && now - rate_samples_[1].first >= kRateWindowS) rate_samples_.pop_front();
+    while (rate_samples_.size() > 2 && now - rate_samples_[1].first >= kRateWindowS)
+      rate_samples_.pop_front();
     const auto& [t0, s0] = rate_samples_.front();
     if (now - t0 < 0.5 || step < s0) return last_rate_;
     last_rate_ = static_cast<double>(step - s0) / (now - t0);
@@ -461,7 +469,8 @@ void start(const Identity& identity) {
   try {
     std::thread([shared] { DemandThread(shared).run(); }).detach();
   } catch (...) {
-    log_line("could not start the thread that answers captures; `capture` will not reach this process.");
+    log_line(
+        "could not start the thread that answers captures; `capture` will not reach this process.");
   }
 }
 

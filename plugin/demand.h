@@ -17,9 +17,9 @@ struct Identity {
   std::string pattern;  // FQNTRACE as given
   std::string trace;    // the main output's path (as configured: relative paths stay relative)
   std::string cwd;
-  double started = 0;   // wall clock, seconds since the epoch
-  std::string window;   // FQNTRACE_STEPS' window, "" when none
-  double slow = 0;      // FQNTRACE_CAPTURE_SLOW, 0: off
+  double started = 0;  // wall clock, seconds since the epoch
+  std::string window;  // FQNTRACE_STEPS' window, "" when none
+  double slow = 0;     // FQNTRACE_CAPTURE_SLOW, 0: off
 };
 
 // Starts the thread for this session (a previous session's thread is told to end first).

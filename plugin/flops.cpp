@@ -133,8 +133,8 @@ uint64_t sdpa(c10::ArrayRef<const c10::IValue> in, bool backward) {
   }
   int64_t bh = q[0] * q[1], s_q = q[2], d_q = q[3], s_k = k[2], d_v = v[3];
   if (!backward) return bmm_flops(bh, s_q, d_q, s_k) + bmm_flops(bh, s_q, s_k, d_v);
-  return bmm_flops(bh, s_q, d_q, s_k) + bmm_flops(bh, s_q, d_v, s_k) + bmm_flops(bh, s_k, s_q, d_v) +
-         bmm_flops(bh, s_q, s_k, d_q) + bmm_flops(bh, d_q, s_q, s_k);
+  return bmm_flops(bh, s_q, d_q, s_k) + bmm_flops(bh, s_q, d_v, s_k) +
+         bmm_flops(bh, s_k, s_q, d_v) + bmm_flops(bh, s_q, s_k, d_q) + bmm_flops(bh, d_q, s_q, s_k);
 }
 
 }  // namespace

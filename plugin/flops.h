@@ -12,14 +12,15 @@ namespace fqntrace {
 
 enum class FlopKind : uint8_t {
   kNone = 0,
-  kMm,             // mm(a, b)
-  kAddmm,          // addmm(self, a, b)
-  kBmm,            // bmm(a, b)
-  kBaddbmm,        // baddbmm(self, a, b)
-  kConv,           // convolution(x, w, bias, stride, padding, dilation, transposed, ...)
-  kConvBackward,   // convolution_backward(grad_out, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask)
-  kSdpa,           // _scaled_dot_product_*_attention(q, k, v, ...)
-  kSdpaBackward,   // _scaled_dot_product_*_attention_backward(grad_out, q, k, v, ...)
+  kMm,            // mm(a, b)
+  kAddmm,         // addmm(self, a, b)
+  kBmm,           // bmm(a, b)
+  kBaddbmm,       // baddbmm(self, a, b)
+  kConv,          // convolution(x, w, bias, stride, padding, dilation, transposed, ...)
+  kConvBackward,  // convolution_backward(grad_out, x, w, bias_sizes, stride, padding, dilation,
+                  // transposed, output_padding, groups, output_mask)
+  kSdpa,          // _scaled_dot_product_*_attention(q, k, v, ...)
+  kSdpaBackward,  // _scaled_dot_product_*_attention_backward(grad_out, q, k, v, ...)
 };
 
 // Which formula applies to an operator name ("aten::mm" …); kNone for every other op.

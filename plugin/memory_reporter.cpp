@@ -25,7 +25,8 @@ class Reporter final : public prof::ProfilerStateBase {
   void reportMemoryUsage(void* ptr, int64_t bytes, size_t total_allocated, size_t total_reserved,
                          c10::Device device) override {
     observer::record_memory(reinterpret_cast<uint64_t>(ptr), bytes, total_allocated, total_reserved,
-                            static_cast<int8_t>(device.type()), static_cast<int8_t>(device.index()));
+                            static_cast<int8_t>(device.type()),
+                            static_cast<int8_t>(device.index()));
   }
 
   bool memoryProfilingEnabled() const override { return enabled(); }
@@ -54,8 +55,9 @@ void enter(ThreadSlot& slot) noexcept {
     if (holder == reporter().get()) return;  // ours, carried here by at::ThreadLocalState
     if (holder != nullptr) {
       if (!g_told_busy.exchange(true, std::memory_order_relaxed)) {
-        log_line("torch.profiler holds the allocator's reporting slot on a thread: "
-                 "FQNTRACE_MEMORY records nothing there while it runs (docs/memory.md).");
+        log_line(
+            "torch.profiler holds the allocator's reporting slot on a thread: "
+            "FQNTRACE_MEMORY records nothing there while it runs (docs/memory.md).");
       }
       return;
     }

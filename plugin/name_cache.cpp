@@ -22,7 +22,8 @@ NameInfo describe_name(const char* name) {
   info.collective = collectives::kind_of(name, &is_work);
   info.collective_work = is_work;
   info.collective_name_id =
-      info.collective != 0 ? InternTable::instance().intern(collectives::kind_name(info.collective)) : 0;
+      info.collective != 0 ? InternTable::instance().intern(collectives::kind_name(info.collective))
+                           : 0;
   info.special = info.flop_kind != 0 || info.collective != 0 || info.compiled_region;
   return info;
 }

@@ -5,8 +5,8 @@
 
 #include <pthread.h>
 #include <sys/syscall.h>
-#include <unistd.h>
 #include <torch/csrc/autograd/graph_task.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -41,7 +41,8 @@ std::atomic<observer::RegionRootResolver> region_root_resolver{nullptr};
 // Frames opened by open_scope() have no RecordFunction: they carry this address instead, which no
 // RecordFunction has, so on_end never closes them and close_scope() finds them.
 const char kDirectScopeTag = 0;
-const at::RecordFunction* const kDirectScope = reinterpret_cast<const at::RecordFunction*>(&kDirectScopeTag);
+const at::RecordFunction* const kDirectScope =
+    reinterpret_cast<const at::RecordFunction*>(&kDirectScopeTag);
 
 thread_local ThreadState* tls_state = nullptr;
 thread_local bool tls_exited = false;
@@ -69,7 +70,8 @@ ThreadState* attach(uint64_t generation) {
     (void)&tls_exit_hook;  // touch it so its destructor runs at thread exit
     ts = new ThreadState();
     ts->os_tid = os_thread_id();
-    ts->node_rng = 0x9E3779B97F4A7C15ull ^ (uint64_t{ts->os_tid} << 32) ^ reinterpret_cast<uintptr_t>(ts);
+    ts->node_rng =
+        0x9E3779B97F4A7C15ull ^ (uint64_t{ts->os_tid} << 32) ^ reinterpret_cast<uintptr_t>(ts);
     ts->seq_table = SeqMap::instance().table_for(at::RecordFunction::currentThreadId(), ts->os_tid);
     tls_state = ts;
   }
@@ -289,8 +291,8 @@ __attribute__((always_inline)) inline void finish_start(ThreadState* ts, Frame& 
       // The frame below stays this range's parent until it ends: outermost cpu_op is known now.
       f.flags |= kTopOp;
       // Sampled mode reads no clock per node: two system calls would cost more than its event.
-      measured = f.phase == Phase::kBackward && session_state::cpu_time() &&
-                 !session_state::sampled();
+      measured =
+          f.phase == Phase::kBackward && session_state::cpu_time() && !session_state::sampled();
     }
     if (measured) {
       start_cpu(ts, f);  // may start at the last backward op's end reading
@@ -336,7 +338,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
           f.kind = EventKind::kOp;
           if (parent != nullptr) {
             f.range.fqn_id = parent->range.fqn_id;
-            f.phase = parent->kind == EventKind::kUserScope ? scope_phase(ts, parent) : parent->phase;
+            f.phase =
+                parent->kind == EventKind::kUserScope ? scope_phase(ts, parent) : parent->phase;
           } else {
             f.range.fqn_id = kGlobalFqnId;
             f.phase = in_graph_task(ts) ? Phase::kBackward : Phase::kForward;
@@ -390,7 +393,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
           f.range.module.type_id = ts->pending_module_type;
           ts->pending_module_fqn = 0;
           // A module's forward that runs while backward does is a recomputation.
-          f.phase = scope_phase(ts, parent) == Phase::kForward ? Phase::kForward : Phase::kRecompute;
+          f.phase =
+              scope_phase(ts, parent) == Phase::kForward ? Phase::kForward : Phase::kRecompute;
         } else if (ts->pending_serve_fqn != 0) {
           f.kind = EventKind::kServe;
           f.special_end = true;  // writes no event
@@ -508,13 +512,16 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
 Callbacks install(bool need_inputs, bool need_ids) {
   schema_names::init();
   auto callback = [&] {
-    return at::RecordFunctionCallback(&on_start, &on_end).needsInputs(need_inputs).needsIds(need_ids);
+    return at::RecordFunctionCallback(&on_start, &on_end)
+        .needsInputs(need_inputs)
+        .needsIds(need_ids);
   };
   Callbacks out;
   double p = session_state::sample();
   if (p >= 1.0) {
-    out.ops = at::addGlobalCallback(callback().scopes(
-        {at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE}));
+    out.ops = at::addGlobalCallback(
+        callback().scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
+                           at::RecordScope::USER_SCOPE}));
     return out;
   }
   // torch decides per op, on the op's own thread, with a countdown: an op not picked builds no

@@ -25,17 +25,17 @@ constexpr uint32_t kMaxDepth = 255;  // depth travels as a uint8_t
 struct Frame {
   const at::RecordFunction* rf;  // identity of the open range (the object lives until it ends)
   Range range;                   // start_ns in ticks; end_ns is set when it ends
-  EventKind kind;   // the range's own kind (a collective is a kOp or kUserScope range here)
+  EventKind kind;  // the range's own kind (a collective is a kOp or kUserScope range here)
   Phase phase;
-  uint8_t flags;    // kPhaseTop
-  bool collective;  // range.collective is the payload: the event is a kCollective
-  bool in_op;    // this range or an enclosing one is a cpu_op (op, node, engine wrapper)
-  Phase op_phase;  // phase of the nearest cpu_op among this range and its enclosing ones
-  uint32_t op_fqn;  // fqn of that cpu_op
-  bool in_flop;  // this range or an enclosing one is a FLOP-counted op
+  uint8_t flags;        // kPhaseTop
+  bool collective;      // range.collective is the payload: the event is a kCollective
+  bool in_op;           // this range or an enclosing one is a cpu_op (op, node, engine wrapper)
+  Phase op_phase;       // phase of the nearest cpu_op among this range and its enclosing ones
+  uint32_t op_fqn;      // fqn of that cpu_op
+  bool in_flop;         // this range or an enclosing one is a FLOP-counted op
   uint32_t issue_mark;  // issuing collective: what collectives::end_issue needs (0: none)
-  bool grad;     // this range or an enclosing one is an AccumulateGrad node
-  bool in_node;  // this range or an enclosing one is an autograd node
+  bool grad;            // this range or an enclosing one is an AccumulateGrad node
+  bool in_node;         // this range or an enclosing one is an autograd node
   // Sampled mode: a node not picked (kSilentNode): its event only feeds the module spans, so it
   // counts for no level of the depth of what is written inside it.
   bool silent;
@@ -68,12 +68,12 @@ struct GraphCursor {
   CompiledGraph* graph;
   const uint32_t* fqns;  // fqn of each call under the module the graph runs for
   uint32_t depth;
-  uint32_t next;         // the call expected next
+  uint32_t next;  // the call expected next
 };
 constexpr uint32_t kMaxGraphNesting = 4;
 
 struct ThreadState {
-  uint64_t generation = 0;        // session the thread is attached to
+  uint64_t generation = 0;  // session the thread is attached to
   ThreadBuffer* buffer = nullptr;
   SeqMap::Table* seq_table = nullptr;
   uint32_t os_tid = 0;

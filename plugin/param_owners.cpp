@@ -63,7 +63,9 @@ uint32_t find(const void* key, uintptr_t kind) {
     uintptr_t held = table[i].key.load(std::memory_order_acquire);
     if (held == k) {
       uintptr_t set_for = table[i].kind.load(std::memory_order_relaxed);
-      return set_for != 0 && kind != 0 && set_for != kind ? 0 : table[i].fqn.load(std::memory_order_relaxed);
+      return set_for != 0 && kind != 0 && set_for != kind
+                 ? 0
+                 : table[i].fqn.load(std::memory_order_relaxed);
     }
     if (held == 0) return 0;
   }
@@ -78,7 +80,8 @@ uint32_t of_current_node() noexcept {
   // The Python object lives as long as its TensorImpl (torch keeps it while C++ holds the tensor).
   const void* object = impl->pyobj_slot()->load_pyobj();
   KindReader read_kind = kind_reader.load(std::memory_order_acquire);
-  uint32_t owner = object != nullptr ? find(object, read_kind != nullptr ? read_kind(object) : 0) : 0;
+  uint32_t owner =
+      object != nullptr ? find(object, read_kind != nullptr ? read_kind(object) : 0) : 0;
   return owner != 0 ? owner : find(impl);
 }
 

@@ -1,7 +1,7 @@
 #include "plugin/sampled_observer.h"
 
-#include <pthread.h>
 #include <ATen/SequenceNumber.h>
+#include <pthread.h>
 #include <torch/csrc/autograd/node.h>
 
 #include "plugin/compiled_graph.h"
@@ -15,9 +15,8 @@ uintptr_t stack_top() {
   if (pthread_getattr_np(pthread_self(), &attr) != 0) return 0;
   void* low = nullptr;
   size_t size = 0;
-  uintptr_t top = pthread_attr_getstack(&attr, &low, &size) == 0
-                      ? reinterpret_cast<uintptr_t>(low) + size
-                      : 0;
+  uintptr_t top =
+      pthread_attr_getstack(&attr, &low, &size) == 0 ? reinterpret_cast<uintptr_t>(low) + size : 0;
   pthread_attr_destroy(&attr);
   return top;
 }

@@ -26,8 +26,8 @@ void init() {
   static std::once_flag once;
   std::call_once(once, [] {
     // The listener lives as long as the process: its handle is never destroyed.
-    new c10::RegistrationHandleRAII(
-        c10::Dispatcher::singleton().addRegistrationListener(std::make_unique<DeregistrationListener>()));
+    new c10::RegistrationHandleRAII(c10::Dispatcher::singleton().addRegistrationListener(
+        std::make_unique<DeregistrationListener>()));
     // A RecordFunction that was never started holds the string form (an empty name). Asked
     // before our callback is installed, so constructing it starts nothing.
     at::RecordFunction probe(at::RecordScope::USER_SCOPE);

@@ -30,8 +30,8 @@ bool SeqMap::lookup(uint64_t logical_tid, int64_t seq, uint32_t* fqn_id, uint64_
   uint64_t ts = s.ts.load(std::memory_order_relaxed);
   // Re-read the key: if the owner rewrote the slot meanwhile, ts may belong to another op.
   if (key != s.key.load(std::memory_order_acquire)) return false;
-  if ((key & kValid) == 0 || ((key >> 24) & ((1ull << 39) - 1)) !=
-                                 (static_cast<uint64_t>(seq) & ((1ull << 39) - 1))) {
+  if ((key & kValid) == 0 ||
+      ((key >> 24) & ((1ull << 39) - 1)) != (static_cast<uint64_t>(seq) & ((1ull << 39) - 1))) {
     return false;
   }
   *fqn_id = static_cast<uint32_t>(key & 0xFFFFFFu);

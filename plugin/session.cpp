@@ -82,8 +82,9 @@ struct sigaction g_default_term {};
 void flush_then_terminate(int signal_number) {
   uint32_t wanted = g_flush_requests.fetch_add(1, std::memory_order_acq_rel) + 1;
   const timespec poll{0, 2 * 1000 * 1000};
-  for (int waited = 0; waited < kTermFlushWaitMs / 2 && g_drain_alive.load(std::memory_order_acquire) &&
-                       g_flushes_done.load(std::memory_order_acquire) < wanted;
+  for (int waited = 0;
+       waited < kTermFlushWaitMs / 2 && g_drain_alive.load(std::memory_order_acquire) &&
+       g_flushes_done.load(std::memory_order_acquire) < wanted;
        ++waited) {
     nanosleep(&poll, nullptr);
   }
@@ -117,9 +118,11 @@ std::vector<SummaryDue> g_summaries_due;  // guarded by g_summaries_mu
 // in a program without it, the one line that says how to make it.
 void summary_due(const std::string& trace, const std::string& summary) {
   if (!g_summary_writer.load(std::memory_order_acquire)) {
-    log_line("FQNTRACE_FORMATS=summary: " + summary + " is written by the fqntrace Python package, "
-             "not by this program; make it from the trace with `python -m fqntrace summary --json " +
-             trace + " > " + summary + "`. The other outputs are written.");
+    log_line(
+        "FQNTRACE_FORMATS=summary: " + summary +
+        " is written by the fqntrace Python package, "
+        "not by this program; make it from the trace with `python -m fqntrace summary --json " +
+        trace + " > " + summary + "`. The other outputs are written.");
     return;
   }
   std::lock_guard<std::mutex> lock(g_summaries_mu);
@@ -127,7 +130,8 @@ void summary_due(const std::string& trace, const std::string& summary) {
 }
 
 // The capture header's fields after `{"index": ` (docs/on-demand.md).
-void json_append_capture_fields(std::string& out, const captures::Capture& c, uint32_t file_number) {
+void json_append_capture_fields(std::string& out, const captures::Capture& c,
+                                uint32_t file_number) {
   json::append_uint(out, c.index);
   out += ", \"file_number\": ";
   json::append_uint(out, file_number);
@@ -151,7 +155,7 @@ void json_append_capture_fields(std::string& out, const captures::Capture& c, ui
 struct Session {
   Config config;
   TraceInfo info;
-  std::unique_ptr<Drainer> drain;     // owns the exporters; guarded by drain_mu
+  std::unique_ptr<Drainer> drain;  // owns the exporters; guarded by drain_mu
   observer::Callbacks callback;
   bool callback_installed = false;
   bool callback_inputs = false;  // the callback asks the dispatcher for op inputs
@@ -166,11 +170,11 @@ struct Session {
   size_t next_segment = 0;
   uint32_t captures_opened = 0;  // the last capture index a file was opened (or failed) for
   struct OpenCapture {
-    uint32_t index = 0;          // 0: none open
-    uint32_t file_number = 0;    // its files' number (capture_path)
+    uint32_t index = 0;        // 0: none open
+    uint32_t file_number = 0;  // its files' number (capture_path)
     std::unique_ptr<Drainer> drain;
-    bool ended = false;          // a later segment has begun
-    uint32_t tail_name_id = 0;   // its last step's range, awaited before the file is completed
+    bool ended = false;         // a later segment has begun
+    uint32_t tail_name_id = 0;  // its last step's range, awaited before the file is completed
     bool tail_seen = false;
     std::chrono::steady_clock::time_point ended_at;
     uint64_t dropped_before = 0;
@@ -179,7 +183,7 @@ struct Session {
   std::string stem;                // every output's path is stem + its own ending
   std::vector<std::string> output_paths;
 
-  std::mutex drain_mu;                // one thread at a time touches the drain
+  std::mutex drain_mu;  // one thread at a time touches the drain
   std::chrono::steady_clock::time_point last_flush = std::chrono::steady_clock::now();
 
   // Caller holds drain_mu.
@@ -190,7 +194,8 @@ struct Session {
     try {
       open_capture_if_started();
     } catch (...) {  // out of memory opening a capture: that capture fails, tracing goes on
-      if (capture.index != 0) captures::set_state(capture.index, captures::State::kFailed, "", "internal error");
+      if (capture.index != 0)
+        captures::set_state(capture.index, captures::State::kFailed, "", "internal error");
       capture = OpenCapture{};
     }
     if (capture.drain) capture.drain->begin_batch();
@@ -214,7 +219,8 @@ struct Session {
     unsigned to = seg.main && config.trace_file ? 1u : 0u;
     if (seg.capture != 0 && seg.capture == capture.index) {
       to |= 2u;
-      if (capture.tail_name_id != 0 && e.kind == EventKind::kUserScope && e.range.name_id == capture.tail_name_id) {
+      if (capture.tail_name_id != 0 && e.kind == EventKind::kUserScope &&
+          e.range.name_id == capture.tail_name_id) {
         capture.tail_seen = true;
       }
     }
@@ -262,7 +268,8 @@ struct Session {
     if (!captures::find(index, &c)) return;
     for (;; ++next_capture_file) {  // never over an earlier run's capture
       bool taken = false;
-      for (const std::string& path : output_paths) taken |= ::access(capture_path(path, next_capture_file).c_str(), F_OK) == 0;
+      for (const std::string& path : output_paths)
+        taken |= ::access(capture_path(path, next_capture_file).c_str(), F_OK) == 0;
       if (!taken) break;
     }
     uint32_t number = next_capture_file++;
@@ -279,7 +286,8 @@ struct Session {
       output_info.path = capture_path(output_paths[i], number);
       if (!ex->open(output_info, &error)) {
         captures::set_state(index, captures::State::kFailed, "", error);
-        log_line("capture " + std::to_string(index) + " not written: " + error + "; the job runs on.");
+        log_line("capture " + std::to_string(index) + " not written: " + error +
+                 "; the job runs on.");
         return;
       }
       exporters.push_back(std::move(ex));
@@ -287,8 +295,9 @@ struct Session {
     capture = OpenCapture{};
     capture.index = index;
     capture.file_number = number;
-    capture.drain = std::make_unique<Drainer>(std::move(exporters), info.mono_origin_ns, config.shapes,
-                                              config.module_spans, config.sample < 1.0);
+    capture.drain =
+        std::make_unique<Drainer>(std::move(exporters), info.mono_origin_ns, config.shapes,
+                                  config.module_spans, config.sample < 1.0);
     capture.drain->start_clock();
     capture.dropped_before = session_state::buffers().dropped_total();
     captures::set_state(index, captures::State::kRecording, capture_path(output_paths[0], number));
@@ -317,8 +326,8 @@ struct Session {
       }
     } else {
       captures::set_state(capture.index, captures::State::kFailed, "", errors[0]);
-      log_line("capture " + std::to_string(capture.index) + " not written completely: " + errors[0] +
-               "; the job runs on.");
+      log_line("capture " + std::to_string(capture.index) +
+               " not written completely: " + errors[0] + "; the job runs on.");
     }
     capture = OpenCapture{};
   }
@@ -330,7 +339,8 @@ struct Session {
     if (!drain->flush(&error)) on_write_failure(error);
     if (capture.drain && !capture.drain->flush(&error)) {
       captures::set_state(capture.index, captures::State::kFailed, "", error);
-      log_line("capture " + std::to_string(capture.index) + " not written: " + error + "; the job runs on.");
+      log_line("capture " + std::to_string(capture.index) + " not written: " + error +
+               "; the job runs on.");
       capture = OpenCapture{};
     }
   }
@@ -391,7 +401,8 @@ void on_fork_child() {
 
 std::string window_text(const StepWindow& w) {
   if (w.all() || w.end == 0) return "";
-  return std::to_string(w.first) + ":" + std::to_string(w.end) + (w.period != 0 ? ":" + std::to_string(w.period) : "");
+  return std::to_string(w.first) + ":" + std::to_string(w.end) +
+         (w.period != 0 ? ":" + std::to_string(w.period) : "");
 }
 
 demand::Identity demand_identity(const Session& s) {
@@ -452,11 +463,13 @@ bool start_session(const Config& config, std::string* error) {
     exporters.push_back(std::move(ex));
   }
   session->stem = config.stem;
-  session->drain = std::make_unique<Drainer>(std::move(exporters), info.mono_origin_ns, config.shapes,
-                                             config.module_spans, config.sample < 1.0);
+  session->drain =
+      std::make_unique<Drainer>(std::move(exporters), info.mono_origin_ns, config.shapes,
+                                config.module_spans, config.sample < 1.0);
 
   // Events left in a thread's ring by an earlier session are not this session's.
-  session_state::buffers().for_each_and_reap([](ThreadBuffer& b) { b.ring.drain([](const RawEvent&) {}); });
+  session_state::buffers().for_each_and_reap(
+      [](ThreadBuffer& b) { b.ring.drain([](const RawEvent&) {}); });
 
   std::call_once(g_process_hooks_once, [] {
     std::atexit(stop_at_exit);
@@ -529,8 +542,9 @@ bool stop_session() {
     summary_due(session->output_paths[0], session->stem + ".summary.json");
   }
   if (dropped > 0) {
-    log_line("dropped " + std::to_string(dropped) +
-             " events because the writer fell behind; the trace says so in fqntrace.dropped_events.");
+    log_line(
+        "dropped " + std::to_string(dropped) +
+        " events because the writer fell behind; the trace says so in fqntrace.dropped_events.");
   }
   return ok;
 }
@@ -551,7 +565,8 @@ std::vector<std::string> paths_for_group(const Config& config, int rank, int wor
   EnvLookup env = [&](const char* name) -> const char* {
     if (std::strcmp(name, "RANK") == 0) return rank_text.c_str();
     if (std::strcmp(name, "WORLD_SIZE") == 0) return world_text.c_str();
-    if (std::strcmp(name, kParentVariable) == 0) return config.inherited ? parent_text.c_str() : nullptr;
+    if (std::strcmp(name, kParentVariable) == 0)
+      return config.inherited ? parent_text.c_str() : nullptr;
     return std::getenv(name);
   };
   ConfigResult again = parse_config(config.raw_value.c_str(), env, ::getpid());
@@ -581,7 +596,8 @@ void set_session_process_group(const std::string& backend, int rank, int world_s
         config.trace_file ? g_session->drain->move_outputs(paths) : std::vector<std::string>{};
     for (const std::string& error : errors) log_line(error + "; the trace keeps its name.");
     if (errors.empty() && paths.size() == g_session->output_paths.size() && !paths.empty()) {
-      g_session->stem = paths[0].substr(0, paths[0].size() - (g_session->output_paths[0].size() - g_session->stem.size()));
+      g_session->stem = paths[0].substr(
+          0, paths[0].size() - (g_session->output_paths[0].size() - g_session->stem.size()));
       g_session->output_paths = paths;
       if (config.armed || config.capture_slow > 0) demand::moved(paths[0], rank, world_size);
     }
@@ -618,7 +634,8 @@ void update_session_recording() {
   std::lock_guard<std::mutex> lock(g_lifecycle_mu);
   if (g_session == nullptr) return;
   bool capture_memory = false;
-  bool on = steps::recording_wanted(&capture_memory);  // asked under our lock: changes apply in order
+  bool on =
+      steps::recording_wanted(&capture_memory);  // asked under our lock: changes apply in order
   if (g_session->callback_installed != on) {
     if (on) {
       g_session->callback = observer::install(g_session->callback_inputs, g_id_requests > 0);

@@ -78,7 +78,8 @@ void fail_from_callback(const char* what) noexcept {
   g_running.store(false, std::memory_order_relaxed);
   if (!logged.exchange(true)) {
     try {
-      log_line(std::string(what) + "; tracing is off for the rest of this process. "
+      log_line(std::string(what) +
+               "; tracing is off for the rest of this process. "
                "Events recorded so far are kept. Please report this with the trace.");
     } catch (...) {
     }

@@ -20,7 +20,8 @@ extern std::atomic<bool> g_cpu_time;       // on unless FQNTRACE_CPU=0 (plugin/t
 // FQNTRACE_SAMPLE=p < 1: ops are sampled by torch; module scopes fill the sequence-number map
 // (plugin/seq_map.h) so every backward node still finds its module. 1: the full trace.
 extern std::atomic<double> g_sample;
-extern std::atomic<bool> g_module_spans;  // on unless FQNTRACE_MODULE_SPANS=0 (drain/module_spans.h)
+extern std::atomic<bool>
+    g_module_spans;  // on unless FQNTRACE_MODULE_SPANS=0 (drain/module_spans.h)
 
 inline bool running() { return g_running.load(std::memory_order_relaxed); }
 inline uint64_t generation() { return g_generation.load(std::memory_order_relaxed); }

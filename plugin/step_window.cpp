@@ -53,21 +53,24 @@ bool parse_step_window(const std::string& text, StepWindow* window, std::string*
   return true;
 }
 
-bool parse_steps_setting(const std::string& text, StepWindow* window, bool* armed, std::string* problem) {
+bool parse_steps_setting(const std::string& text, StepWindow* window, bool* armed,
+                         std::string* problem) {
   *window = StepWindow{};
   *armed = false;
   bool have_window = false;
   size_t pos = 0;
   while (pos <= text.size()) {
     size_t comma = text.find(',', pos);
-    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string item =
+        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     pos = comma == std::string::npos ? text.size() + 1 : comma + 1;
     if (item == "demand" && !*armed) {
       *armed = true;
     } else if (!have_window && item != "demand" && parse_step_window(item, window, problem)) {
       have_window = true;
     } else {
-      if (item == "demand" || have_window) *problem = "expected at most one window and one 'demand'";
+      if (item == "demand" || have_window)
+        *problem = "expected at most one window and one 'demand'";
       *window = StepWindow{};
       *armed = false;
       return false;

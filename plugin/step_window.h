@@ -28,6 +28,7 @@ bool parse_step_window(const std::string& text, StepWindow* window, std::string*
 // both separated by a comma (`0:1:50,demand`). *armed tells whether `demand` was given; without a
 // window *window is every step. false with *problem when malformed (*window every step, *armed
 // false).
-bool parse_steps_setting(const std::string& text, StepWindow* window, bool* armed, std::string* problem);
+bool parse_steps_setting(const std::string& text, StepWindow* window, bool* armed,
+                         std::string* problem);
 
 }  // namespace fqntrace

@@ -49,11 +49,11 @@ std::deque<Segment>& segments_log() {
   static auto* log = new std::deque<Segment>();
   return *log;
 }
-size_t g_segments_first = 0;     // number of segments_log().front()
+size_t g_segments_first = 0;  // number of segments_log().front()
 
 std::atomic<uint64_t> g_step{0};
 std::atomic<uint64_t> g_step_start{0};
-std::mutex g_track_mu;  // one producer at a time on the steps' track
+std::mutex g_track_mu;            // one producer at a time on the steps' track
 ThreadBuffer* g_track = nullptr;  // guarded by g_track_mu; buffers outlive sessions
 
 bool main_records(uint64_t step) { return g_window.contains(step); }
@@ -109,10 +109,12 @@ void slow_step(uint64_t step, uint64_t duration_ns) {
   if (g_recent_count < kRecent / 2) return;
   if (g_median_ns == 0 || g_recent_count % (kRecent / 2) == 0) g_median_ns = median_of_recent();
   if (static_cast<double>(duration_ns) <= g_slow.factor * static_cast<double>(g_median_ns)) return;
-  if (step < g_slow_not_before || g_slow_fired >= g_slow.max_captures || capture_under_way()) return;
+  if (step < g_slow_not_before || g_slow_fired >= g_slow.max_captures || capture_under_way())
+    return;
   captures::Capture c;
   char ratio[32];
-  std::snprintf(ratio, sizeof(ratio), "%.1fx", static_cast<double>(duration_ns) / static_cast<double>(g_median_ns));
+  std::snprintf(ratio, sizeof(ratio), "%.1fx",
+                static_cast<double>(duration_ns) / static_cast<double>(g_median_ns));
   c.reason = "slow step " + std::to_string(step) + ": " + ms_text(duration_ns) + ", " + ratio +
              " the median " + ms_text(g_median_ns) + " of the last " +
              std::to_string(std::min(g_recent_count, kRecent)) + " steps";
@@ -232,7 +234,8 @@ bool order_capture(captures::Capture capture, uint64_t at_step, std::string* why
     if (at_step == kNextStep) at_step = step + 1;
     now = capture.steps == 0;
     if (!now && at_step <= step) {
-      *why = "step " + std::to_string(at_step) + " has passed (this process is at step " + std::to_string(step) + ")";
+      *why = "step " + std::to_string(at_step) + " has passed (this process is at step " +
+             std::to_string(step) + ")";
       return false;
     }
     capture.first_step = now ? step : at_step;

@@ -46,7 +46,8 @@ void write_range(uint32_t name_id, uint64_t start_ticks, uint64_t end_ticks);
 // end_capture(). false with *why when a capture is already under way, the step has passed, or no
 // session runs. Any thread; the callback is installed by the session, never here.
 constexpr uint64_t kNextStep = UINT64_MAX;
-bool order_capture(captures::Capture capture, uint64_t at_step, std::string* why, uint32_t* index = nullptr);
+bool order_capture(captures::Capture capture, uint64_t at_step, std::string* why,
+                   uint32_t* index = nullptr);
 // Ends the capture `index` now if it still records (a capture timed in seconds).
 void end_capture(uint32_t index);
 

@@ -82,7 +82,8 @@ ModuleScope::~ModuleScope() {
 
 void ModuleScope::open(uint32_t fqn_id, uint32_t type_id) {
   if (!session_state::module_ranges()) {
-    frame_ = observer::open_scope(observer::ScopeKind::kModule, fqn_id, type_id, module_name_id(fqn_id));
+    frame_ =
+        observer::open_scope(observer::ScopeKind::kModule, fqn_id, type_id, module_name_id(fqn_id));
     return;
   }
   auto callbacks = at::getStepCallbacksUnlessEmpty(at::RecordScope::USER_SCOPE);

@@ -28,7 +28,8 @@ std::string module_type_name(const torch::nn::Module& module) {
   std::string name = module.name();
   size_t colon = name.rfind("::");
   if (colon != std::string::npos) name = name.substr(colon + 2);
-  if (name.size() > 4 && name.compare(name.size() - 4, 4, "Impl") == 0) name.resize(name.size() - 4);
+  if (name.size() > 4 && name.compare(name.size() - 4, 4, "Impl") == 0)
+    name.resize(name.size() - 4);
   return name;
 }
 
@@ -50,9 +51,9 @@ void trace_module(const torch::nn::Module& root, const std::string& root_name) {
     n.fqns[item.value().get()] = fqn;
     uint32_t fqn_id = intern(fqn);
     size_t dot = item.key().rfind('.');
-    std::string parent = item.key().empty()             ? std::string()
-                         : dot == std::string::npos     ? root_fqn
-                                                        : root_fqn + "." + item.key().substr(0, dot);
+    std::string parent = item.key().empty()         ? std::string()
+                         : dot == std::string::npos ? root_fqn
+                                                    : root_fqn + "." + item.key().substr(0, dot);
     declare_module(fqn_id, intern(module_type_name(*item.value())), intern(parent));
     for (const auto& param : item.value()->named_parameters(/*recurse=*/false)) {
       const at::Tensor& p = param.value();

@@ -30,6 +30,7 @@ Bare identifiers (`set_process_group`) are not checked: write `_C.set_process_gr
 held. A data key written like a name whose root is one of our modules (`steps.kept`) reads as a
 reference: write it `kept` in `steps`.
 """
+
 import ast
 import fnmatch
 import os
@@ -42,12 +43,39 @@ import tokenize
 # run.jsonl) are outputs the docs describe.
 SOURCE_EXTENSIONS = {"py", "cpp", "h", "cc", "hpp", "md", "sh", "cmake", "toml"}
 # Any of these ends a name that is a file, never a Python attribute (`results.json`).
-FILE_EXTENSIONS = SOURCE_EXTENSIONS | {"json", "jsonl", "gz", "txt", "so", "pth", "png", "csv",
-                                       "yml", "yaml", "cfg", "ini", "in", "c", "js", "log"}
+FILE_EXTENSIONS = SOURCE_EXTENSIONS | {
+    "json",
+    "jsonl",
+    "gz",
+    "txt",
+    "so",
+    "pth",
+    "png",
+    "csv",
+    "yml",
+    "yaml",
+    "cfg",
+    "ini",
+    "in",
+    "c",
+    "js",
+    "log",
+}
 PYTHON_FOLDERS = ("python/", "scripts/", "bench/", "tests/")
 # Namespaces our C++ reopens or declares against (op registration, std specializations): never ours.
-FOREIGN_CXX_ROOTS = {"std", "at", "c10", "c10d", "torch", "caffe2", "pybind11", "py", "simdjson",
-                     "libkineto", "detail"}
+FOREIGN_CXX_ROOTS = {
+    "std",
+    "at",
+    "c10",
+    "c10d",
+    "torch",
+    "caffe2",
+    "pybind11",
+    "py",
+    "simdjson",
+    "libkineto",
+    "detail",
+}
 SKIPPED_DIRS = {".git", "build", ".venv", "__pycache__", "node_modules"}
 BUILD_FILES = ("CMakeLists.txt", ".cmake", "pyproject.toml")
 LINK_MARK = "\0link:"  # before a Markdown link's target among the tokens: resolved from its page
@@ -61,7 +89,8 @@ DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 SCOPED = re.compile(r"[A-Za-z_]\w*(?:::~?[A-Za-z_]\w*)+")
 WORD = re.compile(r"[A-Za-z_]\w*")
 CXX_ROOT_DECL = re.compile(
-    r"\b(?:namespace|class|struct|union|enum(?:\s+class)?)\s+(\w+(?:::\w+)*)")
+    r"\b(?:namespace|class|struct|union|enum(?:\s+class)?)\s+(\w+(?:::\w+)*)"
+)
 SYSTEM_INCLUDE = re.compile(r"#\s*include\s*<([^>]+)>")
 EXTENSION_MODULE = re.compile(r"\bPyInit_(\w+)")
 GTEST = re.compile(r"\bTEST(?:_F|_P)?\(\s*(\w+)\s*,\s*(\w+)\s*\)")
@@ -95,7 +124,8 @@ def tracked_files(root):
 # A quote after a digit is a digit separator (3'217'000), not a character literal.
 CXX_LEXEMES = re.compile(
     r"""//[^\n]*|/\*.*?\*/|(?<!\w)R"([^(\s]*)\(.*?\)\1"|"(?:\\.|[^"\\\n])*"|(?<!\w)'(?:\\.|[^'\\\n])*'""",
-    re.S)
+    re.S,
+)
 
 
 def strip_cxx(text):
@@ -107,11 +137,11 @@ def strip_cxx(text):
         line += text.count("\n", last, match.start())
         if lexeme.startswith("//"):
             comments.append((line, lexeme[2:]))
-            code.append(text[last:match.start()])
+            code.append(text[last : match.start()])
         elif lexeme.startswith("/*"):
-            code.append(text[last:match.start()] + "\n" * lexeme.count("\n"))
+            code.append(text[last : match.start()] + "\n" * lexeme.count("\n"))
         else:
-            code.append(text[last:match.end()])
+            code.append(text[last : match.end()])
         line += lexeme.count("\n")
         last = match.end()
     code.append(text[last:])
@@ -175,8 +205,11 @@ def class_attributes(cls):
             targets = [node.target]
         for target in targets:
             for sub in ast.walk(target):
-                if (isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name)
-                        and sub.value.id in ("self", "cls")):
+                if (
+                    isinstance(sub, ast.Attribute)
+                    and isinstance(sub.value, ast.Name)
+                    and sub.value.id in ("self", "cls")
+                ):
                     names.setdefault(sub.attr, node)
     return names
 
@@ -236,12 +269,15 @@ class Repository:
             stem = os.path.basename(folder) if name == "__init__.py" else name[:-3]
             submodules = ()
             if name == "__init__.py":
-                submodules = {p[len(folder) + 1:].split("/")[0].removesuffix(".py")
-                              for p in self.files if p.startswith(folder + "/")
-                              and (p.endswith(".py") or "/" in p[len(folder) + 1:])}
+                submodules = {
+                    p[len(folder) + 1 :].split("/")[0].removesuffix(".py")
+                    for p in self.files
+                    if p.startswith(folder + "/")
+                    and (p.endswith(".py") or "/" in p[len(folder) + 1 :])
+                }
             dotted = None
             if path.startswith("python/"):
-                dotted = path[len("python/"):-3].replace("/", ".").removesuffix(".__init__")
+                dotted = path[len("python/") : -3].replace("/", ".").removesuffix(".__init__")
             module = ParsedModule(path, dotted, tree, submodules)
             self.by_path[path] = module
             self.by_stem.setdefault(stem, []).append(module)
@@ -289,8 +325,11 @@ class Repository:
         if token.rsplit("/", 1)[-1] in self.build_products:
             return True
         if "/" not in token:
-            if (token.startswith(".") or token.rsplit(".", 1)[-1] not in SOURCE_EXTENSIONS
-                    or token in self.system_headers):
+            if (
+                token.startswith(".")
+                or token.rsplit(".", 1)[-1] not in SOURCE_EXTENSIONS
+                or token in self.system_headers
+            ):
                 return None  # `.json.gz` is an extension; `Python.h` is the system's
             if any(fnmatch.fnmatchcase(b, token) for b in self.basenames):
                 return True
@@ -303,8 +342,11 @@ class Repository:
         relative = relative.replace(os.sep, "/")
         candidates = self.dirs if folder_cited else self.file_set | self.dirs
         for path in candidates:
-            if (fnmatch.fnmatchcase(path, token) or fnmatch.fnmatchcase(path, "*/" + token)
-                    or path == relative):
+            if (
+                fnmatch.fnmatchcase(path, token)
+                or fnmatch.fnmatchcase(path, "*/" + token)
+                or path == relative
+            ):
                 return True
         kind = "folder" if folder_cited else "file or folder"
         raise Broken(f"no tracked {kind} at that path")
@@ -331,8 +373,10 @@ class Repository:
     def resolve_node_id(self, file_part, names, citing_file):
         """A pytest node id, `tests/python/test_x.py::test_y`: the file, then the test in it."""
         self.resolve_path(file_part, citing_file)
-        module = next((m for p, m in self.by_path.items()
-                       if p == file_part or p.endswith("/" + file_part)), None)
+        module = next(
+            (m for p, m in self.by_path.items() if p == file_part or p.endswith("/" + file_part)),
+            None,
+        )
         if module is not None:
             self._walk(module, [n.split("[")[0] for n in names], module)
         return True
@@ -378,7 +422,7 @@ class Repository:
                 if node is None and part in scope.submodules:
                     return True  # a folder of data or a module the index could not read
                 if node is None and part in self.extension_modules:  # _C, _native_summary
-                    return self.cxx_identifiers(rest[i + 1:])
+                    return self.cxx_identifiers(rest[i + 1 :])
                 if node is None and part + ".py" in self.build_products:
                     return True
                 if node is None:
@@ -390,7 +434,7 @@ class Repository:
             else:
                 raise Broken(f"'{rest[i - 1]}' in {where} is not a module or class")
             if isinstance(node, (ast.Import, ast.ImportFrom)):
-                return self._follow_import(node, part, rest[i + 1:], module)
+                return self._follow_import(node, part, rest[i + 1 :], module)
             scope = node
         return True
 
@@ -400,7 +444,7 @@ class Repository:
         if isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                package = module.path[len("python/"):].split("/")[:-node.level]
+                package = module.path[len("python/") :].split("/")[: -node.level]
                 base = ".".join(package + ([base] if base else []))
             target = next((a.name for a in node.names if (a.asname or a.name) == name), name)
             if f"{base}.{target}" in self.modules:
@@ -425,7 +469,7 @@ def check_token(repo, token, citing_file):
     """None (not ours, or resolves) or the reason the reference is broken."""
     try:
         if token.startswith(LINK_MARK):
-            repo.resolve_link(token[len(LINK_MARK):], citing_file)
+            repo.resolve_link(token[len(LINK_MARK) :], citing_file)
             return None
         if "::" in token:
             parts = token.split("::")
@@ -475,8 +519,12 @@ def python_references(text, tree):
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
-            if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                    and isinstance(body[0].value.value, str)):
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
                 first = body[0].value.lineno
                 for offset, line in enumerate(body[0].value.value.splitlines()):
                     for token in candidates(line):
@@ -486,8 +534,9 @@ def python_references(text, tree):
 def references(repo):
     """(file, line, token) of every place the checker reads."""
     for path in repo.files:
-        if path == "README.md" or (path.startswith("docs/") and path.count("/") == 1
-                                   and path.endswith(".md")):
+        if path == "README.md" or (
+            path.startswith("docs/") and path.count("/") == 1 and path.endswith(".md")
+        ):
             for line, token in markdown_references(path, repo.text(path)):
                 yield path, line, token
         elif path.endswith(".py") and path.startswith(PYTHON_FOLDERS) and path != SELF:
@@ -511,9 +560,11 @@ def main(argv):
     for (path, line, token), reason in sorted(broken.items()):
         print(f"{path}:{line}: '{token}' does not resolve ({reason})")
     if broken:
-        print(f"check_docs: {len(broken)} broken reference(s); fix the doc or comment, or the name"
-              " it cites (a data key written like a name, `steps.kept`, is written `kept` in"
-              " `steps`)")
+        print(
+            f"check_docs: {len(broken)} broken reference(s); fix the doc or comment, or the name"
+            " it cites (a data key written like a name, `steps.kept`, is written `kept` in"
+            " `steps`)"
+        )
     return 1 if broken else 0
 
 

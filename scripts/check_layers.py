@@ -5,6 +5,7 @@ edge of the layer table below, and the folders must form no cycle. Run by ctest
 
     python3 scripts/check_layers.py [source root]
 """
+
 import os
 import re
 import sys
@@ -42,7 +43,9 @@ def folder_of_file(rel):
 
 
 def main():
-    root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
+    root = os.path.abspath(
+        sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
+    )
     edges, problems = {}, []
     for top in ALLOWED:
         for dirpath, _, files in os.walk(os.path.join(root, top)):
@@ -61,7 +64,9 @@ def main():
                             continue
                         edges.setdefault(src, set()).add(dst)
                         if dst not in ALLOWED[src]:
-                            problems.append(f"{rel}: includes \"{inc}\": {src}/ may not depend on {dst}/")
+                            problems.append(
+                                f"{rel}: includes \"{inc}\": {src}/ may not depend on {dst}/"
+                            )
     # A cycle among the edges actually present (the table itself must stay acyclic too).
     state = {}
 
@@ -81,7 +86,10 @@ def main():
         print(p)
     if problems:
         return 1
-    print("layers ok: " + ", ".join(f"{k} -> {{{', '.join(sorted(v))}}}" for k, v in sorted(edges.items())))
+    print(
+        "layers ok: "
+        + ", ".join(f"{k} -> {{{', '.join(sorted(v))}}}" for k, v in sorted(edges.items()))
+    )
     return 0
 
 

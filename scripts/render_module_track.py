@@ -6,6 +6,7 @@ internet). Used for docs/img/module_track.png.
     .venv/bin/python scripts/render_module_track.py TRACE -o OUT.png [--root FQN] [--pass N]
 
 Needs Pillow (installed by scripts/setup.sh)."""
+
 import argparse
 import hashlib
 import json
@@ -30,14 +31,24 @@ def main():
     parser.add_argument("trace")
     parser.add_argument("-o", "--output", required=True)
     parser.add_argument("--root", default=None, help="the root module (default: the first)")
-    parser.add_argument("--pass", dest="n", type=int, default=-1,
-                        help="which backward of the root (default: the last)")
+    parser.add_argument(
+        "--pass",
+        dest="n",
+        type=int,
+        default=-1,
+        help="which backward of the root (default: the last)",
+    )
     args = parser.parse_args()
     with open(args.trace) as f:
         events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
     spans = [e for e in events if e.get("cat") == "module_span"]
-    roots = [s for s in spans if s["args"]["phase"] == "backward" and "." not in s["args"]["fqn"]
-             and (args.root is None or s["args"]["fqn"] == args.root)]
+    roots = [
+        s
+        for s in spans
+        if s["args"]["phase"] == "backward"
+        and "." not in s["args"]["fqn"]
+        and (args.root is None or s["args"]["fqn"] == args.root)
+    ]
     if not roots:
         sys.exit("no backward module span of a root module in the trace")
     root = sorted(roots, key=lambda s: s["ts"])[args.n]
@@ -48,8 +59,14 @@ def main():
         return e["ts"] >= t0 - 1e-3 and e["ts"] + e["dur"] <= t1 + 1e-3
 
     upper = sorted((s for s in spans if s["tid"] == track and inside(s)), key=lambda s: s["ts"])
-    lower = sorted((e for e in events if e["tid"] == tid and inside(e)
-                    and e.get("cat") in ("cpu_op", "user_annotation")), key=lambda e: e["ts"])
+    lower = sorted(
+        (
+            e
+            for e in events
+            if e["tid"] == tid and inside(e) and e.get("cat") in ("cpu_op", "user_annotation")
+        ),
+        key=lambda e: e["ts"],
+    )
     upper_rows = 1 + max(s["args"]["depth"] for s in upper)
     lower_base = min(e["args"]["depth"] for e in lower) if lower else 0
     lower_rows = min(6, 1 + max((e["args"]["depth"] - lower_base for e in lower), default=0))
@@ -71,14 +88,20 @@ def main():
                 text = text[:-1]
             draw.text((x0 + 3, y + 5), text, fill="black", font=font)
 
-    draw.text((10, 8), f"{os.path.basename(args.trace)}: one backward of {root['args']['fqn']}, "
-              f"{root['dur'] / 1000:.3f} ms (module track above, the thread's ranges below)",
-              fill="black", font=font)
+    draw.text(
+        (10, 8),
+        f"{os.path.basename(args.trace)}: one backward of {root['args']['fqn']}, "
+        f"{root['dur'] / 1000:.3f} ms (module track above, the thread's ranges below)",
+        fill="black",
+        font=font,
+    )
     y_upper = 30
     draw.text((10, y_upper + 5), f"modules (tid {track})", fill="black", font=font)
     for s in upper:
         fqn = s["args"]["fqn"]
-        label = fqn.rsplit(".", 1)[-1] + (" [recompute]" if s["args"]["phase"] == "recompute" else "")
+        label = fqn.rsplit(".", 1)[-1] + (
+            " [recompute]" if s["args"]["phase"] == "recompute" else ""
+        )
         bar(s, s["args"]["depth"], y_upper, label)
     y_lower = y_upper + ROW * upper_rows + 20
     draw.text((10, y_lower + 5), f"thread {tid}", fill="black", font=font)

@@ -7,17 +7,17 @@ ranks in lockstep, so the machine's slow drifts hit both arms alike. Not a test;
 
 Each rank writes DIR/ab.<rank>.times.json: {"rank": R, "blocks": [[traced, [ms, ...]], ...]}.
 """
+
 import argparse
 import json
 import os
 import sys
 import time
 
-import torch
-import torch.distributed as dist
-
 import fqntrace
 import fqntrace._hooks
+import torch
+import torch.distributed as dist
 
 # The model of the distributed tests (tests/python/dist_scripts/train.py).
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -14,10 +14,10 @@ void on_end(const at::RecordFunction&, at::ObserverContext*) {}
 
 struct InstallEmptyObserver {
   InstallEmptyObserver() {
-    handle = at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
-                                       .scopes({at::RecordScope::FUNCTION,
-                                                at::RecordScope::BACKWARD_FUNCTION,
-                                                at::RecordScope::USER_SCOPE}));
+    handle = at::addGlobalCallback(
+        at::RecordFunctionCallback(&on_start, &on_end)
+            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
+                     at::RecordScope::USER_SCOPE}));
   }
   at::CallbackHandle handle = 0;
 };

@@ -6,7 +6,8 @@
 //
 //   fqntrace_exporter_bench [google benchmark flags]    BM_Export/<format>: events/s, bytes/event
 //   fqntrace_exporter_bench --plain FORMAT EVENTS [PATH]  exactly EVENTS events, no framework
-//                                                          (for callgrind/perf: a fixed amount of work)
+//                                                          (for callgrind/perf: a fixed amount of
+//                                                          work)
 //
 // Counters: events_per_s (CPU time of this thread: one core; the driver also reads wall time),
 // bytes_per_event (file bytes per raw event, flow objects included; measured once per format by
@@ -64,7 +65,8 @@ Size measure_size(const std::string& format, uint64_t steps) {
   ::rmdir(dir);
   Size s;
   s.bytes = full;
-  s.bytes_per_event = events != 0 ? static_cast<double>(full - empty) / static_cast<double>(events) : 0;
+  s.bytes_per_event =
+      events != 0 ? static_cast<double>(full - empty) / static_cast<double>(events) : 0;
   return s;
 }
 
@@ -83,7 +85,8 @@ void BM_Export(benchmark::State& state, std::string format) {
   p.finish();
   state.SetItemsProcessed(static_cast<int64_t>(events));
   const MixCounts& c = p.mix().counts();
-  state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+  state.counters["events_per_s"] =
+      benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
   state.counters["events_per_iteration"] =
       static_cast<double>(events) / static_cast<double>(std::max<int64_t>(1, state.iterations()));
   state.counters["events_per_step"] = static_cast<double>(c.total());
@@ -124,7 +127,8 @@ int main(int argc, char** argv) {
   using namespace fqntrace::bench;
   if (argc > 1 && std::strcmp(argv[1], "--plain") == 0) return plain(argc, argv);
   for (const char* format : {"chrome", "jsonl", "all", "chrome_gz", "jsonl_gz"}) {
-    benchmark::RegisterBenchmark((std::string("BM_Export/") + format).c_str(), BM_Export, std::string(format))
+    benchmark::RegisterBenchmark((std::string("BM_Export/") + format).c_str(), BM_Export,
+                                 std::string(format))
         ->Unit(benchmark::kMillisecond);
   }
   benchmark::Initialize(&argc, argv);

@@ -13,6 +13,7 @@ difference of the two variants' medians, per process. The
 parent (`cost.py`) runs the processes and prints JSON: per tracer the ns per op off and on, and
 the median over processes of the difference.
 """
+
 import json
 import os
 import statistics
@@ -30,6 +31,7 @@ WORKLOADS = ("alloc", "inplace", "alloc_with_stop", "inplace_with_stop")
 
 def _measure(tracer, n_ops, rounds):
     import torch
+
     torch.set_num_threads(1)
     a = torch.ones(64)
     b = torch.ones(64)
@@ -56,9 +58,11 @@ def _measure(tracer, n_ops, rounds):
     def session(memory):
         if tracer == "fqntrace":
             import fqntrace
+
             return fqntrace.profile(os.path.join(tmp, "cost.json"), memory=memory)
         if tracer == "profiler":
             import torch.profiler as tp
+
             return tp.profile(activities=[tp.ProfilerActivity.CPU], profile_memory=memory)
         return None
 
@@ -84,7 +88,9 @@ def _measure(tracer, n_ops, rounds):
         for variant, rounds_ns in zip(("off", "on"), ab.arms(blocks)):
             times[variant][name] = [loop for loop, _ in rounds_ns]
             times[variant][name + "_with_stop"] = [whole for _, whole in rounds_ns]
-    return {variant: {k: statistics.median(v) for k, v in by.items()} for variant, by in times.items()}
+    return {
+        variant: {k: statistics.median(v) for k, v in by.items()} for variant, by in times.items()
+    }
 
 
 def main():
@@ -97,20 +103,29 @@ def main():
     runs = {t: [] for t in TRACERS}
     for _ in range(processes):  # tracers interleaved, so drift on a shared machine hits them all
         for tracer in TRACERS:
-            proc = subprocess.run([sys.executable, __file__, tracer, str(n_ops), str(rounds)],
-                                  env=env, capture_output=True, text=True, timeout=1200)
+            proc = subprocess.run(
+                [sys.executable, __file__, tracer, str(n_ops), str(rounds)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=1200,
+            )
             if proc.returncode != 0:
                 raise SystemExit(f"cost.py {tracer}: {proc.stderr.strip()[-400:]}")
             runs[tracer].append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    out = {"n_ops": n_ops, "rounds": rounds, "processes": processes,
-           "reports_per_op": {"alloc": 2, "inplace": 0}}
+    out = {
+        "n_ops": n_ops,
+        "rounds": rounds,
+        "processes": processes,
+        "reports_per_op": {"alloc": 2, "inplace": 0},
+    }
     for tracer, rs in runs.items():
         entry = {}
         for variant in ("off", "on"):
-            entry[variant] = {w: statistics.median(r[variant][w] for r in rs)
-                              for w in WORKLOADS}
-        entry["memory_cost"] = {w: statistics.median(r["on"][w] - r["off"][w] for r in rs)
-                                for w in WORKLOADS}
+            entry[variant] = {w: statistics.median(r[variant][w] for r in rs) for w in WORKLOADS}
+        entry["memory_cost"] = {
+            w: statistics.median(r["on"][w] - r["off"][w] for r in rs) for w in WORKLOADS
+        }
         out[tracer] = entry
     print(json.dumps(out))
 

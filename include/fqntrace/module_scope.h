@@ -36,7 +36,7 @@ class ModuleScope {
  private:
   void open(uint32_t fqn_id, uint32_t type_id);
   std::optional<at::RecordFunction> range_;  // FQNTRACE_MODULE_RANGES=1
-  bool frame_ = false;                        // otherwise: a frame fqntrace's observer keeps
+  bool frame_ = false;                       // otherwise: a frame fqntrace's observer keeps
 };
 
 // Names `root` (as `root_name`, or its class name when empty) and every submodule the way
@@ -48,7 +48,8 @@ void trace_module(const torch::nn::Module& root, const std::string& root_name = 
 // The fqn registered for `module`, or "" if it was never registered.
 std::string module_fqn(const torch::nn::Module& module);
 
-// Class name of a C++ module without namespace and "Impl" suffix ("torch::nn::LinearImpl" → "Linear").
+// Class name of a C++ module without namespace and "Impl" suffix ("torch::nn::LinearImpl" →
+// "Linear").
 std::string module_type_name(const torch::nn::Module& module);
 
 }  // namespace fqntrace

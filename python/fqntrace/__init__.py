@@ -21,11 +21,23 @@ Steps: every torch.optim optimizer step ends a step (``ProfilerStep#N``); a loop
 This module stays light (no torch import) so that `python -m fqntrace` and the start-up hook cost
 nothing; the native library is loaded on first use.
 """
+
 import os as _os
 
 __version__ = "0.1.0"
-__all__ = ["library_path", "profile", "load", "Trace", "TraceError", "ModTracker", "ModuleTracker",
-           "flush", "tracing", "step", "capture"]
+__all__ = [
+    "library_path",
+    "profile",
+    "load",
+    "Trace",
+    "TraceError",
+    "ModTracker",
+    "ModuleTracker",
+    "flush",
+    "tracing",
+    "step",
+    "capture",
+]
 
 _PACKAGE_DIR = _os.path.dirname(_os.path.abspath(__file__))
 
@@ -39,21 +51,27 @@ def __getattr__(name):
     # Lazy: these need torch and the native library.
     if name == "profile":
         from fqntrace._profile import profile
+
         return profile
     if name in ("load", "Trace"):  # the analysis half: no torch
         from fqntrace.analysis import results
+
         return getattr(results, name)
     if name == "TraceError":
         from fqntrace.analysis.errors import TraceError
+
         return TraceError
     if name in ("ModTracker", "ModuleTracker"):
         from fqntrace import mod_tracker
+
         return getattr(mod_tracker, name)
     if name in ("step", "current_step", "capture"):
         from fqntrace import _steps
+
         return getattr(_steps, name)
     if name in ("flush", "tracing"):
         from fqntrace import _native
+
         return getattr(_native, name)
     raise AttributeError(f"module 'fqntrace' has no attribute {name!r}")
 

@@ -1,6 +1,7 @@
 """`python -m fqntrace <verb>` (and the `fqntrace` command): `doctor` and `--version` are
 fqntrace.doctor's (they look at torch and the build); every other verb is
 fqntrace.analysis.cli's."""
+
 import sys
 
 

@@ -1,6 +1,7 @@
 """Run at interpreter start-up by fqntrace-autostart.pth. With FQNTRACE unset it does nothing.
 With it set, it waits until the program imports torch (processes that never do pay nothing),
 then loads fqntrace, which starts the session and installs the module hooks."""
+
 import os
 import sys
 
@@ -8,7 +9,9 @@ import sys
 def _is_launcher():
     # torchrun's own process only spawns the workers; tracing it would clobber rank 0's file.
     argv0 = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
-    return argv0 == "torchrun" or sys.argv[0].endswith(os.path.join("torch", "distributed", "run.py"))
+    return argv0 == "torchrun" or sys.argv[0].endswith(
+        os.path.join("torch", "distributed", "run.py")
+    )
 
 
 def _activate():
@@ -18,8 +21,9 @@ def _activate():
         import fqntrace._activate  # noqa: F401
     except Exception as error:  # never break the user's program
         # NotLoadable says what fixes it (e.g. a build for another torch: the rebuild command).
-        reason = (getattr(error, "reason", None)
-                  or f"{error}; reinstall fqntrace into this environment")
+        reason = (
+            getattr(error, "reason", None) or f"{error}; reinstall fqntrace into this environment"
+        )
         sys.stderr.write(f"fqntrace: FQNTRACE is set but tracing is off: {reason}\n")
 
 

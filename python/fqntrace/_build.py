@@ -5,6 +5,7 @@ The build writes fqntrace/_build_info.py (cmake/build_info.py.in). A library bui
 torch is never loaded: its C++ would meet a libtorch whose symbols or class layouts differ, and a
 crash inside the user's program is what this check exists to prevent. A package without the
 record (a copy of the sources, as the sanitizer smoke test makes) is trusted as it is."""
+
 import json
 import shlex
 import sys
@@ -39,7 +40,7 @@ def installed_from():
     if url.startswith("file://"):
         from urllib.parse import unquote
 
-        return unquote(url[len("file://"):])
+        return unquote(url[len("file://") :])
     return url
 
 
@@ -47,8 +48,10 @@ def rebuild_command():
     """The pip command that rebuilds fqntrace against this environment's torch."""
     source = installed_from()
     where = shlex.quote(source) if source else "<fqntrace's git URL or source folder>"
-    return (f"{shlex.quote(sys.executable)} -m pip install --force-reinstall --no-deps "
-            f"--no-cache-dir {where}")
+    return (
+        f"{shlex.quote(sys.executable)} -m pip install --force-reinstall --no-deps "
+        f"--no-cache-dir {where}"
+    )
 
 
 def built_for(record):
@@ -64,15 +67,22 @@ def problem(torch):
     if record is None:
         return None
     if not record.TRACER:
-        return ("this fqntrace was installed without its tracer (its build found no torch, C++ "
-                "compiler or Python headers; pip's output said which); with them here, rebuild "
-                "it: " + rebuild_command())
+        return (
+            "this fqntrace was installed without its tracer (its build found no torch, C++ "
+            "compiler or Python headers; pip's output said which); with them here, rebuild "
+            "it: " + rebuild_command()
+        )
     version = getattr(torch, "__version__", "?")
     git = getattr(getattr(torch, "version", None), "git_version", "") or ""
     abi = getattr(getattr(torch, "_C", None), "_GLIBCXX_USE_CXX11_ABI", record.TORCH_CXX11_ABI)
-    same = (version == record.TORCH_VERSION and bool(abi) == bool(record.TORCH_CXX11_ABI)
-            and (not git or not record.TORCH_GIT_VERSION or git == record.TORCH_GIT_VERSION))
+    same = (
+        version == record.TORCH_VERSION
+        and bool(abi) == bool(record.TORCH_CXX11_ABI)
+        and (not git or not record.TORCH_GIT_VERSION or git == record.TORCH_GIT_VERSION)
+    )
     if same:
         return None
-    return (f"it was built for {built_for(record)} and this is torch {version}; rebuild it for "
-            f"this torch: {rebuild_command()}")
+    return (
+        f"it was built for {built_for(record)} and this is torch {version}; rebuild it for "
+        f"this torch: {rebuild_command()}"
+    )

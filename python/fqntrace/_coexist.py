@@ -4,12 +4,15 @@ profiler on a thread whose slot is taken ("Profiler is already enabled on this t
 functions torch's profilers call to start are wrapped (Kineto's in torch.autograd.profiler, the
 legacy one in torch.autograd.profiler_legacy): fqntrace gives the slot back on that thread
 first, then torch starts as usual."""
+
 import sys
 
 from fqntrace import _native
 
-_STARTERS = (("torch.autograd.profiler", "_enable_profiler"),
-             ("torch.autograd.profiler_legacy", "_enable_profiler_legacy"))
+_STARTERS = (
+    ("torch.autograd.profiler", "_enable_profiler"),
+    ("torch.autograd.profiler_legacy", "_enable_profiler_legacy"),
+)
 
 
 def _wrap(module, name, C):

@@ -1,6 +1,7 @@
 """Tells the trace which process group the program runs in: the session starts before the
 program calls init_process_group, so the backend (and, for a process started without RANK such
 as an mp.spawn child, its rank and world size and its files' names) are filled in when it does."""
+
 import functools
 
 from fqntrace import _native
@@ -13,8 +14,9 @@ def _report_backend():
 
     try:
         if dist.is_initialized():
-            _native.load().set_process_group(str(dist.get_backend()), dist.get_rank(),
-                                             dist.get_world_size())
+            _native.load().set_process_group(
+                str(dist.get_backend()), dist.get_rank(), dist.get_world_size()
+            )
     except Exception:  # never break the program over a header field
         pass
 

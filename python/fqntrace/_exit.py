@@ -12,6 +12,7 @@ So, once per process, when a session starts:
 An abort inside another `atexit` handler therefore leaves a file that `fqntrace repair` closes
 with every event of the program's main code in it.
 """
+
 import atexit
 import os
 import threading

@@ -1,6 +1,7 @@
 """The Python side of a session, set up once it has started (from FQNTRACE: fqntrace._activate;
 from fqntrace.profile). Each part stands alone: a part that fails (a torch without a private API
 it relies on) is off, with one line that says so, and the others and the trace go on."""
+
 import sys
 
 from fqntrace import _coexist, _distributed, _exit, _fsdp, _hooks, _kineto_hook, _steps
@@ -22,5 +23,7 @@ def install_all():
         try:
             set_up()
         except Exception as error:
-            sys.stderr.write(f"fqntrace: {what}: off ({type(error).__name__}: {error}); "
-                             "the rest of tracing goes on\n")
+            sys.stderr.write(
+                f"fqntrace: {what}: off ({type(error).__name__}: {error}); "
+                "the rest of tracing goes on\n"
+            )

@@ -10,6 +10,7 @@ engine's final callback, outside every node. The module each one serves is the o
 FSDP's module is imported only by programs that use it (it takes a second to import), so the
 methods are wrapped when it is first imported (fqntrace._on_import).
 """
+
 import functools
 import sys
 
@@ -53,13 +54,18 @@ def _serving(method):
 def _wrap(module):
     try:
         group_class = getattr(module, "FSDPParamGroup", None)
-        missing = [name for name in SERVED_METHODS
-                   if not callable(getattr(group_class, "__dict__", {}).get(name))]
+        missing = [
+            name
+            for name in SERVED_METHODS
+            if not callable(getattr(group_class, "__dict__", {}).get(name))
+        ]
         if missing:  # a torch whose FSDP2 differs: the rest of tracing is unaffected
             state = "off" if len(missing) == len(SERVED_METHODS) else "partly off"
-            sys.stderr.write(f"fqntrace: FSDP2 collectives' module names: {state} (this torch's "
-                             f"FSDPParamGroup has no {', '.join(missing)}); those keep the fqn "
-                             "of the code that issues them\n")
+            sys.stderr.write(
+                f"fqntrace: FSDP2 collectives' module names: {state} (this torch's "
+                f"FSDPParamGroup has no {', '.join(missing)}); those keep the fqn "
+                "of the code that issues them\n"
+            )
         for name in SERVED_METHODS:
             method = None if name in missing else group_class.__dict__[name]
             if method is not None and not getattr(method, "_fqntrace_serving", False):

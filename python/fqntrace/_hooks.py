@@ -22,6 +22,7 @@ finds it from the AccumulateGrad node the autograd engine runs. Nothing is attac
 parameter (no hook, no weak reference), so swap_tensors, lazy parameters, pickling and copies
 behave as without fqntrace.
 """
+
 import weakref
 
 from fqntrace import _native
@@ -32,7 +33,7 @@ _registration_hooks = []  # torch's handles of our module- and parameter-registr
 # whose class changes — a lazy module's cls_to_become, parametrize — is named again on its next
 # call) and its parent's fqn id (0 for a root), for the trace's module table.
 _names = weakref.WeakKeyDictionary()
-_walked = weakref.WeakSet()            # modules whose children have been named
+_walked = weakref.WeakSet()  # modules whose children have been named
 
 
 def _compiled_inner(module):
@@ -184,10 +185,16 @@ def install():
         _torch_call = torch.nn.Module.__call__
         _our_call = C.module_call(_torch_call)
         # C callables running the hooks unseen by the program's Python profilers (with_stack)
-        _registration_hooks.append(torch_module.register_module_module_registration_hook(
-            C.unprofiled(_on_module_registered)))
-        _registration_hooks.append(torch_module.register_module_parameter_registration_hook(
-            C.unprofiled(_on_parameter_registered)))
+        _registration_hooks.append(
+            torch_module.register_module_module_registration_hook(
+                C.unprofiled(_on_module_registered)
+            )
+        )
+        _registration_hooks.append(
+            torch_module.register_module_parameter_registration_hook(
+                C.unprofiled(_on_parameter_registered)
+            )
+        )
     _compile.install(_torch_call, _our_call, uninstall)
     torch.nn.Module.__call__ = _our_call
     _installed = True

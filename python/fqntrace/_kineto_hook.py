@@ -12,6 +12,7 @@ traces*). Runs in the traced process:
 
 Nothing here may disturb the profiler: a failure is one line on stderr and the file stays as
 torch wrote it."""
+
 import functools
 import os
 import sys
@@ -43,8 +44,10 @@ def _annotate(path, C):
         if attribution:
             kineto_annotate.annotate_file(path, attribution)
     except Exception as error:  # the profiler's file stays as torch wrote it
-        _log(f"could not add fqn/phase to the torch.profiler trace {path} ({error}); it is left "
-             "as torch wrote it. `python -m fqntrace annotate` can do it from fqntrace's trace")
+        _log(
+            f"could not add fqn/phase to the torch.profiler trace {path} ({error}); it is left "
+            "as torch wrote it. `python -m fqntrace annotate` can do it from fqntrace's trace"
+        )
 
 
 def _wrap_export(profile_class, C):
@@ -70,10 +73,12 @@ def install():
     if module is None:
         return
     C = _native.load()
-    _wrap_function(module, "_enable_profiler", C,
-                   before=functools.partial(C.record_function_ids, True))
-    _wrap_function(module, "_disable_profiler", C,
-                   after=functools.partial(C.record_function_ids, False))
+    _wrap_function(
+        module, "_enable_profiler", C, before=functools.partial(C.record_function_ids, True)
+    )
+    _wrap_function(
+        module, "_disable_profiler", C, after=functools.partial(C.record_function_ids, False)
+    )
     profile_class = getattr(module, "profile", None)
     if profile_class is not None:
         _wrap_export(profile_class, C)

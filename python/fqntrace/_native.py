@@ -1,6 +1,4 @@
 """Loads libfqntrace.so and its Python binding exactly once."""
-import os
-import sys
 
 _C = None
 

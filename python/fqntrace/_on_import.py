@@ -4,6 +4,7 @@ first import finishes. Standard library only, since the start-up hook uses it be
 Used to activate tracing after `import torch` (fqntrace._autostart) and to wrap FSDP2's methods
 after their module is imported (fqntrace._fsdp); neither module is imported for the purpose.
 """
+
 import sys
 
 

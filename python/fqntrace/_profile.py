@@ -1,4 +1,5 @@
 """fqntrace.profile(): trace the body of a with-block (for code that prefers it to FQNTRACE)."""
+
 import contextlib
 import itertools
 import os
@@ -31,8 +32,10 @@ class TracePath(str):
 
     def load(self):
         if not self._ended:
-            raise RuntimeError(f"fqntrace: {str(self)} is complete when the with-block has "
-                               "ended; ask for its results after the block")
+            raise RuntimeError(
+                f"fqntrace: {str(self)} is complete when the with-block has "
+                "ended; ask for its results after the block"
+            )
         if self._trace is None:
             from fqntrace.analysis import results
 
@@ -64,13 +67,17 @@ def _steps_text(steps):
         return steps
     if isinstance(steps, range):
         if steps.step != 1:
-            raise ValueError(f"fqntrace: steps={steps!r}: a range of consecutive steps, "
-                             "e.g. range(10, 20); for a period use \"10:20:100\"")
+            raise ValueError(
+                f"fqntrace: steps={steps!r}: a range of consecutive steps, "
+                "e.g. range(10, 20); for a period use \"10:20:100\""
+            )
         return f"{steps.start}:{steps.stop}"
     if isinstance(steps, (tuple, list)) and len(steps) in (2, 3):
         return ":".join(str(v) for v in steps)
-    raise ValueError(f"fqntrace: steps={steps!r}: expected \"FIRST:END[:PERIOD]\", "
-                     "range(FIRST, END) or (FIRST, END[, PERIOD])")
+    raise ValueError(
+        f"fqntrace: steps={steps!r}: expected \"FIRST:END[:PERIOD]\", "
+        "range(FIRST, END) or (FIRST, END[, PERIOD])"
+    )
 
 
 def _sample_text(sample):
@@ -78,8 +85,10 @@ def _sample_text(sample):
     if sample is None:
         return None
     if isinstance(sample, bool) or not isinstance(sample, (int, float)) or not 0 < sample <= 1:
-        raise ValueError(f"fqntrace: sample={sample!r} is not a probability in (0, 1]; "
-                         "e.g. sample=0.01 records 1 op in 100")
+        raise ValueError(
+            f"fqntrace: sample={sample!r} is not a probability in (0, 1]; "
+            "e.g. sample=0.01 records 1 op in 100"
+        )
     return repr(float(sample))
 
 

@@ -9,6 +9,7 @@ A program that calls fqntrace.step() itself decides where steps end: its first c
 removes the optimizer hook, so a step is never ended twice. The choice lasts one session: the next
 session (fqntrace.profile()) starts with the optimizer hook again, as a fresh process would.
 """
+
 from fqntrace import _native
 
 _handle = None

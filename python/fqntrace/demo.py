@@ -2,6 +2,7 @@
 
 Run as ``FQNTRACE=trace.json python -m fqntrace.demo``: nothing here mentions fqntrace, the
 tracing comes from the environment alone."""
+
 import argparse
 import math
 import time

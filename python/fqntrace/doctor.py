@@ -4,6 +4,7 @@ which features work here, and whether tracing can start; `--version` prints the 
 Exit 0 when tracing can start here, or when there is no torch here (an analysis-only
 environment: the CLI is what it is for); 1 when torch is here but the tracer cannot start,
 with the command that fixes it."""
+
 import importlib
 import os
 import sys
@@ -13,26 +14,50 @@ from fqntrace import __version__, _build, _fsdp
 # The private torch APIs each optional feature relies on, looked up by name: a missing one turns
 # that feature off (its set-up says so in one line at run time) and nothing else.
 FEATURES = (
-    ("torch.compile: compiles as untraced, compiled code keeps module names", (
-        "torch._dynamo.decorators:substitute_in_graph", "torch._dynamo.decorators:is_function",
-        "torch._inductor.custom_graph_pass:CustomGraphPass",
-        "torch._inductor.utils:aggregate_origins",
-        "torch._inductor.virtualized:V", "torch._inductor.runtime.cache_dir_utils:cache_dir",
-        "torch._inductor.compile_fx:_compile_fx_inner",
-        "torch._inductor.output_code:CompiledFxGraph.__call__")),
-    ("FSDP2: all-gathers and reduce-scatters named by the module they serve", tuple(
-        f"{_fsdp.TARGET}:FSDPParamGroup.{method}" for method in _fsdp.SERVED_METHODS)),
-    ("torch.profiler traces annotated with fqn and phase", (
-        "torch.autograd.profiler:_enable_profiler", "torch.autograd.profiler:_disable_profiler",
-        "torch.autograd.profiler:profile.export_chrome_trace")),
-    ("training steps from optimizer steps", (
-        "torch.optim.optimizer:register_optimizer_step_post_hook",)),
-    ("module names (nn.Module registration hooks)", (
-        "torch.nn.modules.module:register_module_module_registration_hook",
-        "torch.nn.modules.module:register_module_parameter_registration_hook")),
-    ("fqntrace.ModTracker", (
-        "torch._C:_current_graph_task_id", "torch.autograd.graph:register_multi_grad_hook",
-        "torch.utils._pytree:tree_flatten")),
+    (
+        "torch.compile: compiles as untraced, compiled code keeps module names",
+        (
+            "torch._dynamo.decorators:substitute_in_graph",
+            "torch._dynamo.decorators:is_function",
+            "torch._inductor.custom_graph_pass:CustomGraphPass",
+            "torch._inductor.utils:aggregate_origins",
+            "torch._inductor.virtualized:V",
+            "torch._inductor.runtime.cache_dir_utils:cache_dir",
+            "torch._inductor.compile_fx:_compile_fx_inner",
+            "torch._inductor.output_code:CompiledFxGraph.__call__",
+        ),
+    ),
+    (
+        "FSDP2: all-gathers and reduce-scatters named by the module they serve",
+        tuple(f"{_fsdp.TARGET}:FSDPParamGroup.{method}" for method in _fsdp.SERVED_METHODS),
+    ),
+    (
+        "torch.profiler traces annotated with fqn and phase",
+        (
+            "torch.autograd.profiler:_enable_profiler",
+            "torch.autograd.profiler:_disable_profiler",
+            "torch.autograd.profiler:profile.export_chrome_trace",
+        ),
+    ),
+    (
+        "training steps from optimizer steps",
+        ("torch.optim.optimizer:register_optimizer_step_post_hook",),
+    ),
+    (
+        "module names (nn.Module registration hooks)",
+        (
+            "torch.nn.modules.module:register_module_module_registration_hook",
+            "torch.nn.modules.module:register_module_parameter_registration_hook",
+        ),
+    ),
+    (
+        "fqntrace.ModTracker",
+        (
+            "torch._C:_current_graph_task_id",
+            "torch.autograd.graph:register_multi_grad_hook",
+            "torch.utils._pytree:tree_flatten",
+        ),
+    ),
 )
 
 
@@ -61,11 +86,13 @@ def _torch():
 def _engines_line():
     try:
         from fqntrace.analysis import summarize
+
         native = summarize._native is not None
     except Exception:
         native = False
     try:
         import msgspec  # noqa: F401
+
         decoder = "msgspec"
     except ImportError:
         decoder = "the standard library's json (install msgspec for about twice the speed)"
@@ -90,12 +117,16 @@ def main(argv=None):
         cuda = f", CUDA {record.TORCH_CUDA}" if record.TORCH_CUDA else ", CPU"
         git = record.TORCH_GIT_VERSION[:12] or "?"
         engines = "yes" if record.NATIVE_ENGINES else "no"
-        print(f"built: tracer for {_build.built_for(record)}{cuda} (git {git}) with "
-              f"{record.COMPILER}; native CLI engines: {engines}")
+        print(
+            f"built: tracer for {_build.built_for(record)}{cuda} (git {git}) with "
+            f"{record.COMPILER}; native CLI engines: {engines}"
+        )
     else:
-        print("built: analysis half only (no tracer: the build found no torch, C++ compiler or "
-              "Python headers); "
-              f"native CLI engines: {'yes' if record.NATIVE_ENGINES else 'no'}")
+        print(
+            "built: analysis half only (no tracer: the build found no torch, C++ compiler or "
+            "Python headers); "
+            f"native CLI engines: {'yes' if record.NATIVE_ENGINES else 'no'}"
+        )
     print(_engines_line())
 
     torch, error = _torch()

@@ -32,11 +32,13 @@ the common single-tensor input/output is hooked with one ``Tensor.register_hook`
 ``register_multi_grad_hook``, and the usual argument shapes (tensors in a tuple/list/dict) are
 scanned without ``tree_flatten``. Anything else takes torch's general path.
 """
+
 import logging
 import sys
 import warnings
 import weakref
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 from torch.autograd.graph import register_multi_grad_hook
@@ -139,15 +141,17 @@ def _hook_any(tensors, fn):
 class _ModTrackerEntry(NamedTuple):
     """What ModTracker keeps per module: its name and the callables it gives autograd, built once
     per name."""
+
     naming: object  # fqntrace._hooks.naming() when built; a rename makes a new one
     fqn: str
-    start_bw: Callable     # (*grads): the first grad of the module's outputs is computed
-    end_bw: Callable       # (*grads): all grads of its inputs are computed
-    end_bw_one: Callable   # (grad): end_bw for a single input tensor
+    start_bw: Callable  # (*grads): the first grad of the module's outputs is computed
+    end_bw: Callable  # (*grads): all grads of its inputs are computed
+    end_bw_one: Callable  # (grad): end_bw for a single input tensor
 
 
 class _ModuleTrackerEntry(NamedTuple):
     """What ModuleTracker keeps per module; enter_bw / exit_bw take a grad or a list of them."""
+
     naming: object
     fqn: str
     enter_bw: Callable
@@ -486,7 +490,9 @@ class ModuleTracker(_TrackerBase):
         if name in self.parents:
             logger.info(
                 "The module hierarchy tracking seems to be broken as this Module was already "
-                "entered. %s during %s", name, "backward" if is_bw else "forward",
+                "entered. %s during %s",
+                name,
+                "backward" if is_bw else "forward",
             )
         self.parents.add(name)
 
@@ -496,7 +502,9 @@ class ModuleTracker(_TrackerBase):
         else:
             logger.info(
                 "The Module hierarchy tracking is confused as we're exiting a Module that was "
-                "never entered. %s during %s", name, "backward" if is_bw else "forward",
+                "never entered. %s during %s",
+                name,
+                "backward" if is_bw else "forward",
             )
 
     def _fw_pre_hook(self, mod, input):

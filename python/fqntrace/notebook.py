@@ -7,13 +7,16 @@ The cell always runs, exactly once: when tracing cannot start here (a session is
 running, e.g. FQNTRACE is set for the kernel; a bad option), it runs untraced after one line
 saying why. Each run writes its own trace (a new file under the temporary directory unless -o).
 """
+
 import shlex
 import sys
 
 from fqntrace import _profile
 
-USAGE = ("%%fqntrace [-o PATH] [--steps A:B] [--memory] [--exclude-steps LIST] [--depth N] "
-         "[--no-chart] [--quiet]")
+USAGE = (
+    "%%fqntrace [-o PATH] [--steps A:B] [--memory] [--exclude-steps LIST] [--depth N] "
+    "[--no-chart] [--quiet]"
+)
 
 
 def _say(message):
@@ -35,6 +38,7 @@ def _options(line):
     parser.add_argument("-o", "--output", default=None)
     parser.add_argument("--steps", default=None)
     parser.add_argument("--memory", action="store_true")
+
     def step_list(text):
         try:
             return step_times.parse_step_list(text)
@@ -87,8 +91,10 @@ def run_cell_traced(shell, line, cell):
         _say(f"the cell ran traced, but its trace {written} cannot be read: {error}")
         return None
     except Exception as error:  # ours, never the cell's: one line, the cell's outcome stands
-        _say(f"could not read the cell's trace {written} ({type(error).__name__}: {error}); "
-             "please report it")
+        _say(
+            f"could not read the cell's trace {written} ({type(error).__name__}: {error}); "
+            "please report it"
+        )
         return None
     trace.display_chart, trace.display_depth = not options.no_chart, options.depth
     return trace
@@ -96,10 +102,13 @@ def run_cell_traced(shell, line, cell):
 
 def load_ipython_extension(ipython):
     """`%load_ext fqntrace`: registers the %%fqntrace cell magic (loading it twice is harmless)."""
+
     def fqntrace(line, cell):
         return run_cell_traced(ipython, line, cell)
 
-    fqntrace.__doc__ = (f"{USAGE}\n\nTraces the cell with fqntrace and shows the module tree "
-                        "(icicle) and the per-module table under it. The cell's value is the "
-                        "run's fqntrace.Trace: _.summary() is a DataFrame.")
+    fqntrace.__doc__ = (
+        f"{USAGE}\n\nTraces the cell with fqntrace and shows the module tree "
+        "(icicle) and the per-module table under it. The cell's value is the "
+        "run's fqntrace.Trace: _.summary() is a DataFrame."
+    )
     ipython.register_magic_function(fqntrace, magic_kind="cell", magic_name="fqntrace")

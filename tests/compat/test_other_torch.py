@@ -2,14 +2,16 @@
 torch (the compatibility tier's, scripts/compat.sh, which sets FQNTRACE_OTHER_BUILD to the main
 venv): the library is never loaded, a traced program runs on exactly as untraced with one line
 that names the rebuild command, and doctor says why."""
+
 import os
 import sys
 
 import pytest
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                "python"))
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python")
+)
 from installed_copy import copy_package, rebuild_prefix, run  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -41,7 +43,8 @@ def test_a_build_for_another_torch_leaves_tracing_off_with_one_line(other_build,
     assert len(lines) == 1, traced.stderr
     assert lines[0].startswith(
         f"fqntrace: FQNTRACE is set but tracing is off: it was built for torch {built_for} and "
-        f"this is torch {torch.__version__}; rebuild it for this torch: {rebuild_prefix()}")
+        f"this is torch {torch.__version__}; rebuild it for this torch: {rebuild_prefix()}"
+    )
     assert not trace.exists()
     doctor = run(["-m", "fqntrace", "doctor"], other_build)
     assert doctor.returncode == 1

@@ -1,5 +1,6 @@
 """A small training loop that never mentions fqntrace: the compatibility tier runs it with
 FQNTRACE set in the compat venv and validates the trace (scripts/compat.sh)."""
+
 import torch
 from torch import nn
 

@@ -58,7 +58,8 @@ TEST(CaptureTest, StepsSettingTakesDemandAloneOrBesideAWindow) {
   EXPECT_TRUE(armed && w.contains(3) && !w.contains(5));
   ASSERT_TRUE(parse_steps_setting("3:5", &w, &armed, &problem));
   EXPECT_FALSE(armed);
-  for (const char* bad : {"demand,demand", "1:2,3:4", "demand,", "Demand", "demand:1:2", ",demand"}) {
+  for (const char* bad :
+       {"demand,demand", "1:2,3:4", "demand,", "Demand", "demand:1:2", ",demand"}) {
     problem.clear();
     EXPECT_FALSE(parse_steps_setting(bad, &w, &armed, &problem)) << bad;
     EXPECT_FALSE(problem.empty()) << bad;
@@ -73,15 +74,18 @@ TEST(CaptureTest, ConfigArmedWritesNoTraceFileAndChecksCaptureSettings) {
   EXPECT_TRUE(r.config->armed);
   EXPECT_FALSE(r.config->trace_file);
   EXPECT_FALSE(r.config->steps.contains(0));
-  r = parse_with("t.json", {{"FQNTRACE_STEPS", "0:1:50,demand"}, {"FQNTRACE_CAPTURE_SLOW", "2.5"},
-                            {"FQNTRACE_CAPTURE_STEPS", "7"}, {"FQNTRACE_CAPTURE_MAX", "2"}});
+  r = parse_with("t.json", {{"FQNTRACE_STEPS", "0:1:50,demand"},
+                            {"FQNTRACE_CAPTURE_SLOW", "2.5"},
+                            {"FQNTRACE_CAPTURE_STEPS", "7"},
+                            {"FQNTRACE_CAPTURE_MAX", "2"}});
   ASSERT_TRUE(r.config);
   EXPECT_TRUE(r.config->armed && r.config->trace_file);
   EXPECT_DOUBLE_EQ(r.config->capture_slow, 2.5);
   EXPECT_EQ(r.config->capture_steps, 7u);
   EXPECT_EQ(r.config->capture_max, 2u);
   EXPECT_TRUE(r.config->warnings.empty());
-  r = parse_with("t.json", {{"FQNTRACE_CAPTURE_SLOW", "0.5"}, {"FQNTRACE_CAPTURE_STEPS", "0"},
+  r = parse_with("t.json", {{"FQNTRACE_CAPTURE_SLOW", "0.5"},
+                            {"FQNTRACE_CAPTURE_STEPS", "0"},
                             {"FQNTRACE_CAPTURE_MAX", "x"}});
   ASSERT_TRUE(r.config);
   EXPECT_EQ(r.config->capture_slow, 0.0);
@@ -109,8 +113,8 @@ TEST(CaptureTest, JsonReaderReadsRequestsAndRejectsDamage) {
   EXPECT_TRUE(v->get("memory")->boolean);
   EXPECT_FALSE(v->get("x")->array.at(2).boolean);
   EXPECT_EQ(v->get("missing"), nullptr);
-  for (const char* bad : {"", "{", "{\"a\": }", "{\"a\": 1,}", "[1 2]", "{\"a\": \"x}", "{\"a\": tru}",
-                          "{} x", "{\"a\": \"\x01\"}", "{\"a\": 1e}"}) {
+  for (const char* bad : {"", "{", "{\"a\": }", "{\"a\": 1,}", "[1 2]", "{\"a\": \"x}",
+                          "{\"a\": tru}", "{} x", "{\"a\": \"\x01\"}", "{\"a\": 1e}"}) {
     EXPECT_FALSE(json_reader::parse(bad)) << bad;
   }
   std::string deep(40, '[');
@@ -190,7 +194,8 @@ TEST(CaptureTest, SlowStepInAFullTraceCapturesTheNextSteps) {
   trace_module(*net, "Net");
   std::string dir = make_temp_dir();
   std::string path = dir + "/slow.json";
-  ConfigResult r = parse_with(path, {{"FQNTRACE_CAPTURE_SLOW", "5"}, {"FQNTRACE_CAPTURE_STEPS", "2"}});
+  ConfigResult r =
+      parse_with(path, {{"FQNTRACE_CAPTURE_SLOW", "5"}, {"FQNTRACE_CAPTURE_STEPS", "2"}});
   ASSERT_TRUE(r.config);
   std::string error;
   ASSERT_TRUE(start_session(*r.config, &error)) << error;

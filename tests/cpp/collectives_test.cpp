@@ -61,7 +61,10 @@ TEST(CollectivesTest, WorkInheritsItsOwnIssuerWhateverTheOrder) {
   }
   std::function<void()> orphan = make_work("gloo:broadcast");  // created outside any issuing op
   std::thread([&] { work_b(); }).join();
-  std::thread([&] { work_a(); orphan(); }).join();
+  std::thread([&] {
+    work_a();
+    orphan();
+  }).join();
   json trace = stop_and_load(path);
 
   auto works = by_fqn(slices(trace), "gloo:all_reduce");

@@ -1,9 +1,10 @@
 // A compiled graph's call list (plugin/compiled_graph.h): the same graph serves every block of
 // the same shape, so each call's fqn is built under the module the graph runs for.
+#include "plugin/compiled_graph.h"
+
 #include <gtest/gtest.h>
 
 #include "buffer/intern.h"
-#include "plugin/compiled_graph.h"
 
 namespace fqntrace {
 namespace {
@@ -33,8 +34,9 @@ TEST(CompiledGraphTest, OutsideEveryModuleTheRootIsNamedByItsClass) {
 // A sampled trace sees some calls only: a name the graph calls once places its op, a name it
 // calls several times places none (an earlier call of it may not have been seen).
 TEST(CompiledGraphTest, OnlyANameCalledOnceGivesItsCall) {
-  CompiledGraph graph({id("aten::addmm"), id("cpp_fused_relu_0"), id("aten::addmm"), id("aten::mm")},
-                      {".fc1", ".act", ".fc2", ".head"}, "");
+  CompiledGraph graph(
+      {id("aten::addmm"), id("cpp_fused_relu_0"), id("aten::addmm"), id("aten::mm")},
+      {".fc1", ".act", ".fc2", ".head"}, "");
   EXPECT_EQ(graph.only_call_named(id("cpp_fused_relu_0")), 1u);
   EXPECT_EQ(graph.only_call_named(id("aten::mm")), 3u);
   EXPECT_EQ(graph.only_call_named(id("aten::addmm")), CompiledGraph::kNotUnique);

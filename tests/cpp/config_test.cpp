@@ -1,4 +1,6 @@
 // FQNTRACE parsing rules, and the behaviour of a traced program given a bad value.
+#include "plugin/config.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -7,7 +9,6 @@
 #include <map>
 #include <sstream>
 
-#include "plugin/config.h"
 #include "tests/cpp/test_util.h"
 
 using namespace fqntrace;
@@ -47,7 +48,8 @@ TEST(ConfigTest, PlaceholdersAndFormats) {
 }
 
 TEST(ConfigTest, BadValuesSayWhatIsWrong) {
-  EXPECT_NE(parse("/tmp/{host}.json").problem.find("unknown placeholder {host}"), std::string::npos);
+  EXPECT_NE(parse("/tmp/{host}.json").problem.find("unknown placeholder {host}"),
+            std::string::npos);
   EXPECT_NE(parse("/tmp/{pid.json").problem.find("unmatched '{'"), std::string::npos);
   EXPECT_NE(parse("/tmp/pid}.json").problem.find("unmatched '}'"), std::string::npos);
   EXPECT_NE(parse("/tmp/trace.txt").problem.find("extension '.txt'"), std::string::npos);
@@ -69,7 +71,8 @@ TEST(ConfigTest, PathChecks) {
   std::string fix;
   EXPECT_EQ(check_path_writable(dir + "/ok.json", &fix), "");
   EXPECT_EQ(check_path_writable(dir, &fix), "it is a directory");
-  EXPECT_NE(check_path_writable(dir + "/missing/x.json", &fix).find("does not exist"), std::string::npos);
+  EXPECT_NE(check_path_writable(dir + "/missing/x.json", &fix).find("does not exist"),
+            std::string::npos);
   EXPECT_NE(fix.find("mkdir -p"), std::string::npos);
 }
 
@@ -80,12 +83,12 @@ TEST(EnvironmentTest, BadValuesNeverChangeTheExitCode) {
   std::string full = dir + "/full.json";
   ASSERT_EQ(symlink("/dev/full", full.c_str()), 0);
   const std::vector<std::string> bad = {
-      dir,                          // a directory
-      dir + "/nope/trace.json",     // a missing directory
-      "/proc/trace.json",           // a directory nobody can create files in
-      dir + "/trace.txt",           // an unknown extension
-      dir + "/trace.{host}.json",   // a bad placeholder
-      full,                         // a disk that is full
+      dir,                         // a directory
+      dir + "/nope/trace.json",    // a missing directory
+      "/proc/trace.json",          // a directory nobody can create files in
+      dir + "/trace.txt",          // an unknown extension
+      dir + "/trace.{host}.json",  // a bad placeholder
+      full,                        // a disk that is full
       dir + "/a\nb/c.json",        // a newline in the value: still one line
   };
   for (const auto& value : bad) {
@@ -123,7 +126,8 @@ TEST(EnvironmentTest, ProgramWithoutPythonIsToldHowToGetTheSummary) {
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
   std::vector<std::string> lines = lines_of(r.stderr_text);
   ASSERT_EQ(lines.size(), 1u) << r.stderr_text;
-  EXPECT_NE(lines[0].find("FQNTRACE_FORMATS=summary: " + dir + "/c.summary.json is written by the "
+  EXPECT_NE(lines[0].find("FQNTRACE_FORMATS=summary: " + dir +
+                          "/c.summary.json is written by the "
                           "fqntrace Python package"),
             std::string::npos)
       << lines[0];
@@ -150,7 +154,8 @@ TEST(EnvironmentTest, PythonLoadLibraryWritesValidTrace) {
   std::string path = make_temp_dir() + "/py.json";
   std::string script =
       "import torch\n"
-      "torch.ops.load_library('" FQNTRACE_LIBRARY "')\n"
+      "torch.ops.load_library('" FQNTRACE_LIBRARY
+      "')\n"
       "x = torch.ones(3, requires_grad=True)\n"
       "(x * 2).sum().backward()\n";
   ChildResult r = run_child({FQNTRACE_PYTHON, "-c", script}, {{"FQNTRACE", path}});
@@ -193,7 +198,8 @@ TEST(ConfigTest, ClockChoice) {
 }
 
 namespace {
-ConfigResult parse_with(const char* value, std::map<std::string, std::string> vars, long pid = 4242) {
+ConfigResult parse_with(const char* value, std::map<std::string, std::string> vars,
+                        long pid = 4242) {
   return parse_config(
       value,
       [&](const char* name) -> const char* {
@@ -220,12 +226,14 @@ TEST(ConfigTest, SwitchesAcceptTheUsualWords) {
     EXPECT_FALSE(r.config->shapes) << off;
     EXPECT_TRUE(r.config->warnings.empty()) << off;
   }
-  ConfigResult r = parse_with("/tmp/t.json", {{"FQNTRACE_FLOPS", "y\nes"}, {"FQNTRACE_SHAPES", "2"}});
+  ConfigResult r =
+      parse_with("/tmp/t.json", {{"FQNTRACE_FLOPS", "y\nes"}, {"FQNTRACE_SHAPES", "2"}});
   ASSERT_TRUE(r.config);
   EXPECT_FALSE(r.config->flops);
   EXPECT_FALSE(r.config->shapes);
   ASSERT_EQ(r.config->warnings.size(), 2u);
-  EXPECT_NE(r.config->warnings[0].find("FQNTRACE_FLOPS=y\\nes"), std::string::npos) << r.config->warnings[0];
+  EXPECT_NE(r.config->warnings[0].find("FQNTRACE_FLOPS=y\\nes"), std::string::npos)
+      << r.config->warnings[0];
   EXPECT_NE(r.config->warnings[1].find("FQNTRACE_SHAPES=2"), std::string::npos);
 }
 
@@ -286,7 +294,8 @@ TEST(ConfigTest, SampleIsAProbabilityOrTheFullTrace) {
         << r.config->warnings[0];
   }
   // The summary is the CLI's summary of the finished trace, sampled or not: still asked for.
-  r = parse_with("/tmp/t.json", {{"FQNTRACE_SAMPLE", "0.5"}, {"FQNTRACE_FORMATS", "summary,jsonl"}});
+  r = parse_with("/tmp/t.json",
+                 {{"FQNTRACE_SAMPLE", "0.5"}, {"FQNTRACE_FORMATS", "summary,jsonl"}});
   ASSERT_TRUE(r.config);
   EXPECT_TRUE(r.config->summary);
   EXPECT_EQ(r.config->outputs.size(), 2u);
@@ -313,13 +322,16 @@ TEST(ConfigTest, InheritedChildWritesItsOwnFile) {
   ASSERT_TRUE(child.config);
   EXPECT_EQ(child.config->path, "/tmp/run.pid4242.json");
   EXPECT_TRUE(child.config->inherited);
-  ConfigResult ranked = parse_with("/tmp/run.{rank}.jsonl", {{kParentVariable, "100:/tmp/run.{rank}.jsonl"}});
+  ConfigResult ranked =
+      parse_with("/tmp/run.{rank}.jsonl", {{kParentVariable, "100:/tmp/run.{rank}.jsonl"}});
   ASSERT_TRUE(ranked.config);
   EXPECT_EQ(ranked.config->path, "/tmp/run.0.pid4242.jsonl");
-  ConfigResult with_pid = parse_with("/tmp/run.{pid}.json", {{kParentVariable, "100:/tmp/run.{pid}.json"}});
+  ConfigResult with_pid =
+      parse_with("/tmp/run.{pid}.json", {{kParentVariable, "100:/tmp/run.{pid}.json"}});
   ASSERT_TRUE(with_pid.config);
   EXPECT_EQ(with_pid.config->path, "/tmp/run.4242.json");
-  ConfigResult extra = parse_with("/tmp/run.json", {{kParentVariable, "100:/tmp/run.json"}, {"FQNTRACE_FORMATS", "summary"}});
+  ConfigResult extra = parse_with(
+      "/tmp/run.json", {{kParentVariable, "100:/tmp/run.json"}, {"FQNTRACE_FORMATS", "summary"}});
   ASSERT_TRUE(extra.config);
   EXPECT_TRUE(extra.config->summary);  // <stem>.summary.json, written by the Python package
   EXPECT_EQ(extra.config->outputs.size(), 1u);

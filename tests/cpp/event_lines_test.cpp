@@ -1,6 +1,8 @@
 // The drain's cached line writer (exporters/event_lines.h) against the reference
 // (json::append_event): byte for byte the same text, on every event of the benchmark's mix, with
 // shapes, hostile names, collectives, and after the cache has started over.
+#include "exporters/event_lines.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -8,7 +10,6 @@
 
 #include "buffer/intern.h"
 #include "drain/module_spans.h"
-#include "exporters/event_lines.h"
 #include "exporters/json_text.h"
 #include "exporters/module_span_json.h"
 #include "tests/support/event_mix.h"
@@ -81,7 +82,8 @@ TEST(EventLinesTest, WritesWhatAppendEventWritesForTheWholeMix) {
     Both both(separator);
     uint64_t n = 0;
     for (uint64_t k = 0; k < 3; ++k) {
-      for (const auto& me : m.step()) add_raw(both, m.at_step(me.raw, k), mix::EventMix::tid(me.thread), n++);
+      for (const auto& me : m.step())
+        add_raw(both, m.at_step(me.raw, k), mix::EventMix::tid(me.thread), n++);
     }
     ASSERT_GT(both.expected().size(), 100000u);
     EXPECT_EQ(both.actual(), both.expected());
@@ -156,14 +158,29 @@ TEST(EventLinesTest, ModuleSpansAsAppendModuleSpanWritesThem) {
           span.range.fqn_id = names.intern(fqn);
           span.range.name_id = names.intern(std::string("nn.Module: ") + fqn);
           span.range.module.type_id = names.intern(type);
-          EventRecord e{span, track, names.str(span.range.name_id), names.str(span.range.fqn_id),
-                        names.str(span.range.module.type_id), kNone, 1'000'123 + 7'777 * n,
-                        n * 1'234'567, 0, 0};
+          EventRecord e{span,
+                        track,
+                        names.str(span.range.name_id),
+                        names.str(span.range.fqn_id),
+                        names.str(span.range.module.type_id),
+                        kNone,
+                        1'000'123 + 7'777 * n,
+                        n * 1'234'567,
+                        0,
+                        0};
           json::append_module_span(expected, e, kPid, separator, &first_expected);
           lines.append(actual, e, separator, &first_actual);
           RawEvent between = op("aten::mm", fqn, 2, static_cast<int64_t>(n));  // an op in between
-          EventRecord o{between, 17, names.str(between.range.name_id), names.str(between.range.fqn_id), kNone, kNone,
-                        2'000'000 + n, 999, 0, 0};
+          EventRecord o{between,
+                        17,
+                        names.str(between.range.name_id),
+                        names.str(between.range.fqn_id),
+                        kNone,
+                        kNone,
+                        2'000'000 + n,
+                        999,
+                        0,
+                        0};
           json::append_event(expected, o, kPid, separator, &first_expected);
           lines.append(actual, o, separator, &first_actual);
           ++n;

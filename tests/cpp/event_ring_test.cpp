@@ -1,11 +1,12 @@
 // The ring's drop accounting and its wake-up signal (buffer/event_ring.h), and the registry's
 // count of drops across buffers that are freed (buffer/buffer_registry.h).
+#include "buffer/event_ring.h"
+
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "buffer/buffer_registry.h"
-#include "buffer/event_ring.h"
 
 namespace fqntrace {
 namespace {

@@ -8,8 +8,8 @@
 #include <set>
 #include <sstream>
 
-#include "tests/support/event_mix.h"
 #include "tests/cpp/test_util.h"
+#include "tests/support/event_mix.h"
 
 using namespace fqntrace;
 using namespace fqntrace::testing;
@@ -89,7 +89,7 @@ TEST(ExporterMixTest, BenchmarkEventsMakeValidTraces) {
   EXPECT_GT(with_seq, 0);
   EXPECT_GT(phases["forward"], 0);
   EXPECT_GT(phases["backward"], 0);
-  EXPECT_EQ(tids.size(), 2u);  // the training thread and the communication thread
+  EXPECT_EQ(tids.size(), 2u);   // the training thread and the communication thread
   EXPECT_GT(module_spans, 0u);  // the mix's backward makes them; validate accepted them above
   EXPECT_EQ(trace.at("fqntrace").at("events"), events + module_spans);
   EXPECT_EQ(trace.at("fqntrace").at("dropped_events"), 0);

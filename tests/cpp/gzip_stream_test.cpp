@@ -32,7 +32,8 @@ std::string gunzip(const std::string& gz, size_t expected_size) {
   std::string out(expected_size + 1, '\0');
   libdeflate_decompressor* d = libdeflate_alloc_decompressor();
   size_t got = 0;
-  libdeflate_result rc = libdeflate_gzip_decompress(d, gz.data(), gz.size(), &out[0], out.size(), &got);
+  libdeflate_result rc =
+      libdeflate_gzip_decompress(d, gz.data(), gz.size(), &out[0], out.size(), &got);
   libdeflate_free_decompressor(d);
   EXPECT_EQ(rc, LIBDEFLATE_SUCCESS);
   out.resize(rc == LIBDEFLATE_SUCCESS ? got : 0);
@@ -92,18 +93,19 @@ EventRecord record(const RawEvent& raw, uint32_t tid, uint64_t n) {
   const InternTable& names = InternTable::instance();
   const Range& r = raw.range;
   bool flow = raw.kind == EventKind::kNode && r.node.flow_src_ns != 0;
-  return EventRecord{raw,
-                     tid,
-                     names.str(r.name_id),
-                     names.str(r.fqn_id),
-                     raw.kind == EventKind::kModule ? names.str(r.module.type_id) : kNone,
-                     raw.kind == EventKind::kCollective ? names.str(r.collective.kind_name_id) : kNone,
-                     r.start_ns,
-                     r.end_ns - r.start_ns,
-                     flow ? n + 1 : 0,
-                     flow ? r.node.flow_src_ns : 0,
-                     nullptr,
-                     nullptr};
+  return EventRecord{
+      raw,
+      tid,
+      names.str(r.name_id),
+      names.str(r.fqn_id),
+      raw.kind == EventKind::kModule ? names.str(r.module.type_id) : kNone,
+      raw.kind == EventKind::kCollective ? names.str(r.collective.kind_name_id) : kNone,
+      r.start_ns,
+      r.end_ns - r.start_ns,
+      flow ? n + 1 : 0,
+      flow ? r.node.flow_src_ns : 0,
+      nullptr,
+      nullptr};
 }
 
 }  // namespace
@@ -114,7 +116,8 @@ TEST(GzipStreamTest, MixDecompressesToThePlainText) {
   PlainAndGzip files;
   uint64_t n = 0;
   for (uint64_t k = 0; k < 30; ++k) {
-    for (const auto& me : m.step()) files.add(record(m.at_step(me.raw, k), mix::EventMix::tid(me.thread), n++));
+    for (const auto& me : m.step())
+      files.add(record(m.at_step(me.raw, k), mix::EventMix::tid(me.thread), n++));
   }
   auto [plain, unzipped] = files.finish();
   ASSERT_GT(plain.size(), 3u << 20);
@@ -135,7 +138,8 @@ TEST(GzipStreamTest, NamesThatNeverRepeatAndHostileBytes) {
     e.range.seq = i % 3 == 0 ? -1 : static_cast<int64_t>(i);
     std::string name = i % 2 ? "step " + std::to_string(i) : (i % 3 ? "aten::mm" : "we\"ird\n\xff");
     e.range.name_id = InternTable::instance().intern(name);
-    e.range.fqn_id = InternTable::instance().intern(i % 5 ? "Global" : "Model.layers." + std::to_string(i % 11));
+    e.range.fqn_id =
+        InternTable::instance().intern(i % 5 ? "Global" : "Model.layers." + std::to_string(i % 11));
     files.add(record(e, 40 + i % 3, i));
     if (i % 10007 == 0) files.text(std::string(5000, 'x') + "unannounced " + std::to_string(i));
   }
@@ -152,7 +156,8 @@ TEST(GzipStreamTest, HeadsAndArgumentsSharedAcrossCombinations) {
   uint64_t n = 0, ts = 5000;
   for (int step = 0; step < 6; ++step) {
     for (int module = 0; module < 120; ++module) {
-      std::string fqn = "Model.layers." + std::to_string(module / 3) + ".mlp." + std::to_string(module % 3);
+      std::string fqn =
+          "Model.layers." + std::to_string(module / 3) + ".mlp." + std::to_string(module % 3);
       for (const char* op : ops) {
         RawEvent e{};
         e.kind = EventKind::kOp;

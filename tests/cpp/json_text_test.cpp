@@ -1,9 +1,10 @@
 // JSON text: escaping, number formats, hostile module names surviving a round trip.
+#include "exporters/json_text.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "exporters/json_text.h"
 #include "fqntrace/module_scope.h"
 #include "tests/cpp/test_util.h"
 
@@ -13,7 +14,9 @@ using namespace fqntrace::testing;
 
 TEST(JsonTextTest, EscapesQuotesBackslashesAndControls) {
   std::string out;
-  const std::string raw = "a\"b\\c\nd\te\x01" "f\x7f";
+  const std::string raw =
+      "a\"b\\c\nd\te\x01"
+      "f\x7f";
   json::append_string(out, raw);
   EXPECT_EQ(out, "\"a\\\"b\\\\c\\nd\\te\\u0001f\\u007f\"");
   EXPECT_EQ(nlohmann::json::parse(out).get<std::string>(), raw);
@@ -22,7 +25,8 @@ TEST(JsonTextTest, EscapesQuotesBackslashesAndControls) {
 TEST(JsonTextTest, InvalidUtf8BecomesReplacementCharacter) {
   std::string out;
   json::append_string(out, "ok \xff\xfe end \xc3\xa9");  // two bad bytes, then a valid "é"
-  EXPECT_EQ(nlohmann::json::parse(out).get<std::string>(), "ok \xEF\xBF\xBD\xEF\xBF\xBD end \xc3\xa9");
+  EXPECT_EQ(nlohmann::json::parse(out).get<std::string>(),
+            "ok \xEF\xBF\xBD\xEF\xBF\xBD end \xc3\xa9");
 }
 
 TEST(JsonTextTest, MicrosecondsKeepNanosecondDigits) {
@@ -38,9 +42,9 @@ TEST(JsonTextTest, MicrosecondsKeepNanosecondDigits) {
 // Module names with quotes, backslashes, newlines, control characters and non-ASCII text are
 // written as valid JSON and read back unchanged.
 TEST(JsonTextTest, HostileModuleNamesRoundTrip) {
-  const std::vector<std::string> names = {"Model.\"quoted\"", "Model.back\\slash", "Model.new\nline",
-                                          std::string("Model.ctl\x01\x1f", 11), "Модель.слой_0",
-                                          "Model.😀.ok"};
+  const std::vector<std::string> names = {"Model.\"quoted\"", "Model.back\\slash",
+                                          "Model.new\nline",  std::string("Model.ctl\x01\x1f", 11),
+                                          "Модель.слой_0",    "Model.😀.ok"};
   std::string path = make_temp_dir() + "/hostile.json";
   start_tracing(path);
   for (const auto& name : names) {
@@ -54,7 +58,8 @@ TEST(JsonTextTest, HostileModuleNamesRoundTrip) {
     if (e.at("args").contains("module_type")) spans.push_back(e);
     if (e.at("name") == "aten::add") adds.push_back(e);
   }
-  std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) { return a.at("ts") < b.at("ts"); });
+  std::sort(spans.begin(), spans.end(),
+            [](const auto& a, const auto& b) { return a.at("ts") < b.at("ts"); });
   std::vector<std::string> seen;
   for (const auto& span : spans) {
     seen.push_back(span.at("args").at("fqn"));
@@ -67,7 +72,8 @@ TEST(JsonTextTest, HostileModuleNamesRoundTrip) {
   for (const auto& add : adds) {
     bool inside = false;
     for (const auto& span : spans) {
-      if (span.at("ts") <= add.at("ts") && span.at("args").at("fqn") == add.at("args").at("fqn")) inside = true;
+      if (span.at("ts") <= add.at("ts") && span.at("args").at("fqn") == add.at("args").at("fqn"))
+        inside = true;
     }
     EXPECT_TRUE(inside) << add.dump();
   }

@@ -1,7 +1,7 @@
 // The memory events' JSON (exporters/memory_json.h).
-#include <gtest/gtest.h>
-
 #include "exporters/memory_json.h"
+
+#include <gtest/gtest.h>
 
 using namespace fqntrace;
 

@@ -1,12 +1,13 @@
 // Backward and recompute module spans (drain/module_spans.h) from a thread's events in the order
 // the ring gives them (end order): which spans, at which times and levels, on which track.
+#include "drain/module_spans.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "buffer/intern.h"
-#include "drain/module_spans.h"
 
 using namespace fqntrace;
 
@@ -27,12 +28,14 @@ struct Seen {
 class Spans {
  public:
   explicit Spans(bool from_nodes = false)
-      : spans_([this](const ModuleSpan& s) {
-          const InternTable& names = InternTable::instance();
-          seen.push_back({names.str(s.raw.range.fqn_id), s.raw.phase, s.raw.depth, s.ts_ns,
-                          s.ts_ns + s.dur_ns, s.track_tid, names.str(s.raw.range.name_id),
-                          s.raw.range.module.node_ns});
-        }, from_nodes),
+      : spans_(
+            [this](const ModuleSpan& s) {
+              const InternTable& names = InternTable::instance();
+              seen.push_back({names.str(s.raw.range.fqn_id), s.raw.phase, s.raw.depth, s.ts_ns,
+                              s.ts_ns + s.dur_ns, s.track_tid, names.str(s.raw.range.name_id),
+                              s.raw.range.module.node_ns});
+            },
+            from_nodes),
         thread_(spans_.thread(kTid)) {}
 
   // One event of the thread: [start, end) in ns.
@@ -112,7 +115,7 @@ TEST(ModuleSpansTest, SampledTraceBuildsSpansFromNodesWithTheirTime) {
   s.node("M.b", 0, 210, 260, kTopNode | kSilentNode);
   s.node("M.a", 0, 300, 400, kTopNode | kSilentNode);
   s.op(1, 500, 600, Phase::kBackward);  // an op of backward outside the nodes: no end
-  s.op(0, 1000, 1100);  // the next forward ends the stretch
+  s.op(0, 1000, 1100);                  // the next forward ends the stretch
   std::vector<std::pair<std::string, uint64_t>> got;
   for (const Seen& x : s.seen) got.push_back({x.fqn, x.node_ns});
   std::vector<std::pair<std::string, uint64_t>> want = {

@@ -1,5 +1,7 @@
 // The observer's per-thread name cache (plugin/name_cache.h): a hit is confirmed by the bytes,
 // not by the hash alone, so names whose hashes collide can never borrow each other's id.
+#include "plugin/name_cache.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -7,7 +9,6 @@
 #include <string>
 
 #include "buffer/intern.h"
-#include "plugin/name_cache.h"
 
 namespace fqntrace {
 namespace {

@@ -24,7 +24,8 @@ std::string fqn_of(const json& e) { return e.at("args").at("fqn").get<std::strin
 std::string phase_of(const json& e) { return e.at("args").at("phase").get<std::string>(); }
 double end_of(const json& e) { return e.at("ts").get<double>() + e.at("dur").get<double>(); }
 bool contains(const json& outer, const json& inner) {
-  return outer.at("tid") == inner.at("tid") && outer.at("ts").get<double>() <= inner.at("ts").get<double>() &&
+  return outer.at("tid") == inner.at("tid") &&
+         outer.at("ts").get<double>() <= inner.at("ts").get<double>() &&
          end_of(inner) <= end_of(outer) + 1e-9;
 }
 
@@ -70,9 +71,9 @@ TEST(ObserverTest, ForwardOpsCarryInnermostFqn) {
   }
   std::set<std::string> span_fqns;
   for (const auto& s : spans) span_fqns.insert(fqn_of(s));
-  for (const char* expected : {"Net", "Net.stem", "Net.stem.0", "Net.stem.1", "Net.blocks.0",
-                               "Net.blocks.1", "Net.blocks.0.fc1", "Net.blocks.1.fc2", "Net.act",
-                               "Net.head"}) {
+  for (const char* expected :
+       {"Net", "Net.stem", "Net.stem.0", "Net.stem.1", "Net.blocks.0", "Net.blocks.1",
+        "Net.blocks.0.fc1", "Net.blocks.1.fc2", "Net.act", "Net.head"}) {
     EXPECT_TRUE(span_fqns.count(expected)) << expected;
   }
   int checked = 0;
@@ -115,7 +116,7 @@ TEST(ObserverTest, BackwardOpsInheritForwardFqn) {
       EXPECT_GE(mms, 1) << "no mm under " << e.dump();
     }
   }
-  std::map<std::string, int> expected = {{"Net.stem.0", 1},      {"Net.blocks.0.fc1", 1},
+  std::map<std::string, int> expected = {{"Net.stem.0", 1},       {"Net.blocks.0.fc1", 1},
                                          {"Net.blocks.0.fc2", 1}, {"Net.blocks.1.fc1", 1},
                                          {"Net.blocks.1.fc2", 1}, {"Net.head", 1}};
   EXPECT_EQ(forward_addmm, expected);
@@ -148,7 +149,8 @@ TEST(ObserverTest, SlicesNestAndFlowsJoinForwardToBackward) {
     });
     std::vector<double> open_ends;
     for (const auto& e : list) {
-      while (!open_ends.empty() && open_ends.back() <= e.at("ts").get<double>()) open_ends.pop_back();
+      while (!open_ends.empty() && open_ends.back() <= e.at("ts").get<double>())
+        open_ends.pop_back();
       if (!open_ends.empty()) {
         EXPECT_LE(end_of(e), open_ends.back() + 1e-9) << e.dump();
       }
@@ -190,8 +192,9 @@ TEST(ObserverTest, EventCountMatchesIndependentCounter) {
   torch::manual_seed(0);
   Net net;
   fqntrace::trace_module(*net, "Net");
-  auto handle = at::addGlobalCallback(at::RecordFunctionCallback(&count_start).scopes(
-      {at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+  auto handle = at::addGlobalCallback(
+      at::RecordFunctionCallback(&count_start)
+          .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
   std::string path = make_temp_dir() + "/count.json";
   start_tracing(path);
   g_function_ranges = 0;
@@ -230,7 +233,7 @@ TEST(ObserverTest, DepthIsTheNestingOfWrittenRanges) {
     leaked = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
     leaked->before("leaked range");
     torch::Tensor c = torch::cos(a);  // depth 2: inside "leaked range" (1), inside Outer (0)
-  }  // Outer closes with "leaked range" still open: it ends here too
+  }                // Outer closes with "leaked range" still open: it ends here too
   leaked.reset();  // its end comes after its frame was closed: ignored
   json trace = stop_and_load(path);
   std::map<std::string, std::vector<json>> by_name;

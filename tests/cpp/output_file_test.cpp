@@ -1,11 +1,12 @@
 // OutputFile's ownership rules: a regular file is locked (a second writer is refused, so no live
 // writer's file is ever truncated); a device is neither locked nor truncated, so several outputs
 // may share /dev/null (the exporter benchmark writes every format there).
+#include "exporters/output_file.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "exporters/output_file.h"
 #include "tests/cpp/test_util.h"
 
 using namespace fqntrace;

@@ -39,8 +39,8 @@ TEST(SessionTest, EachSessionReportsOnlyItsOwnDrops) {
     }
   }
   start_tracing(dir + "/first.json");
-  ThreadBuffer* buffer =
-      session_state::register_buffer(static_cast<uint32_t>(::syscall(SYS_gettid)) + 100000u, "filler");
+  ThreadBuffer* buffer = session_state::register_buffer(
+      static_cast<uint32_t>(::syscall(SYS_gettid)) + 100000u, "filler");
   ASSERT_NE(buffer, nullptr);
   // Faster than the drain thread empties it (every 20 ms): the ring fills and drops.
   const uint64_t before = buffer->ring.dropped();
@@ -92,7 +92,8 @@ void start_with_env(const std::string& value, const std::map<std::string, std::s
 
 std::string labels_of(const nlohmann::json& trace) {
   for (const auto& e : trace.at("traceEvents")) {
-    if (e.value("name", "") == "process_labels") return e.at("args").at("labels").get<std::string>();
+    if (e.value("name", "") == "process_labels")
+      return e.at("args").at("labels").get<std::string>();
   }
   return "";
 }
@@ -148,6 +149,7 @@ TEST(JsonTextTest, DistributedSlotKeepsItsWidthWhateverItSays) {
   info.world_size = 2147483647;
   const std::string full = json::distributed_slot(info);
   EXPECT_EQ(full.size(), unknown);
-  EXPECT_NE(full.find("\"backend\": \"cpu:gloo,cuda:nccl\", \"rank\": 2147483647"), std::string::npos);
+  EXPECT_NE(full.find("\"backend\": \"cpu:gloo,cuda:nccl\", \"rank\": 2147483647"),
+            std::string::npos);
   EXPECT_EQ(json::labels_slot(7).size(), json::labels_slot(2147483647).size());
 }

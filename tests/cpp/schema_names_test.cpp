@@ -1,5 +1,7 @@
 // plugin/schema_names.h against real torch: which RecordFunction names point into a registered
 // operator's schema, and the epoch that deregistering an operator moves.
+#include "plugin/schema_names.h"
+
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
 #include <gtest/gtest.h>
@@ -8,8 +10,6 @@
 #include <map>
 #include <memory>
 #include <string>
-
-#include "plugin/schema_names.h"
 
 namespace fqntrace {
 namespace {
@@ -25,15 +25,17 @@ TEST(SchemaNamesTest, OnlyDispatcherOpsAreSchemaNamed) {
   schema_names::init();
   std::map<std::string, bool> seen;
   g_seen = &seen;
-  auto handle = at::addThreadLocalCallback(at::RecordFunctionCallback(&remember)
-                                               .scopes({at::RecordScope::FUNCTION,
-                                                        at::RecordScope::USER_SCOPE}));
+  auto handle = at::addThreadLocalCallback(at::RecordFunctionCallback(&remember).scopes(
+      {at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE}));
   {
     at::Tensor a = at::ones({4});
     at::Tensor b = at::add(a, a);
     // Names RecordFunction copies into its own std::string: short (inline) and long (heap).
     { RECORD_USER_SCOPE("short scope"); }
-    { RECORD_FUNCTION("a function range whose name is long enough for the heap", std::vector<c10::IValue>()); }
+    {
+      RECORD_FUNCTION("a function range whose name is long enough for the heap",
+                      std::vector<c10::IValue>());
+    }
   }
   at::removeCallback(handle);
   g_seen = nullptr;

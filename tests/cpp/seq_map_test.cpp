@@ -1,9 +1,9 @@
 // The (forward thread, sequence number) → fqn table that attributes autograd nodes
 // (plugin/seq_map.h): bounded, so an old entry can be overwritten; a lookup must then fail
 // rather than name the wrong module.
-#include <gtest/gtest.h>
-
 #include "plugin/seq_map.h"
+
+#include <gtest/gtest.h>
 
 namespace fqntrace {
 namespace {
@@ -67,8 +67,8 @@ TEST(SeqMapTest, UnknownThreadsAndSequenceNumbersAreNotFound) {
   uint64_t ts = 0;
   EXPECT_FALSE(SeqMap::instance().lookup(kOtherThread, 3, &fqn, &ts, &tid));  // no table
   EXPECT_FALSE(SeqMap::instance().lookup(SeqMap::kMaxThreads, 3, &fqn, &ts, &tid));
-  EXPECT_FALSE(SeqMap::instance().lookup(kThread, -1, &fqn, &ts, &tid));       // no seq
-  EXPECT_FALSE(SeqMap::instance().lookup(kThread, 60000, &fqn, &ts, &tid));    // never recorded
+  EXPECT_FALSE(SeqMap::instance().lookup(kThread, -1, &fqn, &ts, &tid));     // no seq
+  EXPECT_FALSE(SeqMap::instance().lookup(kThread, 60000, &fqn, &ts, &tid));  // never recorded
   EXPECT_EQ(SeqMap::instance().table_for(SeqMap::kMaxThreads, 1), nullptr);
 }
 

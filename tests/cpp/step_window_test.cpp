@@ -1,9 +1,10 @@
 // FQNTRACE_STEPS syntax (plugin/step_window.h) and how parse_config reports a bad value: one
 // warning, tracing of every step, never tracing off. And the gzip paths' outputs.
+#include "plugin/step_window.h"
+
 #include <gtest/gtest.h>
 
 #include "plugin/config.h"
-#include "plugin/step_window.h"
 
 using namespace fqntrace;
 
@@ -48,8 +49,9 @@ TEST(StepWindowTest, DefaultRecordsEveryStep) {
 }
 
 TEST(StepWindowTest, EveryMalformedValueIsRejectedWithAReason) {
-  for (const char* bad : {"", "abc", "3", "5:3", "3:3", "3:5:4", "1:2:0", "-1:3", ":5", "3:",
-                          "1:2:3:4", " 3:5", "3:5 ", "3.0:5", "+3:5", "0x3:5", "1:99999999999999999999"}) {
+  for (const char* bad :
+       {"", "abc", "3", "5:3", "3:3", "3:5:4", "1:2:0", "-1:3", ":5", "3:", "1:2:3:4", " 3:5",
+        "3:5 ", "3.0:5", "+3:5", "0x3:5", "1:99999999999999999999"}) {
     StepWindow w;
     std::string problem;
     EXPECT_FALSE(parse_step_window(bad, &w, &problem)) << bad;

@@ -29,7 +29,8 @@ TORCH_MODULE(Block);
 
 struct NetImpl : torch::nn::Module {
   NetImpl() {
-    stem = register_module("stem", torch::nn::Sequential(torch::nn::Linear(4, 8), torch::nn::Tanh()));
+    stem =
+        register_module("stem", torch::nn::Sequential(torch::nn::Linear(4, 8), torch::nn::Tanh()));
     blocks = register_module("blocks", torch::nn::ModuleList(Block(), Block()));
     act = register_module("act", torch::nn::ReLU());
     head = register_module("head", torch::nn::Linear(8, 2));
@@ -40,7 +41,7 @@ struct NetImpl : torch::nn::Module {
       for (const auto& child : stem->children()) {
         fqntrace::ModuleScope inner(*child);
         x = child->as<torch::nn::LinearImpl>() ? child->as<torch::nn::LinearImpl>()->forward(x)
-                                           : child->as<torch::nn::TanhImpl>()->forward(x);
+                                               : child->as<torch::nn::TanhImpl>()->forward(x);
       }
     }
     for (const auto& block : *blocks) {

@@ -17,7 +17,8 @@ extern char** environ;
 namespace fqntrace::testing {
 
 void start_tracing(const std::string& path) {
-  ConfigResult r = parse_config(path.c_str(), [](const char*) -> const char* { return nullptr; }, getpid());
+  ConfigResult r = parse_config(
+      path.c_str(), [](const char*) -> const char* { return nullptr; }, getpid());
   ASSERT_TRUE(r.config.has_value()) << r.problem;
   std::string error;
   ASSERT_TRUE(start_session(*r.config, &error)) << error;

@@ -1,9 +1,8 @@
 // Helpers shared by the C++ tests: temporary directories, sessions to a file, parsing traces
 // back, and running child processes.
 #pragma once
-#include <nlohmann/json.hpp>
-
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

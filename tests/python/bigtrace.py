@@ -6,6 +6,7 @@ stays in end order, as the core writes).
 
 OUT ending in .jsonl is written as JSON Lines (the same events), in .gz gzip-compressed.
 """
+
 import argparse
 import gzip
 import json
@@ -29,8 +30,12 @@ def make(source, output, size_mb, rank=None):
     header = lines[0]
     if rank is not None:
         header = _RANK.sub(f'"rank": {rank}', header, count=1)
-        header = re.sub(r'"world_size": (\d+)',
-                        lambda m: f'"world_size": {max(int(m.group(1)), rank + 1)}', header, count=1)
+        header = re.sub(
+            r'"world_size": (\d+)',
+            lambda m: f'"world_size": {max(int(m.group(1)), rank + 1)}',
+            header,
+            count=1,
+        )
     events = []
     end = 0
     max_id = 0
@@ -50,11 +55,17 @@ def make(source, output, size_mb, rank=None):
         if flow is not None and flow.end() <= ts.start():  # each copy's flows get ids of their
             # own, as in one long run
             max_id = max(max_id, int(flow.group(1)))
-            before, after = line[:ts.start()], line[ts.end():]
-            events.append((before[:flow.start()] + '"id":', (int(flow.group(1)), before[flow.end():]
-                                                              + '"ts":'), ts_ns, after))
+            before, after = line[: ts.start()], line[ts.end() :]
+            events.append(
+                (
+                    before[: flow.start()] + '"id":',
+                    (int(flow.group(1)), before[flow.end() :] + '"ts":'),
+                    ts_ns,
+                    after,
+                )
+            )
             continue
-        events.append((line[:ts.start()] + '"ts":', None, ts_ns, line[ts.end():]))
+        events.append((line[: ts.start()] + '"ts":', None, ts_ns, line[ts.end() :]))
     period = end + 1_000_000
     target = size_mb * (1 << 20)
     written = 0
@@ -88,11 +99,14 @@ def make(source, output, size_mb, rank=None):
             n += len(chunk)
             copy += 1
         if jsonl:
-            out.write('\n{"ph": "footer", "events": %d, "dropped_events": 0, "complete": true}\n'
-                      % n)
+            out.write(
+                '\n{"ph": "footer", "events": %d, "dropped_events": 0, "complete": true}\n' % n
+            )
         else:
-            out.write('\n], "fqntrace": {"version": "0.1.0", "events": %d, "dropped_events": 0, '
-                      '"complete": true}}\n' % n)
+            out.write(
+                '\n], "fqntrace": {"version": "0.1.0", "events": %d, "dropped_events": 0, '
+                '"complete": true}}\n' % n
+            )
     return n, copy
 
 
@@ -104,4 +118,6 @@ if __name__ == "__main__":
     parser.add_argument("--rank", type=int)
     a = parser.parse_args()
     n, copies = make(a.source, a.output, a.size_mb, a.rank)
-    print(f"{a.output}: {n} events ({copies} copies), {os.path.getsize(a.output) / (1 << 20):.0f} MiB")
+    print(
+        f"{a.output}: {n} events ({copies} copies), {os.path.getsize(a.output) / (1 << 20):.0f} MiB"
+    )

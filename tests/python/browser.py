@@ -3,6 +3,7 @@
 Uses Debian's `chromium` binary and the `websocket-client` package; nothing is downloaded. The
 page's console errors and uncaught exceptions are collected in `errors`.
 """
+
 import base64
 import itertools
 import json
@@ -31,11 +32,22 @@ class Page:
         self._ids = itertools.count(1)
         self._profile = tempfile.mkdtemp(prefix="fqntrace-chromium-")
         self._proc = subprocess.Popen(
-            [chromium_binary(), "--headless", "--no-sandbox", "--disable-gpu",
-             "--no-first-run", "--no-default-browser-check", "--disable-extensions",
-             f"--user-data-dir={self._profile}", "--remote-debugging-port=0",
-             f"--window-size={width},{height}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                chromium_binary(),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--disable-extensions",
+                f"--user-data-dir={self._profile}",
+                "--remote-debugging-port=0",
+                f"--window-size={width},{height}",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             self._connect()
         except BaseException:
@@ -63,20 +75,25 @@ class Page:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as reply:
             targets = json.load(reply)
         page = next(t for t in targets if t.get("type") == "page")
-        self._ws = websocket.create_connection(page["webSocketDebuggerUrl"],
-                                               timeout=self.timeout, suppress_origin=True)
+        self._ws = websocket.create_connection(
+            page["webSocketDebuggerUrl"], timeout=self.timeout, suppress_origin=True
+        )
         for domain in ("Runtime", "Log", "Page"):
             self.send(f"{domain}.enable")
 
     def _on_event(self, message):
         method, params = message.get("method"), message.get("params", {})
         if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-            self.errors.append(" ".join(str(a.get("value", a.get("description", "")))
-                                        for a in params.get("args", [])))
+            self.errors.append(
+                " ".join(
+                    str(a.get("value", a.get("description", ""))) for a in params.get("args", [])
+                )
+            )
         elif method == "Runtime.exceptionThrown":
             details = params.get("exceptionDetails", {})
-            self.errors.append(details.get("exception", {}).get("description")
-                               or details.get("text", "exception"))
+            self.errors.append(
+                details.get("exception", {}).get("description") or details.get("text", "exception")
+            )
         elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
             self.errors.append(params["entry"].get("text", ""))
         return method
@@ -102,8 +119,9 @@ class Page:
         raise TimeoutError(f"{path} did not finish loading")
 
     def evaluate(self, expression):
-        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True,
-                           awaitPromise=True)
+        result = self.send(
+            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
+        )
         if "exceptionDetails" in result:
             raise RuntimeError(f"{expression!r}: {result['exceptionDetails']}")
         return result["result"].get("value")
@@ -124,8 +142,14 @@ class Page:
 
     def click(self, x, y):
         for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
-            self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left",
-                      clickCount=0 if kind == "mouseMoved" else 1)
+            self.send(
+                "Input.dispatchMouseEvent",
+                type=kind,
+                x=x,
+                y=y,
+                button="left",
+                clickCount=0 if kind == "mouseMoved" else 1,
+            )
 
     def screenshot(self, path):
         data = self.send("Page.captureScreenshot", format="png", captureBeyondViewport=True)

@@ -12,8 +12,9 @@ def run_python(code, env_extra=None, cwd=None, check_rc=None):
     """Runs `code` in a fresh interpreter of this venv; returns CompletedProcess."""
     env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
     env.update(env_extra or {})
-    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True, timeout=300
+    )
     if check_rc is not None:
         assert proc.returncode == check_rc, proc.stderr
     return proc

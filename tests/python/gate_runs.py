@@ -19,6 +19,7 @@ same runner would.
 `--load` (and the test) starts one busy process per core for the duration: the gate has to hold
 on a machine other jobs load.
 """
+
 import argparse
 import contextlib
 import io
@@ -27,17 +28,16 @@ import os
 import subprocess
 import sys
 
-import torch
-from torch import nn
-
 import fqntrace
+import torch
 from fqntrace.analysis import cli
+from torch import nn
 
 STEPS = 25  # step 0 (warm-up) is left out: 24 steps per side (a few ms each)
 DIM = 96
 COLD_UNITS = (10, 10, 10, 10)  # matmuls per step of the other modules
-HOT_UNITS = 10                 # Net.hot: 10 of 50 matmuls, 20% of a step
-SLOW_HOT_UNITS = 13            # +30% (--slower PCT: HOT_UNITS more by PCT percent)
+HOT_UNITS = 10  # Net.hot: 10 of 50 matmuls, 20% of a step
+SLOW_HOT_UNITS = 13  # +30% (--slower PCT: HOT_UNITS more by PCT percent)
 HOT = "Net.hot"
 
 
@@ -45,7 +45,7 @@ class Work(nn.Module):
     def __init__(self, units):
         super().__init__()
         self.units = units
-        self.w = nn.Parameter(torch.randn(DIM, DIM) / DIM ** 0.5)
+        self.w = nn.Parameter(torch.randn(DIM, DIM) / DIM**0.5)
 
     def forward(self, x):
         for _ in range(self.units):
@@ -86,8 +86,9 @@ def gate(base, new, threshold=10.0, extra=()):
     code, the JSON result)."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        code = cli.main(["diff", str(base), str(new), "--threshold", f"{threshold:g}", "--json",
-                         *extra])
+        code = cli.main(
+            ["diff", str(base), str(new), "--threshold", f"{threshold:g}", "--json", *extra]
+        )
     return code, json.loads(out.getvalue())
 
 
@@ -145,16 +146,21 @@ def table(n_pairs, folder):
             globals()["SLOW_HOT_UNITS"] = HOT_UNITS + HOT_UNITS * slower // 100
             sub = os.path.join(folder, f"s{steps}")
             os.makedirs(sub, exist_ok=True)
-            cases.append((steps, slower, threshold,
-                          pairs(sub, n_pairs, threshold, variants=measures)))
-    lines = [f"| case ({n} busy processes, {n_pairs} pairs) | `--threshold` | measure | identical: "
-             "gate passed | slower: gate failed naming it | slower: it is the first row |",
-             "|---|---:|---|---:|---:|---:|"]
+            cases.append(
+                (steps, slower, threshold, pairs(sub, n_pairs, threshold, variants=measures))
+            )
+    lines = [
+        f"| case ({n} busy processes, {n_pairs} pairs) | `--threshold` | measure | identical: "
+        "gate passed | slower: gate failed naming it | slower: it is the first row |",
+        "|---|---:|---|---:|---:|---:|",
+    ]
     for steps, slower, threshold, by_measure in cases:
         for name, result in by_measure.items():
             passed, named, first = counts(result)
-            lines.append(f"| {steps} steps, `{HOT}` +{slower} % work | {threshold:g} | {name} | "
-                         f"{passed} | {named} | {first} |")
+            lines.append(
+                f"| {steps} steps, `{HOT}` +{slower} % work | {threshold:g} | {name} | "
+                f"{passed} | {named} | {first} |"
+            )
     return lines
 
 
@@ -165,14 +171,22 @@ def main():
     parser.add_argument("--threshold", type=float, default=10.0)
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--absolute", action="store_true", help="diff --absolute (plain ms)")
-    parser.add_argument("--slower", type=int, default=30,
-                        help="percent more matmuls in Net.hot on the slow side (multiple of 10)")
+    parser.add_argument(
+        "--slower",
+        type=int,
+        default=30,
+        help="percent more matmuls in Net.hot on the slow side (multiple of 10)",
+    )
     parser.add_argument("--measure", choices=("cpu", "wall"), default="cpu")
     parser.add_argument("--folder", default=None)
-    parser.add_argument("--json", action="store_true",
-                        help="print the outcomes as JSON (test_diff_gate.py reads them)")
-    parser.add_argument("--table", action="store_true",
-                        help="issue 33's table, both measures (see above)")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the outcomes as JSON (test_diff_gate.py reads them)",
+    )
+    parser.add_argument(
+        "--table", action="store_true", help="issue 33's table, both measures (see above)"
+    )
     args = parser.parse_args()
     if args.table:
         import tempfile
@@ -186,21 +200,31 @@ def main():
 
     folder = args.folder or tempfile.mkdtemp(prefix="fqntrace-gate-")
     with busy_cores() if args.load else contextlib.nullcontext():
-        result = pairs(folder, args.pairs, args.threshold,
-                       ("--absolute",) * args.absolute + ("--measure", args.measure))
+        result = pairs(
+            folder,
+            args.pairs,
+            args.threshold,
+            ("--absolute",) * args.absolute + ("--measure", args.measure),
+        )
     if args.json:
         print(json.dumps(result))
         return
     false_alarms = sum(code != 0 for code, _, _ in result["same"])
     detected = sum(code == 3 and first == HOT for code, first, _ in result["slow"])
     failed = sum(code == 3 for code, _, _ in result["slow"])
-    print(f"load: {'one busy process per core' if args.load else 'none added'}; "
-          f"{args.pairs} pairs each, {STEPS} steps a run, threshold {args.threshold:g}%, "
-          f"--measure {args.measure}" + (", --absolute" if args.absolute else ""))
-    print(f"identical pairs: {false_alarms}/{args.pairs} false alarms "
-          f"({[r for _, _, r in result['same'] if r]})")
-    print(f"{HOT} +{args.slower}%: {failed}/{args.pairs} failed the gate, {detected}/{args.pairs} with "
-          f"{HOT} ranked first")
+    print(
+        f"load: {'one busy process per core' if args.load else 'none added'}; "
+        f"{args.pairs} pairs each, {STEPS} steps a run, threshold {args.threshold:g}%, "
+        f"--measure {args.measure}" + (", --absolute" if args.absolute else "")
+    )
+    print(
+        f"identical pairs: {false_alarms}/{args.pairs} false alarms "
+        f"({[r for _, _, r in result['same'] if r]})"
+    )
+    print(
+        f"{HOT} +{args.slower}%: {failed}/{args.pairs} failed the gate, {detected}/{args.pairs} with "
+        f"{HOT} ranked first"
+    )
 
 
 if __name__ == "__main__":

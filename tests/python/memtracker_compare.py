@@ -14,6 +14,7 @@ What is compared (docs/memory.md, "Against MemTracker"):
   it inside the op) is seen by the allocator, not by a dispatch mode: fqntrace's peak of such a
   module is higher.
 """
+
 import copy
 import json
 import os
@@ -25,10 +26,19 @@ import torch
 
 def gpt2():
     from transformers import GPT2Config, GPT2LMHeadModel
+
     torch.manual_seed(0)
-    config = GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=128, n_positions=64,
-                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                        attn_implementation="eager")
+    config = GPT2Config(
+        n_layer=2,
+        n_head=2,
+        n_embd=64,
+        vocab_size=128,
+        n_positions=64,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        attn_implementation="eager",
+    )
     model = GPT2LMHeadModel(config)
     x = torch.randint(0, 128, (4, 32))
     return model, lambda m: m(x).logits.sum()
@@ -65,6 +75,7 @@ def convnet():
 
 def memtracker_numbers(model, loss_of):
     from torch.distributed._tools.mem_tracker import MemTracker, _ModState
+
     mt = MemTracker()
     mt.track_external(model)
     with mt:
@@ -73,23 +84,29 @@ def memtracker_numbers(model, loss_of):
     out = {}
     for stats in mt.memory_tracking.values():
         snaps = stats.snapshots
-        pre, post, peak = (snaps[s][0][dev] for s in
-                           (_ModState.PRE_FW, _ModState.POST_FW, _ModState.PEAK_FW))
-        out[stats.mod_fqn] = {"fw_peak": peak["Total"] - pre["Total"],
-                              "act": post.get("Activation", 0) - pre.get("Activation", 0),
-                              "output": stats.output_mem}
+        pre, post, peak = (
+            snaps[s][0][dev] for s in (_ModState.PRE_FW, _ModState.POST_FW, _ModState.PEAK_FW)
+        )
+        out[stats.mod_fqn] = {
+            "fw_peak": peak["Total"] - pre["Total"],
+            "act": post.get("Activation", 0) - pre.get("Activation", 0),
+            "output": stats.output_mem,
+        }
     return out
 
 
 def fqntrace_numbers(model, loss_of):
     import fqntrace
     from fqntrace.analysis import summarize, whole_file
+
     path = os.path.join(tempfile.mkdtemp(), "mem.json")
     with fqntrace.profile(path, memory=True):
         loss_of(model).backward()
     s = summarize.summarize(whole_file.load(path))
-    return {fqn: {"fw_peak": m["forward"]["peak_bytes"], "act": m["forward"]["activation_bytes"]}
-            for fqn, m in s["modules"].items()}
+    return {
+        fqn: {"fw_peak": m["forward"]["peak_bytes"], "act": m["forward"]["activation_bytes"]}
+        for fqn, m in s["modules"].items()
+    }
 
 
 def main():
@@ -102,9 +119,17 @@ def main():
         mt = memtracker_numbers(copy.deepcopy(model), loss_of)
         for fqn, m in mt.items():
             f = fq.get(fqn, {"fw_peak": 0, "act": 0})
-            rows.append({"model": name, "fqn": fqn, "mt_fw_peak": m["fw_peak"],
-                         "fq_fw_peak": f["fw_peak"], "mt_act": m["act"], "fq_act": f["act"],
-                         "mt_output": m["output"]})
+            rows.append(
+                {
+                    "model": name,
+                    "fqn": fqn,
+                    "mt_fw_peak": m["fw_peak"],
+                    "fq_fw_peak": f["fw_peak"],
+                    "mt_act": m["act"],
+                    "fq_act": f["act"],
+                    "mt_output": m["output"],
+                }
+            )
     json.dump(rows, sys.stdout)
 
 

@@ -53,6 +53,7 @@ saves for (the one logged just before it, or just after it), while the oracle lo
 op. `match` aligns the other ops first, then finds each pack-hook op among the trace ops from the
 previous aligned op to the end of the next aligned op's subtree.
 """
+
 import inspect
 import sys
 import threading
@@ -132,12 +133,12 @@ class Oracle:
 
     def __init__(self):
         self.ops = []
-        self._namer = ModTracker()   # only its naming function is used; it is never entered
+        self._namer = ModTracker()  # only its naming function is used; it is never entered
         self._tls = threading.local()
-        self._node_fqn = {}          # autograd node -> fqn of the module that created it
-        self._hooked = set()         # AccumulateGrad nodes whose runs are logged
-        self._param_owner = {}       # id(parameter) -> fqn of its first owner
-        self._keep = []              # keeps the keys above alive (ids stay unique)
+        self._node_fqn = {}  # autograd node -> fqn of the module that created it
+        self._hooked = set()  # AccumulateGrad nodes whose runs are logged
+        self._param_owner = {}  # id(parameter) -> fqn of its first owner
+        self._keep = []  # keeps the keys above alive (ids stay unique)
         self._handles = []
         self._modes = None
         self._active = False
@@ -281,7 +282,7 @@ class Oracle:
         self._active = False
         for mode in reversed(self._modes):
             mode.__exit__(*exc)
-        for handle in self._handles:   # module hooks and node pre-hooks
+        for handle in self._handles:  # module hooks and node pre-hooks
             handle.remove()
         self._handles, self._keep = [], []
         self._node_fqn.clear()
@@ -341,8 +342,16 @@ def trace_ops(trace):
             continue
         args = e["args"]
         per_tid.setdefault(e["tid"], []).append(
-            TraceOp(e["tid"], e["name"], args.get("fqn"), args.get("phase"), e["ts"], e["dur"],
-                    args.get("depth", 0)))
+            TraceOp(
+                e["tid"],
+                e["name"],
+                args.get("fqn"),
+                args.get("phase"),
+                e["ts"],
+                e["dur"],
+                args.get("depth", 0),
+            )
+        )
     for ops in per_tid.values():
         ops.sort(key=lambda o: (o.ts, o.depth))
     return per_tid
@@ -368,8 +377,16 @@ def inheritance_breaks(trace):
             if stack and e["cat"] == "cpu_op" and stack[-1]["cat"] == "cpu_op":
                 outer, inner = stack[-1]["args"], e["args"]
                 if (outer.get("fqn"), outer.get("phase")) != (inner.get("fqn"), inner.get("phase")):
-                    breaks.append((stack[-1]["name"], outer.get("fqn"), outer.get("phase"),
-                                   e["name"], inner.get("fqn"), inner.get("phase")))
+                    breaks.append(
+                        (
+                            stack[-1]["name"],
+                            outer.get("fqn"),
+                            outer.get("phase"),
+                            e["name"],
+                            inner.get("fqn"),
+                            inner.get("phase"),
+                        )
+                    )
             stack.append(e)
     return breaks
 
@@ -389,14 +406,17 @@ Result = namedtuple("Result", "matched total misses artifacts")
 #   an aten op "X_" in one pass is "X" in the other, so a trailing "_" is not compared;
 # - max's backward (value_selecting_reduction_backward) makes its zeros with at::zeros, or with
 #   grad.new_zeros under a mode.
-SAME_OP = {"aten::_reshape_alias": "aten::view", "aten::new_zeros": "aten::zeros",
-           "ReshapeAliasBackward0": "ViewBackward0"}
+SAME_OP = {
+    "aten::_reshape_alias": "aten::view",
+    "aten::new_zeros": "aten::zeros",
+    "ReshapeAliasBackward0": "ViewBackward0",
+}
 ENGINE_WRAPPER = "autograd::engine::evaluate_function: "
 
 
 def canonical(name):
     if name.startswith(ENGINE_WRAPPER):
-        return ENGINE_WRAPPER + canonical(name[len(ENGINE_WRAPPER):])
+        return ENGINE_WRAPPER + canonical(name[len(ENGINE_WRAPPER) :])
     name = SAME_OP.get(name, name)
     if name.startswith("aten::") and name.endswith("_") and not name.endswith("__"):
         name = name[:-1]
@@ -491,7 +511,7 @@ def match(oracle_ops, trace_per_tid):
             if i not in partner:
                 name = canonical(op.name)
                 hi = _subtree_end(trace, next_j[i]) if next_j[i] < len(trace) else len(trace)
-                near = [t for t in trace[prev_j[i] + 1:hi] if canonical(t.name) == name]
+                near = [t for t in trace[prev_j[i] + 1 : hi] if canonical(t.name) == name]
                 misses.append((op, near))
     return Result(matched, len(oracle_ops) - len(artifacts), misses, artifacts)
 
@@ -500,9 +520,11 @@ def describe(result, limit=15):
     """Human-readable misses, for assertion messages."""
     lines = [f"{result.matched}/{result.total} ops agree"]
     for op, near in result.misses[:limit]:
-        lines.append(f"  oracle {op.name} fqn={op.fqn} phase={op.phase} ({op.why}); "
-                     "trace ops of that name where it belongs: "
-                     + (", ".join(f"{t.fqn}/{t.phase}@{t.ts}" for t in near[:4]) or "none"))
+        lines.append(
+            f"  oracle {op.name} fqn={op.fqn} phase={op.phase} ({op.why}); "
+            "trace ops of that name where it belongs: "
+            + (", ".join(f"{t.fqn}/{t.phase}@{t.ts}" for t in near[:4]) or "none")
+        )
     if len(result.misses) > limit:
         lines.append(f"  ... and {len(result.misses) - limit} more")
     return "\n".join(lines)

@@ -10,6 +10,7 @@ writes to NAMES_JSON what a fresh torch ModTracker knows: the names of the modul
 ran ("ran") and every name the trees' modules can have ("possible": the root's class name, each
 path below it). Run it with FQNTRACE set to trace it; the test checks the trace against these.
 """
+
 import json
 import random
 import sys
@@ -84,8 +85,12 @@ class Program:
 
     def leaf(self):
         kind = self.rng.choice(("linear", "linear", "relu", "norm", "gelu"))
-        return {"linear": lambda: nn.Linear(DIM, DIM), "relu": nn.ReLU, "norm": lambda: nn.LayerNorm(DIM),
-                "gelu": nn.GELU}[kind]()
+        return {
+            "linear": lambda: nn.Linear(DIM, DIM),
+            "relu": nn.ReLU,
+            "norm": lambda: nn.LayerNorm(DIM),
+            "gelu": nn.GELU,
+        }[kind]()
 
     def tree(self, depth):
         if self.made and self.rng.random() < 0.15:
@@ -100,14 +105,18 @@ class Program:
             elif kind == "branches":
                 module = Branches(children)
             else:
-                module = Block(children, "checkpoint" in self.features and self.rng.random() < 0.5,
-                               "raises" in self.features and self.rng.random() < 0.3)
+                module = Block(
+                    children,
+                    "checkpoint" in self.features and self.rng.random() < 0.5,
+                    "raises" in self.features and self.rng.random() < 0.3,
+                )
         self.made.append(module)
         return module
 
     def build(self):
-        root = Block([self.tree(self.rng.randint(1, 4)) for _ in range(self.rng.randint(1, 3))],
-                     False, False)
+        root = Block(
+            [self.tree(self.rng.randint(1, 4)) for _ in range(self.rng.randint(1, 3))], False, False
+        )
         if "compile" in self.features:
             k = self.rng.randrange(len(root.parts))
             root.parts[k] = torch.compile(root.parts[k], backend="eager")
@@ -164,8 +173,14 @@ def main(seed, out):
         root(x).sum().backward()
     ran.discard(None)
     with open(out, "w") as f:
-        json.dump({"features": sorted(program.features), "ran": sorted(ran),
-                   "possible": sorted(possible_names(root))}, f)
+        json.dump(
+            {
+                "features": sorted(program.features),
+                "ran": sorted(ran),
+                "possible": sorted(possible_names(root)),
+            },
+            f,
+        )
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 """Real runs for the diff and report tests: a small stack of blocks, traced with
 fqntrace.profile, where one block can be made slower on purpose by an extra matmul."""
+
 import os
 
+import fqntrace
 import torch
 from torch import nn
-
-import fqntrace
 
 SLOW_BLOCK = "Net.blocks.2"
 EXTRA_MATMULS = 4

@@ -2,6 +2,7 @@
 `fqntrace.` name, a module-relative name, a class attribute, a C++ `::` name, a GoogleTest name,
 a pytest node id, a Markdown link) one good and one broken; exactly the broken ones are reported,
 and a tree without them passes."""
+
 import subprocess
 import sys
 import textwrap
@@ -87,8 +88,9 @@ def write_tree(root, with_broken):
 
 
 def run_checker(root):
-    return subprocess.run([sys.executable, str(CHECKER), str(root)], capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, str(CHECKER), str(root)], capture_output=True, text=True, timeout=60
+    )
 
 
 def reported(stdout):

@@ -1,9 +1,10 @@
 """Timestamps: whichever clock the callbacks read (the TSC where the kernel trusts it, or
 CLOCK_MONOTONIC with FQNTRACE_CLOCK=monotonic), the trace is in real microseconds and every
 backward node's flow starts exactly at the forward op that created it."""
-import json
-import pytest
 
+import json
+
+import pytest
 from conftest import load_trace, slices
 
 # Two marked ranges 0.3 s apart, around a small training step. The program reads its own clock
@@ -55,14 +56,20 @@ def test_times_are_real_and_flows_start_at_their_forward_op(run, tmp_path, clock
             while stack and stack[-1]["ts"] + stack[-1]["dur"] <= e["ts"]:
                 stack.pop()
             if stack:
-                assert e["ts"] + e["dur"] <= stack[-1]["ts"] + stack[-1]["dur"] + 0.002, (e, stack[-1])
+                assert e["ts"] + e["dur"] <= stack[-1]["ts"] + stack[-1]["dur"] + 0.002, (
+                    e,
+                    stack[-1],
+                )
             stack.append(e)
 
 
 def test_bad_clock_value_warns_and_keeps_the_default_clock(run, tmp_path):
     path = tmp_path / "t.json"
-    proc = run("import torch\ntorch.ones(2) + 1\n", {"FQNTRACE": str(path), "FQNTRACE_CLOCK": "x"},
-               check_rc=0)
+    proc = run(
+        "import torch\ntorch.ones(2) + 1\n",
+        {"FQNTRACE": str(path), "FQNTRACE_CLOCK": "x"},
+        check_rc=0,
+    )
     assert proc.stderr.count("\n") == 1, proc.stderr
     assert "FQNTRACE_CLOCK=x" in proc.stderr and "monotonic" in proc.stderr, proc.stderr
     trace = json.load(open(path))

@@ -4,17 +4,18 @@ and CompiledFunctionBackward carry the compiled module, and the kernels inside c
 submodule they were generated from. Each case trains 3 steps of
 compile_scripts/train_compiled.py, untraced and traced: every case in turn in one interpreter
 for each side (Dynamo reset between cases), so the suite starts two interpreters, not 26."""
+
 import json
 import os
 import subprocess
 import sys
 
 import pytest
-
 from conftest import load_trace, slices
 
-SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compile_scripts",
-                      "train_compiled.py")
+SCRIPT = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "compile_scripts", "train_compiled.py"
+)
 
 CASES = {
     "whole": ["--form", "whole"],
@@ -46,8 +47,13 @@ def start(args, cache, trace=None):
     env["TORCHINDUCTOR_CACHE_DIR"] = cache
     if trace is not None:
         env["FQNTRACE"] = str(trace)
-    return subprocess.Popen([sys.executable, SCRIPT, *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, SCRIPT, *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def result(proc):
@@ -68,8 +74,11 @@ def last_step(trace, case=None):
     prefix = "step" if case is None else f"{case} step"
     step = max((e for e in events if e["name"].startswith(prefix)), key=lambda e: e["ts"])
     end = step["ts"] + step["dur"]
-    return [(e["name"], e["args"].get("fqn"), e["args"].get("phase")) for e in events
-            if step["ts"] <= e["ts"] <= end]
+    return [
+        (e["name"], e["args"].get("fqn"), e["args"].get("phase"))
+        for e in events
+        if step["ts"] <= e["ts"] <= end
+    ]
 
 
 def named(events, names, fqn, phase):
@@ -124,8 +133,9 @@ CHECKS = {
     "function": check_kernels_named,
     # aot_eager runs the graph without inductor: the regions are named, the ops take the region's.
     "whole_aot_eager": lambda events: named(events, ("CompiledFunction",), "Net", "forward"),
-    "method_aot_eager_fullgraph": lambda events: named(events, ("CompiledFunctionBackward",),
-                                                       "Net.blocks.1", "backward"),
+    "method_aot_eager_fullgraph": lambda events: named(
+        events, ("CompiledFunctionBackward",), "Net.blocks.1", "backward"
+    ),
     "gpt2": check_gpt2,
 }
 
@@ -158,8 +168,9 @@ def all_results(proc):
 @pytest.fixture(scope="module")
 def compiled_trace(compiled_runs):
     path = compiled_runs["path"]
-    proc = subprocess.run([sys.executable, "-m", "fqntrace", "validate", str(path)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fqntrace", "validate", str(path)], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return load_trace(path)
 
@@ -186,8 +197,11 @@ def test_tracing_does_not_change_the_compiled_program(case, compiled_runs, compi
 def test_summary_of_compiled_model_shows_submodules(tmp_path, inductor_cache):
     path = tmp_path / "t.json"
     train(CASES["whole"], inductor_cache, path)
-    proc = subprocess.run([sys.executable, "-m", "fqntrace", "summary", "--json", str(path)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fqntrace", "summary", "--json", str(path)],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     modules = json.loads(proc.stdout)["modules"]
     for fqn in ("Net.blocks.0.fc1", "Net.blocks.2.fc2", "Net.head"):

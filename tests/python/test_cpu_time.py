@@ -3,6 +3,7 @@ what `summary` makes of it (native engine and Python alike) and what `diff` test
 
 A module that sleeps stands for a thread waiting for a core: its wall time grows, its CPU time
 does not. A module that spins on the CPU in Python has CPU time close to its wall time."""
+
 import json
 import os
 import statistics
@@ -10,13 +11,12 @@ import subprocess
 import sys
 import time
 
+import fqntrace
 import pytest
 import torch
-from torch import nn
-
-import fqntrace
-from fqntrace.analysis import cli, diff, summarize, whole_file
 from conftest import load_trace, slices
+from fqntrace.analysis import cli, diff, summarize, whole_file
+from torch import nn
 
 STEPS = 8
 SLEEP_MS = 6.0
@@ -79,12 +79,18 @@ def test_modules_and_outermost_backward_ops_carry_their_own_cpu_time(traced):
     events = slices(load_trace(traced))
     modules = [e for e in events if "module_type" in e["args"] and e["cat"] == "user_annotation"]
     assert modules and all("self_cpu_ns" in e["args"] for e in modules)
-    backward_tops = [e for e in events if e["cat"] == "cpu_op"
-                     and e["args"]["phase"] == "backward" and e["args"]["depth"] == 0]
+    backward_tops = [
+        e
+        for e in events
+        if e["cat"] == "cpu_op" and e["args"]["phase"] == "backward" and e["args"]["depth"] == 0
+    ]
     assert backward_tops and all("self_cpu_ns" in e["args"] for e in backward_tops)
     # Forward ops and nested backward ops read no clock.
-    assert not any("self_cpu_ns" in e["args"] for e in events if e["cat"] == "cpu_op"
-                   and e["args"]["phase"] == "forward")
+    assert not any(
+        "self_cpu_ns" in e["args"]
+        for e in events
+        if e["cat"] == "cpu_op" and e["args"]["phase"] == "forward"
+    )
     sleeps = [e for e in modules if e["args"]["fqn"] == "Outer.sleeps"]
     spins = [e for e in modules if e["args"]["fqn"] == "Outer.spins"]
     outer = [e for e in modules if e["args"]["fqn"] == "Outer"]
@@ -102,8 +108,12 @@ def test_modules_and_outermost_backward_ops_carry_their_own_cpu_time(traced):
         assert cpu_us(e) <= e["dur"] * 1.05 + 20, e
     for e in outer:  # the parent's own code only: its children's CPU time is theirs
         assert cpu_us(e) < 0.5 * SPIN_MS * 1000, e
-    assert subprocess.run([sys.executable, "-m", "fqntrace", "validate", traced],
-                          capture_output=True).returncode == 0
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "fqntrace", "validate", traced], capture_output=True
+        ).returncode
+        == 0
+    )
 
 
 def test_summary_gives_cpu_time_per_module_and_step_the_same_natively_and_in_python(traced):
@@ -122,9 +132,13 @@ def test_summary_gives_cpu_time_per_module_and_step_the_same_natively_and_in_pyt
     fwd = outer["forward"]
     assert fwd["step_cpu_median_ms"] >= spins["forward"]["step_cpu_median_ms"]
     assert fwd["step_self_cpu_median_ms"] < SPIN_MS * 0.5
-    assert fwd["cpu_ms"] == pytest.approx(sum(m[f]["forward"]["self_cpu_ms"]
-                                              for f in ("Outer", "Outer.spins", "Outer.sleeps",
-                                                        "Outer.lin")), abs=1e-5)
+    assert fwd["cpu_ms"] == pytest.approx(
+        sum(
+            m[f]["forward"]["self_cpu_ms"]
+            for f in ("Outer", "Outer.spins", "Outer.sleeps", "Outer.lin")
+        ),
+        abs=1e-5,
+    )
     assert m["Outer.lin"]["backward"]["self_cpu_ms"] > 0
     assert all(r["cpu_ms"] > 0 for r in native["steps"]["per_step"])
 
@@ -135,13 +149,27 @@ def test_summary_table_shows_the_cpu_column(traced, capsys):
     header = next(line for line in out.splitlines() if line.startswith("module"))
     at = header.index("cpu ms/st")  # right-aligned under its header, as wide
     row = next(line for line in out.splitlines() if line.strip().startswith("spins"))
-    assert float(row[at:at + len("cpu ms/st")]) >= SPIN_MS * 0.95
+    assert float(row[at : at + len("cpu ms/st")]) >= SPIN_MS * 0.95
     assert "cpu ms/st: the thread's CPU time" in out
 
 
 def gate(base, new, *extra):
-    out = subprocess.run([sys.executable, "-m", "fqntrace", "diff", base, new, "--threshold",
-                          "10", "--json", *extra], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fqntrace",
+            "diff",
+            base,
+            new,
+            "--threshold",
+            "10",
+            "--json",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+    )
     return out.returncode, json.loads(out.stdout)
 
 
@@ -175,11 +203,15 @@ def test_diff_tests_cpu_time_and_names_the_module_with_more_cpu_work(tmp_path, t
     assert abs(row["change_ms"]) < 0.25 * (SPIN_MS * 1.6 - SPIN_MS), row
 
 
-def test_cpu_readings_off_with_fqntrace_cpu0_and_diff_falls_back_to_wall_time(tmp_path, traced, run):
+def test_cpu_readings_off_with_fqntrace_cpu0_and_diff_falls_back_to_wall_time(
+    tmp_path, traced, run
+):
     path = tmp_path / "off.json"
-    program = (f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
-               "import torch; torch.set_num_threads(1)\n"
-               f"import test_cpu_time as t; t.train({str(path)!r}, steps=6)\n")
+    program = (
+        f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
+        "import torch; torch.set_num_threads(1)\n"
+        f"import test_cpu_time as t; t.train({str(path)!r}, steps=6)\n"
+    )
     proc = run(program, env_extra={"FQNTRACE_CPU": "0"}, check_rc=0)
     assert "fqntrace" not in proc.stderr
     assert not any("self_cpu_ns" in e["args"] for e in slices(load_trace(path)))
@@ -188,8 +220,9 @@ def test_cpu_readings_off_with_fqntrace_cpu0_and_diff_falls_back_to_wall_time(tm
     assert "cpu_ms" not in s["modules"]["Outer.spins"]["forward"]
     code, result = gate(traced, str(path))
     assert not result["measure"].startswith("cpu_")
-    bad = run(program.replace("off.json", "bad.json"), env_extra={"FQNTRACE_CPU": "sometimes"},
-              check_rc=0)
+    bad = run(
+        program.replace("off.json", "bad.json"), env_extra={"FQNTRACE_CPU": "sometimes"}, check_rc=0
+    )
     lines = [line for line in bad.stderr.splitlines() if "FQNTRACE_CPU" in line]
     assert len(lines) == 1 and "CPU time stays on" in lines[0], bad.stderr
     assert any("self_cpu_ns" in e["args"] for e in slices(load_trace(tmp_path / "bad.json")))
@@ -216,14 +249,21 @@ def test_recompute_has_its_own_cpu_time_taken_out_of_the_node_around_it(tmp_path
             model(x).sum().backward()
             fqntrace.step()
     events = slices(load_trace(path))
-    recomputes = [e for e in events if e["cat"] == "user_annotation"
-                  and e["args"]["phase"] == "recompute"]
+    recomputes = [
+        e for e in events if e["cat"] == "user_annotation" and e["args"]["phase"] == "recompute"
+    ]
     spins = [e for e in recomputes if e["args"]["fqn"] == "Checkpointed.inner.spins"]
     assert len(spins) == 3
     for inner in (e for e in recomputes if e["args"]["fqn"] == "Checkpointed.inner"):
-        around = [e for e in events if e["cat"] == "cpu_op" and e["args"]["depth"] == 0
-                  and e["tid"] == inner["tid"] and e["ts"] <= inner["ts"]
-                  and e["ts"] + e["dur"] >= inner["ts"] + inner["dur"]]
+        around = [
+            e
+            for e in events
+            if e["cat"] == "cpu_op"
+            and e["args"]["depth"] == 0
+            and e["tid"] == inner["tid"]
+            and e["ts"] <= inner["ts"]
+            and e["ts"] + e["dur"] >= inner["ts"] + inner["dur"]
+        ]
         assert len(around) == 1 and around[0]["args"]["phase"] == "backward", around
         # The node's own CPU time is at most its wall time outside the recompute: the
         # recompute's spin is taken out of it.
@@ -232,4 +272,6 @@ def test_recompute_has_its_own_cpu_time_taken_out_of_the_node_around_it(tmp_path
     for r in spins:
         assert r["args"]["self_cpu_ns"] >= spin_ms * 1e6 * 0.95, r
     s = summarize.load_for_summary(path)
-    assert s["modules"]["Checkpointed.inner.spins"]["recompute"]["self_cpu_ms"] >= 3 * spin_ms * 0.95
+    assert (
+        s["modules"]["Checkpointed.inner.spins"]["recompute"]["self_cpu_ms"] >= 3 * spin_ms * 0.95
+    )

@@ -1,6 +1,7 @@
 """Crash tolerance: a traced training loop killed with SIGKILL at random moments. `repair` must
 yield a valid trace that keeps every event the process had written to its file before the kill,
 and the session must have been writing while it ran, not only at exit."""
+
 import json
 import os
 import random
@@ -27,13 +28,14 @@ NODE_LINE = b'"name":"AddmmBackward0"'
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "fqntrace", *args], capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "fqntrace", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def complete_node_lines(flushed: bytes) -> int:
     """AddmmBackward0 events whose whole line had reached the file."""
-    whole = flushed[:flushed.rfind(b"\n") + 1]
+    whole = flushed[: flushed.rfind(b"\n") + 1]
     return sum(1 for line in whole.split(b"\n") if NODE_LINE in line and b'"ph":"X"' in line)
 
 
@@ -47,8 +49,9 @@ def test_sigkill_then_repair_keeps_everything_flushed(tmp_path):
     for attempt in range(KILLS):
         path = tmp_path / f"kill{attempt}.json"
         env["FQNTRACE"] = str(path)
-        child = subprocess.Popen([sys.executable, "-u", "-c", LOOP], env=env,
-                                 stdout=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            [sys.executable, "-u", "-c", LOOP], env=env, stdout=subprocess.PIPE, text=True
+        )
         first = child.stdout.readline()  # the first step is done: tracing runs
         assert first, "the traced loop did not start"
         started = time.monotonic()
@@ -69,12 +72,14 @@ def test_sigkill_then_repair_keeps_everything_flushed(tmp_path):
         repaired = cli("repair", str(path))
         assert repaired.returncode == 0, repaired.stderr
         assert repaired.stdout.startswith("repaired:") or repaired.stdout.startswith(
-            "already complete"), repaired.stdout
+            "already complete"
+        ), repaired.stdout
         validated = cli("validate", str(path))
         assert validated.returncode == 0, (attempt, validated.stdout, validated.stderr)
         trace = json.load(open(path))
-        nodes = [e for e in trace["traceEvents"]
-                 if e.get("ph") == "X" and e["name"] == "AddmmBackward0"]
+        nodes = [
+            e for e in trace["traceEvents"] if e.get("ph") == "X" and e["name"] == "AddmmBackward0"
+        ]
         # Nothing that had reached the file is lost to the kill or to repair.
         assert len(nodes) >= flushed_nodes, (attempt, len(nodes), flushed_nodes)
         # Two Linear layers: never more nodes than the steps begun.

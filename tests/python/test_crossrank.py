@@ -1,6 +1,7 @@
 """`summary` over several ranks' traces: per module and phase the median, the maximum and the
 slowest rank, comm time per rank, and the straggler, from a torchrun job where rank 1 does extra
 matmuls inside one module (tests/python/dist_scripts/straggler.py)."""
+
 import json
 import os
 import shutil
@@ -18,22 +19,32 @@ pytestmark = pytest.mark.skipif(not os.path.exists(TORCHRUN), reason="torchrun n
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "fqntrace", *args], capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "fqntrace", *args], capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
     """run.0.json and run.1.json of a 2-rank DDP job whose rank 1 straggles in `slow`."""
     folder = str(tmp_path_factory.mktemp("straggler"))
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("FQNTRACE", "TORCHELASTIC", "MASTER_"))
-           and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("FQNTRACE", "TORCHELASTIC", "MASTER_"))
+        and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK")
+    }
     env.update({"FQNTRACE": os.path.join(folder, "run.{rank}.json"), "OMP_NUM_THREADS": "1"})
     for attempt in range(2):
-        proc = subprocess.run([TORCHRUN, "--standalone", "--nproc_per_node=2", SCRIPT,
-                               "--extra", "20"], env=env, cwd=folder, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, timeout=180)
+        proc = subprocess.run(
+            [TORCHRUN, "--standalone", "--nproc_per_node=2", SCRIPT, "--extra", "20"],
+            env=env,
+            cwd=folder,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=180,
+        )
         if proc.returncode != 0 and TORCH_EXIT_ABORT in proc.stdout and attempt == 0:
             for name in os.listdir(folder):  # torch's exit race (see train.py), not ours
                 os.remove(os.path.join(folder, name))
@@ -59,7 +70,8 @@ def test_cross_rank_json_names_the_straggling_module_and_rank(ranks):
     assert fwd["ranks"]["1"]["self_ms"] > 3 * fwd["ranks"]["0"]["self_ms"]
     assert fwd["max_ms"] == fwd["ranks"]["1"]["total_ms"]
     assert fwd["median_ms"] == pytest.approx(
-        (fwd["ranks"]["0"]["total_ms"] + fwd["ranks"]["1"]["total_ms"]) / 2, abs=1e-5)
+        (fwd["ranks"]["0"]["total_ms"] + fwd["ranks"]["1"]["total_ms"]) / 2, abs=1e-5
+    )
     assert result["straggler"]["module"] == slow and result["straggler"]["rank"] == 1
     assert result["straggler"]["phase"] == "forward"
     # Each rank's numbers are that rank's own summary.
@@ -72,8 +84,14 @@ def test_cross_rank_json_names_the_straggling_module_and_rank(ranks):
                 assert cell["comm_ms"] == entry[phase]["comm_ms"]
     # DDP's all-reduces: gloo's work time lands on modules, on both ranks.
     for rank in ("0", "1"):
-        assert sum(m[p]["comm_ms"][rank] for m in result["modules"].values()
-                   for p in ("forward", "backward", "recompute")) > 0
+        assert (
+            sum(
+                m[p]["comm_ms"][rank]
+                for m in result["modules"].values()
+                for p in ("forward", "backward", "recompute")
+            )
+            > 0
+        )
 
 
 def test_cross_rank_table_shows_median_max_slowest_and_comm(ranks):

@@ -1,12 +1,12 @@
 """`python -m fqntrace diff BASE NEW` on real runs: the same model twice, the second with an extra
 matmul in one block; a different model; summaries; bad inputs."""
+
 import json
 import os
 import subprocess
 import sys
 
 import pytest
-
 from fqntrace.analysis import diff, summarize
 from slow_block import SLOW_BLOCK, Net, Other, train
 
@@ -26,8 +26,13 @@ def runs(tmp_path_factory):
 
 def fqntrace_cli(*args):
     env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
-    return subprocess.run([sys.executable, "-m", "fqntrace", *map(str, args)], env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "fqntrace", *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def one_line(stderr):
@@ -65,8 +70,9 @@ def test_diff_ranks_the_block_with_the_extra_matmul_first(runs):
 def test_diff_reads_the_summaries_the_core_writes(runs):
     # <stem>.summary.json, written at each run's end from its trace (FQNTRACE_FORMATS=summary).
     folder = runs["folder"]
-    proc = fqntrace_cli("diff", folder / "base.summary.json", folder / "slow.summary.json",
-                        "--json")
+    proc = fqntrace_cli(
+        "diff", folder / "base.summary.json", folder / "slow.summary.json", "--json"
+    )
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)["rows"]
     assert rows[0]["fqn"] == SLOW_BLOCK
@@ -75,7 +81,7 @@ def test_diff_reads_the_summaries_the_core_writes(runs):
     assert "Net.blocks" in {r["fqn"] for r in rows}
     mixed = fqntrace_cli("diff", runs["base"], folder / "slow.summary.json", "--json")
     assert mixed.returncode == 0, mixed.stderr
-    assert ({r["fqn"] for r in json.loads(mixed.stdout)["rows"]} == {r["fqn"] for r in rows})
+    assert {r["fqn"] for r in json.loads(mixed.stdout)["rows"]} == {r["fqn"] for r in rows}
     assert all(r["status"] == "both" for r in rows)
 
 
@@ -92,8 +98,9 @@ def test_threshold_exit_codes(runs):
     assert same.returncode == 0, same.stderr
     # A threshold the change stays under, and a minimum size no module reaches: exit 0.
     assert fqntrace_cli("diff", runs["base"], runs["slow"], "--threshold", "1e9").returncode == 0
-    small = fqntrace_cli("diff", runs["base"], runs["slow"], "--threshold", "50",
-                         "--min-share", "100")
+    small = fqntrace_cli(
+        "diff", runs["base"], runs["slow"], "--threshold", "50", "--min-share", "100"
+    )
     assert small.returncode == 0, small.stderr
     assert fqntrace_cli("diff", runs["base"], runs["slow"], "--threshold", "-3").returncode == 2
 
@@ -102,8 +109,8 @@ def test_modules_on_one_side_are_listed_and_summaries_work(runs):
     folder = runs["folder"]
     base = summarize.load_for_summary(runs["base"])
     new = summarize.load_for_summary(runs["slow"])
-    del base["modules"]["Net.head"]          # as if the head were added in NEW
-    new["modules"].pop("Net.blocks.3.fc2")   # and fc2 of the last block removed
+    del base["modules"]["Net.head"]  # as if the head were added in NEW
+    new["modules"].pop("Net.blocks.3.fc2")  # and fc2 of the last block removed
     base_path = folder / "edited-base.summary.json"
     new_path = folder / "edited-new.summary.json"
     base_path.write_text(json.dumps(base))
@@ -147,17 +154,38 @@ def step_summary(samples, name="run.json"):
     n = len(next(iter(samples.values())))
     modules = {}
     for fqn, values in samples.items():
-        median = sorted(values)[n // 2] if n % 2 else sum(sorted(values)[n // 2 - 1:n // 2 + 1]) / 2
-        phase = {"self_ms": sum(values), "total_ms": sum(values), "step_median_ms": median,
-                 "step_self_median_ms": median, "ops": n, "flops": 0}
-        modules[fqn] = {"module_type": "M", "calls": n, "forward": phase,
-                        "backward": {}, "recompute": {}, "step_self_ms": list(values)}
+        median = (
+            sorted(values)[n // 2] if n % 2 else sum(sorted(values)[n // 2 - 1 : n // 2 + 1]) / 2
+        )
+        phase = {
+            "self_ms": sum(values),
+            "total_ms": sum(values),
+            "step_median_ms": median,
+            "step_self_median_ms": median,
+            "ops": n,
+            "flops": 0,
+        }
+        modules[fqn] = {
+            "module_type": "M",
+            "calls": n,
+            "forward": phase,
+            "backward": {},
+            "recompute": {},
+            "step_self_ms": list(values),
+        }
     op = [sum(v[k] for v in samples.values()) for k in range(n)]
-    return {"trace": name, "modules": modules,
-            "steps": {"count": n, "recorded": n + 1, "excluded": [0], "kept": list(range(1, n + 1)),
-                      "median_op_ms": sorted(op)[n // 2],
-                      "per_step": [{"step": k + 1, "op_ms": op[k], "excluded": False}
-                                   for k in range(n)]}}
+    return {
+        "trace": name,
+        "modules": modules,
+        "steps": {
+            "count": n,
+            "recorded": n + 1,
+            "excluded": [0],
+            "kept": list(range(1, n + 1)),
+            "median_op_ms": sorted(op)[n // 2],
+            "per_step": [{"step": k + 1, "op_ms": op[k], "excluded": False} for k in range(n)],
+        },
+    }
 
 
 STEADY = [1.00, 1.01, 0.99, 1.02, 0.98, 1.00, 1.01, 0.99, 1.03, 0.97, 1.00, 1.02]
@@ -201,11 +229,21 @@ def test_rows_rank_by_the_change_they_surely_made_not_by_the_estimate():
     # Net.tiny (0.03 ms) has wild steps in NEW: its median is up 100x, its interval reaches
     # down to a small fraction of a ms. Net.big (2 ms) is 30 % slower in every step: a smaller
     # estimate, a narrow interval far from zero. The one that surely moved more ranks first.
-    base = step_summary({"Net.big": [2 * v for v in STEADY], "Net.tiny": [0.03 * v for v in STEADY],
-                         "Net.rest": [5 * v for v in STEADY]})
+    base = step_summary(
+        {
+            "Net.big": [2 * v for v in STEADY],
+            "Net.tiny": [0.03 * v for v in STEADY],
+            "Net.rest": [5 * v for v in STEADY],
+        }
+    )
     wild = [0.03, 0.04, 9.0, 0.05, 6.0, 7.5, 0.03, 8.0, 5.0, 6.5, 4.0, 9.5]
-    new = step_summary({"Net.big": [2.6 * v for v in STEADY], "Net.tiny": wild,
-                        "Net.rest": [5 * v for v in STEADY]})
+    new = step_summary(
+        {
+            "Net.big": [2.6 * v for v in STEADY],
+            "Net.tiny": wild,
+            "Net.rest": [5 * v for v in STEADY],
+        }
+    )
     result = diff.compare(base, new, threshold=10, absolute=True)
     rows = {r["fqn"]: r for r in result["rows"]}
     big, tiny = rows["Net.big"], rows["Net.tiny"]
@@ -222,8 +260,11 @@ def test_identical_samples_never_fail_the_gate():
     same = step_summary({"Net.a": STEADY, "Net.b": NOISY_BASE})
     result = diff.compare(same, json.loads(json.dumps(same)), threshold=0)
     assert result["regressions"] == []
-    assert all(r["p_value"] == 1.0 and r["change_ms"] == 0 for r in result["rows"]
-               if r["p_value"] is not None)
+    assert all(
+        r["p_value"] == 1.0 and r["change_ms"] == 0
+        for r in result["rows"]
+        if r["p_value"] is not None
+    )
 
 
 def test_too_few_steps_give_one_note_and_the_median_rule(tmp_path):
@@ -234,16 +275,18 @@ def test_too_few_steps_give_one_note_and_the_median_rule(tmp_path):
     assert result["rows"][0]["p_value"] is None and result["regressions"] == ["Net.a"]
     (tmp_path / "base.summary.json").write_text(json.dumps(base))
     (tmp_path / "new.summary.json").write_text(json.dumps(new))
-    proc = fqntrace_cli("diff", tmp_path / "base.summary.json", tmp_path / "new.summary.json",
-                        "--threshold", "10")
+    proc = fqntrace_cli(
+        "diff", tmp_path / "base.summary.json", tmp_path / "new.summary.json", "--threshold", "10"
+    )
     assert proc.returncode == diff.EXIT_REGRESSION
     notes = [line for line in proc.stderr.splitlines() if line.startswith("fqntrace: note: ")]
     assert len(notes) == 1 and "fewer than 5" in notes[0]
     assert "note: " in proc.stdout  # the text says it too
     # --totals compares whole-run totals, whatever the steps.
     assert diff.compare(base, new, totals=True)["mode"] == "totals"
-    bad = fqntrace_cli("diff", tmp_path / "base.summary.json", tmp_path / "new.summary.json",
-                       "--alpha", "2")
+    bad = fqntrace_cli(
+        "diff", tmp_path / "base.summary.json", tmp_path / "new.summary.json", "--alpha", "2"
+    )
     assert bad.returncode == 2
     one_line(bad.stderr)
 
@@ -255,8 +298,9 @@ def test_a_machine_running_slower_as_a_whole_is_no_regression_of_every_module():
     names = ["Net.a", "Net.b", "Net.c", "Net.d", "Net.e"]
     wobble = [1.00, 1.04, 0.97, 1.02, 0.99, 1.03, 0.96, 1.01, 1.00, 0.98, 1.05, 0.995]
     base = step_summary({f: [(i + 1) * w for w in wobble] for i, f in enumerate(names)})
-    slower = step_summary({f: [1.25 * (i + 1) * w for w in wobble[::-1]]
-                           for i, f in enumerate(names)})
+    slower = step_summary(
+        {f: [1.25 * (i + 1) * w for w in wobble[::-1]] for i, f in enumerate(names)}
+    )
     result = diff.compare(base, slower, threshold=10)
     assert result["measure"] == "speed_corrected"
     assert result["regressions"] == []
@@ -265,8 +309,12 @@ def test_a_machine_running_slower_as_a_whole_is_no_regression_of_every_module():
     assert result["step"]["significant"]
     assert sorted(diff.compare(base, slower, threshold=10, absolute=True)["regressions"]) == names
     # One module's own code 30 % slower on the slower machine: that one, by about 30 %.
-    hot = step_summary({f: [1.25 * (i + 1) * w * (1.3 if f == "Net.c" else 1) for w in wobble[::-1]]
-                        for i, f in enumerate(names)})
+    hot = step_summary(
+        {
+            f: [1.25 * (i + 1) * w * (1.3 if f == "Net.c" else 1) for w in wobble[::-1]]
+            for i, f in enumerate(names)
+        }
+    )
     result = diff.compare(base, hot, threshold=10)
     assert result["regressions"] == ["Net.c"] and result["rows"][0]["fqn"] == "Net.c"
     assert result["rows"][0]["change_pct"] == pytest.approx(30, abs=3)

@@ -8,14 +8,14 @@ one busy process per core itself (the load of other jobs; they are stopped when 
 - 5 interleaved pairs of identical runs: at most one exits 3 (a false alarm);
 - 5 pairs with Net.hot 30% slower: at least 4 exit 3 with Net.hot ranked first.
 """
+
 import json
 import os
 import subprocess
 import sys
 
-import pytest
-
 import gate_runs
+import pytest
 from fqntrace.analysis import diff
 
 PAIRS = 5
@@ -28,9 +28,24 @@ def outcomes(tmp_path_factory):
     # in this process (threads, a large heap, fqntrace's session state) weighs on the runs.
     folder = tmp_path_factory.mktemp("gate")
     env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
-    proc = subprocess.run([sys.executable, gate_runs.__file__, "--pairs", str(PAIRS),
-                           "--steps", str(STEPS), "--load", "--folder", str(folder), "--json"],
-                          env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            gate_runs.__file__,
+            "--pairs",
+            str(PAIRS),
+            "--steps",
+            str(STEPS),
+            "--load",
+            "--folder",
+            str(folder),
+            "--json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

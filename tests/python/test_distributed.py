@@ -6,6 +6,7 @@ issuing c10d op and gloo's work range), the summary's communication columns, the
 ranks' files, HolisticTraceAnalysis reading them as one job, and what a SIGKILLed rank leaves.
 Each torchrun run is bounded by TIMEOUT; the runs are shared by the tests (module fixtures).
 """
+
 import glob
 import json
 import os
@@ -32,14 +33,24 @@ pytestmark = pytest.mark.skipif(not os.path.exists(TORCHRUN), reason="torchrun n
 
 def torchrun(workdir, fqntrace, *args, env_extra=None, launcher_args=(), expect_ok=True):
     """Runs train.py on WORLD CPU ranks; returns the CompletedProcess (stdout + stderr merged)."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("FQNTRACE", "TORCHELASTIC", "MASTER_"))
-           and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("FQNTRACE", "TORCHELASTIC", "MASTER_"))
+        and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK")
+    }
     env.update({"FQNTRACE": fqntrace, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
     env.update(env_extra or {})
     cmd = [TORCHRUN, "--standalone", f"--nproc_per_node={WORLD}", *launcher_args, SCRIPT, *args]
-    proc = subprocess.run(cmd, env=env, cwd=workdir, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT)
+    proc = subprocess.run(
+        cmd,
+        env=env,
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=TIMEOUT,
+    )
     if expect_ok and proc.returncode != 0:
         # torch's gloo abort at interpreter exit (docs/reliability.md) may end a rank after its
         # work, traced or not; train.py does not wait it out. Then every rank finished its
@@ -79,8 +90,11 @@ def works(trace):
 
 
 def inside(inner, outer):
-    return (inner["tid"] == outer["tid"] and outer["ts"] <= inner["ts"] + 1e-3
-            and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"] + 1e-3)
+    return (
+        inner["tid"] == outer["tid"]
+        and outer["ts"] <= inner["ts"] + 1e-3
+        and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"] + 1e-3
+    )
 
 
 def steps(trace):
@@ -107,8 +121,14 @@ def pairs(trace, kinds=None):
         done = [e for e in works(trace) if e["args"]["collective"] == kind]
         assert len(issued) == len(done), (kind, len(issued), len(done))
         for work in done:
-            match = next((i for i in issued if attribution(i) == attribution(work)
-                          and i["ts"] <= work["ts"]), issued[0])
+            match = next(
+                (
+                    i
+                    for i in issued
+                    if attribution(i) == attribution(work) and i["ts"] <= work["ts"]
+                ),
+                issued[0],
+            )
             issued.remove(match)
             out.append((match, work))
     return out
@@ -128,19 +148,36 @@ def attribution(event):
 @pytest.fixture(scope="module")
 def ddp(tmp_path_factory):
     d = tmp_path_factory.mktemp("ddp")
-    proc = torchrun(d, str(d / "run.{rank}.json"), "--mode", "ddp", "--steps", "3", "--log-loss",
-                    "--dump-buckets", str(d / "buckets.json"),
-                    env_extra={"FQNTRACE_FORMATS": "summary"})
-    return {"dir": d, "out": proc.stdout, "ddp": load(d / "buckets.json"),
-            "traces": [load(d / f"run.{r}.json") for r in range(WORLD)],
-            "summaries": [load(d / f"run.{r}.summary.json") for r in range(WORLD)]}
+    proc = torchrun(
+        d,
+        str(d / "run.{rank}.json"),
+        "--mode",
+        "ddp",
+        "--steps",
+        "3",
+        "--log-loss",
+        "--dump-buckets",
+        str(d / "buckets.json"),
+        env_extra={"FQNTRACE_FORMATS": "summary"},
+    )
+    return {
+        "dir": d,
+        "out": proc.stdout,
+        "ddp": load(d / "buckets.json"),
+        "traces": [load(d / f"run.{r}.json") for r in range(WORLD)],
+        "summaries": [load(d / f"run.{r}.summary.json") for r in range(WORLD)],
+    }
 
 
 @pytest.fixture(scope="module")
 def fsdp(tmp_path_factory):
     d = tmp_path_factory.mktemp("fsdp")
     proc = torchrun(d, str(d / "run.{rank}.json"), "--mode", "fsdp", "--steps", "2", "--log-loss")
-    return {"dir": d, "out": proc.stdout, "traces": [load(d / f"run.{r}.json") for r in range(WORLD)]}
+    return {
+        "dir": d,
+        "out": proc.stdout,
+        "traces": [load(d / f"run.{r}.json") for r in range(WORLD)],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -157,8 +194,13 @@ def fsdp_prefetch(tmp_path_factory):
 def test_one_file_per_rank_with_distributed_info(ddp):
     names = sorted(os.listdir(ddp["dir"]))
     # torchrun's own process is not traced: it would have written run.0.json too.
-    assert names == ["buckets.json", "run.0.json", "run.0.summary.json", "run.1.json",
-                     "run.1.summary.json"]
+    assert names == [
+        "buckets.json",
+        "run.0.json",
+        "run.0.summary.json",
+        "run.1.json",
+        "run.1.summary.json",
+    ]
     bases = []
     for rank, trace in enumerate(ddp["traces"]):
         assert trace["distributedInfo"] == {"backend": "gloo", "rank": rank, "world_size": WORLD}
@@ -173,10 +215,19 @@ def test_one_file_per_rank_with_distributed_info(ddp):
 
 def test_without_rank_placeholder_each_rank_gets_its_file_and_rank0_says_so(tmp_path):
     logs = tmp_path / "logs"
-    torchrun(tmp_path, str(tmp_path / "run.json"), "--mode", "ddp", "--steps", "1",
-             launcher_args=("--redirects", "3", "--log-dir", str(logs)))
-    assert sorted(p for p in os.listdir(tmp_path) if p != "logs") == ["run.rank0.json",
-                                                                       "run.rank1.json"]
+    torchrun(
+        tmp_path,
+        str(tmp_path / "run.json"),
+        "--mode",
+        "ddp",
+        "--steps",
+        "1",
+        launcher_args=("--redirects", "3", "--log-dir", str(logs)),
+    )
+    assert sorted(p for p in os.listdir(tmp_path) if p != "logs") == [
+        "run.rank0.json",
+        "run.rank1.json",
+    ]
     for rank in range(WORLD):
         trace = load(tmp_path / f"run.rank{rank}.json")
         assert trace["distributedInfo"]["rank"] == rank
@@ -196,8 +247,19 @@ def test_without_rank_placeholder_each_rank_gets_its_file_and_rank0_says_so(tmp_
 # ---------------------------------------------------------------------------------------------
 # DDP
 
-KINDS = {"allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "barrier",
-         "gather", "scatter", "reduce", "send", "recv"}
+KINDS = {
+    "allreduce",
+    "allgather",
+    "reduce_scatter",
+    "broadcast",
+    "alltoall",
+    "barrier",
+    "gather",
+    "scatter",
+    "reduce",
+    "send",
+    "recv",
+}
 
 
 def test_ddp_every_collective_is_described(ddp):
@@ -232,8 +294,11 @@ def test_ddp_gradient_allreduces_name_the_module_that_completed_the_bucket(ddp):
     assert len(buckets) >= 4  # bucket_cap_mb=0.05: several buckets
     prefix = "DistributedDataParallel.module."
     for trace in ddp["traces"]:
-        grads = [e for e in issuers(trace) if e["name"] == "c10d::allreduce_"
-                 and e["args"]["phase"] == "backward"]
+        grads = [
+            e
+            for e in issuers(trace)
+            if e["name"] == "c10d::allreduce_" and e["args"]["phase"] == "backward"
+        ]
         by_step = {}
         for e in grads:
             by_step.setdefault(step_of(e, trace), []).append(e)
@@ -253,8 +318,11 @@ def test_ddp_gradient_allreduces_name_the_module_that_completed_the_bucket(ddp):
                 # bucket's last parameter in ready order.
                 assert e["args"]["fqn"] == prefix + bucket["owners"][-1]
         # Outside backward: the loss all-reduce of --log-loss is Global forward, 4 bytes.
-        logged = [e for e in issuers(trace) if e["name"] == "c10d::allreduce_"
-                  and e["args"]["phase"] == "forward"]
+        logged = [
+            e
+            for e in issuers(trace)
+            if e["name"] == "c10d::allreduce_" and e["args"]["phase"] == "forward"
+        ]
         assert len(logged) == 3
         assert all(e["args"]["fqn"] == "Global" and e["args"]["bytes"] == 4 for e in logged)
 
@@ -269,8 +337,9 @@ def test_ddp_gloo_work_carries_its_issuers_attribution(ddp):
         grad_works = [w for _, w in ps if w["args"]["phase"] == "backward"]
         assert len(grad_works) == 1 + 2 * len(ddp["ddp"]["buckets"])
         assert all(w["name"] == "gloo:all_reduce" for w in grad_works)
-        assert all(w["args"]["fqn"].startswith("DistributedDataParallel.module.")
-                   for w in grad_works)
+        assert all(
+            w["args"]["fqn"].startswith("DistributedDataParallel.module.") for w in grad_works
+        )
 
 
 def test_ddp_summary_books_communication_per_module(ddp):
@@ -305,9 +374,13 @@ ROOT = "FSDPTinyLM"
 
 def served(event, trace):
     """The module a c10d op works for, read from the innermost enclosing FSDP label."""
-    labels = [e for e in xs(trace) if e["name"].startswith(("FSDP::all_gather",
-                                                            "FSDP::post_backward_reduce"))
-              and not e["name"].startswith("FSDP::all_gather_copy_out") and inside(event, e)]
+    labels = [
+        e
+        for e in xs(trace)
+        if e["name"].startswith(("FSDP::all_gather", "FSDP::post_backward_reduce"))
+        and not e["name"].startswith("FSDP::all_gather_copy_out")
+        and inside(event, e)
+    ]
     assert labels, event
     label = max(labels, key=lambda e: e["ts"])["name"]
     m = re.search(r"\((.+)\)$", label)
@@ -319,8 +392,11 @@ def fsdp_collectives(trace):
     out = {}
     for e in issuers(trace):
         if e["name"] == "c10d::_allgather_base_":
-            fwd = not any(inside(e, p) for p in xs(trace)
-                          if p["name"].startswith(("FSDP::pre_backward", "FSDP::backward_prefetch")))
+            fwd = not any(
+                inside(e, p)
+                for p in xs(trace)
+                if p["name"].startswith(("FSDP::pre_backward", "FSDP::backward_prefetch"))
+            )
             key = ("allgather", "forward" if fwd else "backward")
         elif e["name"] == "c10d::_reduce_scatter_base_":
             key = ("reduce_scatter", "backward")
@@ -363,7 +439,7 @@ def test_fsdp2_explicit_prefetch_all_gathers_name_the_block_they_serve(fsdp_pref
     for trace in fsdp_prefetch["traces"]:
         c = fsdp_collectives(trace)
         assert [m for _, m in c[("allgather", "forward")]] == ([ROOT] + blocks) * 2
-        prefetched = [e for e in xs(trace) if e["name"] == f"FSDP::forward_prefetch for blocks.1"]
+        prefetched = [e for e in xs(trace) if e["name"] == "FSDP::forward_prefetch for blocks.1"]
         assert len(prefetched) == 2
         for e in prefetched:
             assert e["args"]["fqn"] == f"{ROOT}.blocks.0"  # where it was issued from
@@ -414,8 +490,12 @@ def test_fsdp2_every_work_carries_its_issuers_attribution(fsdp):
     # ("gloo:all_reduce"), and that work still says reduce_scatter, with the issuer's bytes.
     for trace in fsdp["traces"]:
         ps = pairs(trace)
-        assert {i["args"]["collective"] for i, _ in ps} == {"allgather", "reduce_scatter",
-                                                             "allreduce", "barrier"}
+        assert {i["args"]["collective"] for i, _ in ps} == {
+            "allgather",
+            "reduce_scatter",
+            "allreduce",
+            "barrier",
+        }
         for issuer, work in ps:
             assert attribution(work) == attribution(issuer), (issuer, work)
             assert work["ts"] >= issuer["ts"], (issuer, work)
@@ -448,8 +528,14 @@ def test_fsdp2_loss_all_reduce_work_carries_its_issuer(fsdp):
         assert len(logged) == 2
         for issuer in logged:
             # the work gloo starts for it: the first all-reduce work after it was issued
-            work = min((w for w in works(trace) if w["name"] == "gloo:all_reduce"
-                        and w["ts"] >= issuer["ts"]), key=lambda w: w["ts"])
+            work = min(
+                (
+                    w
+                    for w in works(trace)
+                    if w["name"] == "gloo:all_reduce" and w["ts"] >= issuer["ts"]
+                ),
+                key=lambda w: w["ts"],
+            )
             assert attribution(work) == attribution(issuer), (issuer, work)
 
 
@@ -465,15 +551,17 @@ def time_nesting(trace):
         if e.get("ph") == "X" and e.get("cat") != "module_span":  # module tracks: a view
             start = round(e["ts"] * 1000)
             by_thread.setdefault((e["pid"], e["tid"]), []).append(
-                (start, -(start + round(e["dur"] * 1000)), -k, e))
+                (start, -(start + round(e["dur"] * 1000)), -k, e)
+            )
     out = []
     for slices in by_thread.values():
         slices.sort(key=lambda s: s[:3])
         stack = []
         for start, neg_end, _, e in slices:
             # inside the top: ends by its end, and starts before it ends (or where it starts)
-            while stack and not (-neg_end <= -stack[-1][1]
-                                 and (start < -stack[-1][1] or start == stack[-1][0])):
+            while stack and not (
+                -neg_end <= -stack[-1][1] and (start < -stack[-1][1] or start == stack[-1][0])
+            ):
                 stack.pop()
             out.append((e, stack[-1][3] if stack else None))
             stack.append((start, neg_end, None, e))
@@ -535,10 +623,16 @@ def test_fsdp2_summary_self_times_equal_the_time_nesting(fsdp):
             assert got == pytest.approx(ns / 1e6, abs=2e-3), (rank, fqn, phase)
         for fqn, module in summary["modules"].items():  # a total is its subtree's self times
             for phase in ("forward", "backward", "recompute"):
-                subtree = sum(ns for (f, p), ns in oracle.items()
-                              if p == phase and (f == fqn or f.startswith(fqn + ".")))
+                subtree = sum(
+                    ns
+                    for (f, p), ns in oracle.items()
+                    if p == phase and (f == fqn or f.startswith(fqn + "."))
+                )
                 assert module[phase]["total_ms"] == pytest.approx(subtree / 1e6, abs=5e-3), (
-                    rank, fqn, phase)
+                    rank,
+                    fqn,
+                    phase,
+                )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -546,8 +640,12 @@ def test_fsdp2_summary_self_times_equal_the_time_nesting(fsdp):
 
 
 def cli(*args, check=True):
-    proc = subprocess.run([sys.executable, "-m", "fqntrace", *map(str, args)],
-                          capture_output=True, text=True, timeout=TIMEOUT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fqntrace", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc
@@ -559,8 +657,11 @@ def test_merge_puts_ranks_on_rows_with_aligned_clocks(ddp, tmp_path):
     cli("merge", d / "run.0.json", d / "run.1.json", "-o", out)
     assert cli("validate", out).stdout.startswith("ok:")
     merged = load(out)
-    rows = {e["pid"]: e["args"]["name"] for e in merged["traceEvents"]
-            if e.get("name") == "process_name"}
+    rows = {
+        e["pid"]: e["args"]["name"]
+        for e in merged["traceEvents"]
+        if e.get("name") == "process_name"
+    }
     assert rows == {0: "rank 0", 1: "rank 1"}
     by_rank = {r: [e for e in xs(merged) if e["pid"] == r] for r in range(WORLD)}
     assert [len(by_rank[r]) for r in range(WORLD)] == [len(xs(t)) for t in ddp["traces"]]
@@ -636,7 +737,11 @@ def test_holistic_trace_analysis_reads_the_ranks_as_one_job(ddp, tmp_path):
         frame = analysis.t.get_trace(r)
         assert len(frame) == len(xs(ddp["traces"][r]))
         names = {symbols[i] for i in frame["name"].unique()}
-        assert {"c10d::allreduce_", "gloo:all_reduce", "nn.Module: DistributedDataParallel"} <= names
+        assert {
+            "c10d::allreduce_",
+            "gloo:all_reduce",
+            "nn.Module: DistributedDataParallel",
+        } <= names
 
 
 # ---------------------------------------------------------------------------------------------
@@ -647,8 +752,19 @@ def test_sigkilled_rank_leaves_both_files_repairable(tmp_path):
     # Rank 1 sleeps 1.5 s at the start of step 3, then SIGKILLs itself; rank 0 blocks in step 3's
     # gradient all-reduce, gets gloo's "Connection closed by peer" and is sent SIGTERM by
     # torchrun. Neither process runs its exit handlers, so neither file gets its closing tail.
-    proc = torchrun(tmp_path, str(tmp_path / "run.{rank}.json"), "--mode", "ddp", "--steps", "6",
-                    "--kill-rank", "1", "--kill-step", "3", expect_ok=False)
+    proc = torchrun(
+        tmp_path,
+        str(tmp_path / "run.{rank}.json"),
+        "--mode",
+        "ddp",
+        "--steps",
+        "6",
+        "--kill-rank",
+        "1",
+        "--kill-step",
+        "3",
+        expect_ok=False,
+    )
     assert proc.returncode != 0
     assert "rank 1: SIGKILL at step 3" in proc.stdout
     assert "exitcode  : -9" in proc.stdout  # rank 1
@@ -700,7 +816,8 @@ def test_process_group_without_torchrun_env_gets_bytes(tmp_path):
         "dist.init_process_group('gloo', store=store, rank=0, world_size=1)\n"
         "t = torch.ones(10)\n"
         "dist.all_reduce(t)\n"
-        "dist.destroy_process_group()\n")
+        "dist.destroy_process_group()\n"
+    )
     trace_path = tmp_path / "single.json"
     env = {"FQNTRACE": str(trace_path)}
     env.update({k: "" for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK")})

@@ -5,6 +5,7 @@ program's final pass exactly as a fresh torch ModTracker names them, with the cl
 has when it runs (docs/compatibility.md). Each program runs traced in full, and those in SAMPLED
 once more sampled (FQNTRACE_SAMPLE=0.01, docs/sampling.md: its module scopes are as complete);
 every trace must also give a `summary` without a word on stderr."""
+
 import glob
 import json
 import os
@@ -40,17 +41,31 @@ CASES = [
 # The sampled run: the programs whose machinery the sampled mode meets differently (backward
 # attribution without forward ops, torch.profiler beside it, export and TorchScript, a
 # traceback, two ranks); the others add run time and nothing new.
-SAMPLED = ("surgery.py", "exception_traceback.py", "profiler_rows.py", "peft_lora.py",
-           "lightning_train.py", "export_module.py", "torchscript.py", "fsdp2_ranks.py")
-RUNS = ([(program, named, None) for program, named in CASES]
-        + [(program, named, "0.01") for program, named in CASES if program in SAMPLED])
+SAMPLED = (
+    "surgery.py",
+    "exception_traceback.py",
+    "profiler_rows.py",
+    "peft_lora.py",
+    "lightning_train.py",
+    "export_module.py",
+    "torchscript.py",
+    "fsdp2_ranks.py",
+)
+RUNS = [(program, named, None) for program, named in CASES] + [
+    (program, named, "0.01") for program, named in CASES if program in SAMPLED
+]
 
 
 def _env(tmp_path, traced, name, sample=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
-    env.update(ECOSYSTEM_FQNS=str(tmp_path / f"{name}.{'traced' if traced else 'plain'}.fqns.json"),
-               TMPDIR=str(tmp_path), PYTHONHASHSEED="0", OMP_NUM_THREADS="1",
-               TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
+    env.update(
+        ECOSYSTEM_FQNS=str(tmp_path / f"{name}.{'traced' if traced else 'plain'}.fqns.json"),
+        TMPDIR=str(tmp_path),
+        PYTHONHASHSEED="0",
+        OMP_NUM_THREADS="1",
+        TOKENIZERS_PARALLELISM="false",
+        HF_HUB_OFFLINE="1",
+    )
     if traced:
         env["FQNTRACE"] = str(tmp_path / f"{name}.json")
         if sample is not None:
@@ -60,9 +75,14 @@ def _env(tmp_path, traced, name, sample=None):
 
 def _start(tmp_path, program, traced, sample=None):
     name = program[:-3]
-    return subprocess.Popen([sys.executable, program], cwd=PROGRAMS,
-                            env=_env(tmp_path, traced, name, sample),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, program],
+        cwd=PROGRAMS,
+        env=_env(tmp_path, traced, name, sample),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _finish(proc):
@@ -71,9 +91,15 @@ def _finish(proc):
 
 
 # Lines that differ between any two runs of the same program, traced or not.
-_VOLATILE = [re.compile(p) for p in (r"0x[0-9a-f]+", r"\d+\.\d+ ?(s|ms|it/s)\b",
-                                     r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d",  # Kineto's log lines:
-                                     r"\b\d+:\d+ ")]                       # time, pid:tid
+_VOLATILE = [
+    re.compile(p)
+    for p in (
+        r"0x[0-9a-f]+",
+        r"\d+\.\d+ ?(s|ms|it/s)\b",
+        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d",  # Kineto's log lines:
+        r"\b\d+:\d+ ",
+    )
+]  # time, pid:tid
 
 
 def _stable(text):
@@ -91,17 +117,24 @@ def _final_pass_types(trace):
     start, end = f["ts"], f["ts"] + f["dur"]
     types = {}
     for e in events:
-        if (e.get("name", "").startswith("nn.Module: ") and e["tid"] == f["tid"]
-                and start <= e["ts"] and e["ts"] + e["dur"] <= end
-                and e["args"].get("phase") == "forward"):
+        if (
+            e.get("name", "").startswith("nn.Module: ")
+            and e["tid"] == f["tid"]
+            and start <= e["ts"]
+            and e["ts"] + e["dur"] <= end
+            and e["args"].get("phase") == "forward"
+        ):
             types.setdefault(e["args"]["fqn"], set()).add(e["args"]["module_type"])
     return types
 
 
 def _traces(tmp_path, name):
     """Every trace the traced run wrote: <name>.json, and a file per child process."""
-    found = [p for p in sorted(glob.glob(str(tmp_path / f"{name}*.json")))
-             if not p.endswith(".fqns.json")]
+    found = [
+        p
+        for p in sorted(glob.glob(str(tmp_path / f"{name}*.json")))
+        if not p.endswith(".fqns.json")
+    ]
     assert found, "the traced run wrote no trace"
     return found
 
@@ -111,13 +144,15 @@ def _rank0_with_final_pass(paths):
         with open(path) as f:
             trace = json.load(f)
         if trace["distributedInfo"]["rank"] == 0 and any(
-                e.get("name") == "ecosystem.final" for e in trace["traceEvents"]):
+            e.get("name") == "ecosystem.final" for e in trace["traceEvents"]
+        ):
             return trace
     raise AssertionError(f"no rank-0 trace with the final pass among {paths}")
 
 
-@pytest.mark.parametrize("program,named,sample", RUNS,
-                         ids=[p[:-3] + ("-sampled" if s else "") for p, _, s in RUNS])
+@pytest.mark.parametrize(
+    "program,named,sample", RUNS, ids=[p[:-3] + ("-sampled" if s else "") for p, _, s in RUNS]
+)
 def test_program_behaves_as_untraced(tmp_path, program, named, sample):
     plain, traced = _start(tmp_path, program, False), _start(tmp_path, program, True, sample)
     rc_plain, out_plain, err_plain = _finish(plain)
@@ -129,11 +164,13 @@ def test_program_behaves_as_untraced(tmp_path, program, named, sample):
     name = program[:-3]
     paths = _traces(tmp_path, name)
     for path in paths:  # a trace we write always validates
-        check = subprocess.run([sys.executable, "-m", "fqntrace", "validate", path],
-                               capture_output=True, text=True)
+        check = subprocess.run(
+            [sys.executable, "-m", "fqntrace", "validate", path], capture_output=True, text=True
+        )
         assert check.returncode == 0, check.stdout + check.stderr
-        summary = subprocess.run([sys.executable, "-m", "fqntrace", "summary", path],
-                                 capture_output=True, text=True)
+        summary = subprocess.run(
+            [sys.executable, "-m", "fqntrace", "summary", path], capture_output=True, text=True
+        )
         assert summary.returncode == 0 and not summary.stderr, summary.stdout + summary.stderr
     trace = _rank0_with_final_pass(paths) if named else None
     if trace is None:

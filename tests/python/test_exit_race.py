@@ -7,6 +7,7 @@ is torch's; fqntrace must not make it more likely, and when it hits, the trace m
 the last step. RUNS traced and RUNS untraced runs alternate, so load on the shared machine
 falls on both alike; nothing sleeps around the race.
 """
+
 import json
 import math
 import os
@@ -16,7 +17,6 @@ import subprocess
 import sys
 
 import pytest
-
 from test_reliability import TORCH_EXIT_ABORT, clean_env, cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -43,13 +43,26 @@ def run_job(workdir, traced):
     port = str(free_port())
     procs = []
     for rank in range(WORLD):
-        env = clean_env(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(WORLD),
-                        MASTER_ADDR="127.0.0.1", MASTER_PORT=port, PYTHONUNBUFFERED="1")
+        env = clean_env(
+            RANK=str(rank),
+            LOCAL_RANK=str(rank),
+            WORLD_SIZE=str(WORLD),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=port,
+            PYTHONUNBUFFERED="1",
+        )
         if traced:
             env["FQNTRACE"] = os.path.join(workdir, "run.{rank}.json")
-        procs.append(subprocess.Popen(
-            [sys.executable, SCRIPT, "--mode", "ddp", "--steps", str(STEPS), "--destroy"],
-            cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, SCRIPT, "--mode", "ddp", "--steps", str(STEPS), "--destroy"],
+                cwd=workdir,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     results = []
     for proc in procs:
         out, err = proc.communicate(timeout=TIMEOUT)
@@ -89,8 +102,10 @@ def last_step_is_in_the_trace(path):
 def fisher_one_sided(traced_aborts, untraced_aborts, runs):
     """P(traced aborts >= observed) when both sides share one abort rate (hypergeometric)."""
     total = traced_aborts + untraced_aborts
-    return sum(math.comb(runs, k) * math.comb(runs, total - k)
-               for k in range(traced_aborts, min(total, runs) + 1)) / math.comb(2 * runs, total)
+    return sum(
+        math.comb(runs, k) * math.comb(runs, total - k)
+        for k in range(traced_aborts, min(total, runs) + 1)
+    ) / math.comb(2 * runs, total)
 
 
 def test_fisher_one_sided_matches_hand_values():
@@ -112,6 +127,8 @@ def test_tracing_does_not_make_torchs_exit_abort_more_likely(tmp_path):
                 for rank in range(WORLD):
                     last_step_is_in_the_trace(str(workdir / f"run.{rank}.json"))
     p = fisher_one_sided(aborts[True], aborts[False], RUNS)
-    print(f"\nexit aborts: traced {aborts[True]}/{RUNS}, untraced {aborts[False]}/{RUNS}, "
-          f"one-sided Fisher p = {p:.3f}")
+    print(
+        f"\nexit aborts: traced {aborts[True]}/{RUNS}, untraced {aborts[False]}/{RUNS}, "
+        f"one-sided Fisher p = {p:.3f}"
+    )
     assert p >= ALPHA, aborts

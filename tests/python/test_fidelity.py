@@ -17,20 +17,30 @@ dispatch mode:
 
 Known disagreements of the core are in KNOWN_WRONG: still asserted in full, marked xfail(strict).
 """
+
 import json
 import time
 import warnings
 
+import fqntrace
 import pytest
 import torch
 import torch.nn.functional as F
+from oracle import (
+    ENGINE_WRAPPER,
+    MODE_DETACH,
+    UNKNOWN_NODE,
+    Oracle,
+    canonical,
+    describe,
+    inheritance_breaks,
+    match,
+    run_oracle,
+    trace_ops,
+)
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint
-
-import fqntrace
-from oracle import (ENGINE_WRAPPER, MODE_DETACH, UNKNOWN_NODE, Oracle, canonical, describe,
-                    inheritance_breaks, match, run_oracle, trace_ops)
 
 AGREEMENT = {}  # model -> (matched, total, artifacts, seconds), printed at the end of the module
 
@@ -38,11 +48,19 @@ AGREEMENT = {}  # model -> (matched, total, artifacts, seconds), printed at the 
 # --- models ------------------------------------------------------------------------------------
 # Each factory returns (model, step); step() runs one forward + backward.
 
+
 def gpt2():
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    config = GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=32,
-                        bos_token_id=99, eos_token_id=99)
+    config = GPT2Config(
+        n_layer=2,
+        n_embd=32,
+        n_head=2,
+        vocab_size=100,
+        n_positions=32,
+        bos_token_id=99,
+        eos_token_id=99,
+    )
     config._attn_implementation = "eager"
     model = GPT2LMHeadModel(config).train()
     ids = torch.randint(0, 100, (2, 8))
@@ -52,8 +70,14 @@ def gpt2():
 def bert():
     from transformers import BertConfig, BertForMaskedLM
 
-    config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=32)
+    config = BertConfig(
+        vocab_size=100,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=32,
+    )
     config._attn_implementation = "eager"
     model = BertForMaskedLM(config).train()
     ids = torch.randint(0, 100, (2, 8))
@@ -94,9 +118,16 @@ class ConvNet(nn.Module):
     def __init__(self):
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(4, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
-            nn.AdaptiveAvgPool2d(1), nn.Flatten())
+            nn.Conv2d(3, 4, 3, padding=1),
+            nn.BatchNorm2d(4),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(4, 8, 3, padding=1),
+            nn.BatchNorm2d(8),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+        )
         self.classifier = nn.Linear(8, 5)
 
     def forward(self, x):
@@ -249,7 +280,7 @@ def gradient_penalty():
     def step():
         x.grad = None
         out = model(x)
-        grad, = torch.autograd.grad(out.sum(), x, create_graph=True)
+        (grad,) = torch.autograd.grad(out.sum(), x, create_graph=True)
         (out.mean() + grad.pow(2).sum()).backward()
 
     return model, step
@@ -290,15 +321,25 @@ def oracle_and_trace(factory, path):
         return ops, json.load(f)
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=KNOWN_WRONG[name]))
-    if name in KNOWN_WRONG else name for name in MODELS])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=KNOWN_WRONG[name]))
+        if name in KNOWN_WRONG
+        else name
+        for name in MODELS
+    ],
+)
 def test_every_op_has_the_oracles_fqn_and_phase(name, tmp_path, record_property):
     start = time.perf_counter()
     ops, chrome = oracle_and_trace(MODELS[name], tmp_path / "trace.json")
     result = match(ops, trace_ops(chrome))
-    AGREEMENT[name] = (result.matched, result.total, len(result.artifacts),
-                       time.perf_counter() - start)
+    AGREEMENT[name] = (
+        result.matched,
+        result.total,
+        len(result.artifacts),
+        time.perf_counter() - start,
+    )
     record_property("agreement", f"{result.matched}/{result.total}")
 
     # The oracle attributes every op itself (no node it did not see created)...
@@ -333,22 +374,39 @@ def _mutate(trace, pick, **changes):
 # Each: a model, which trace events to falsify, how; the oracle must then miss exactly those ops.
 MUTATIONS = {
     "backward op given to another module": (
-        called_twice, lambda t: t.name == "aten::mm" and t.fqn == "CalledTwice.shared"
-        and t.phase == "backward", {"fqn": "CalledTwice.out"}),
+        called_twice,
+        lambda t: t.name == "aten::mm" and t.fqn == "CalledTwice.shared" and t.phase == "backward",
+        {"fqn": "CalledTwice.out"},
+    ),
     "recompute reported as backward": (
-        checkpointed, lambda t: t.name == "aten::addmm" and t.phase == "recompute",
-        {"phase": "backward"}),
+        checkpointed,
+        lambda t: t.name == "aten::addmm" and t.phase == "recompute",
+        {"phase": "backward"},
+    ),
     "tied weight accumulated into its second owner": (
-        tied, lambda t: t.name == "torch::autograd::AccumulateGrad" and t.fqn == "TiedLM.embed",
-        {"fqn": "TiedLM.head"}),
+        tied,
+        lambda t: t.name == "torch::autograd::AccumulateGrad" and t.fqn == "TiedLM.embed",
+        {"fqn": "TiedLM.head"},
+    ),
     "forward op given to the parent module": (
-        moe, lambda t: t.name == "aten::addmm" and t.fqn == "MoEModel.moe.experts.0.fc1"
-        and t.phase == "forward", {"fqn": "MoEModel.moe.experts.0"}),
+        moe,
+        lambda t: (
+            t.name == "aten::addmm"
+            and t.fqn == "MoEModel.moe.experts.0.fc1"
+            and t.phase == "forward"
+        ),
+        {"fqn": "MoEModel.moe.experts.0"},
+    ),
     "gradient summed by the engine given to Global": (
-        called_twice, lambda t: t.name == "aten::add" and t.phase == "backward",
-        {"fqn": "Global"}),
+        called_twice,
+        lambda t: t.name == "aten::add" and t.phase == "backward",
+        {"fqn": "Global"},
+    ),
     "autograd node given to Global": (
-        gpt2, lambda t: t.name == "NativeLayerNormBackward0", {"fqn": "Global"}),
+        gpt2,
+        lambda t: t.name == "NativeLayerNormBackward0",
+        {"fqn": "Global"},
+    ),
 }
 
 
@@ -380,10 +438,16 @@ def test_oracle_sees_recompute_and_accumulate_grad_owners():
     with Oracle() as oracle:
         step()
     recompute = {op.fqn for op in oracle.ops if op.phase == "recompute"}
-    assert recompute == {"Checkpointed.blocks.0", "Checkpointed.blocks.0.norm",
-                         "Checkpointed.blocks.0.fc1", "Checkpointed.blocks.0.fc2",
-                         "Checkpointed.blocks.1", "Checkpointed.blocks.1.norm",
-                         "Checkpointed.blocks.1.fc1", "Checkpointed.blocks.1.fc2"}
+    assert recompute == {
+        "Checkpointed.blocks.0",
+        "Checkpointed.blocks.0.norm",
+        "Checkpointed.blocks.0.fc1",
+        "Checkpointed.blocks.0.fc2",
+        "Checkpointed.blocks.1",
+        "Checkpointed.blocks.1.norm",
+        "Checkpointed.blocks.1.fc1",
+        "Checkpointed.blocks.1.fc2",
+    }
     # checkpoint's pack hook detaches what the recompute saves, inside the op that saves it.
     assert any(op.in_pack_hook and op.phase == "recompute" for op in oracle.ops)
 
@@ -410,21 +474,36 @@ _x = lambda: torch.randn(2, 3, 4, requires_grad=True)  # noqa: E731
 # exactly these pairs.
 MODE_RENAMES = {
     # A reshape that can be a view of a non-contiguous tensor.
-    "reshape": (lambda: torch.randn(2, 2, 3, 4, requires_grad=True).transpose(-1, -2)
-                .reshape(4, 4, 3).sum().backward(),
-                [("aten::_reshape_alias", "aten::view"),
-                 ("ReshapeAliasBackward0", "ViewBackward0")]),
+    "reshape": (
+        lambda: (
+            torch.randn(2, 2, 3, 4, requires_grad=True)
+            .transpose(-1, -2)
+            .reshape(4, 4, 3)
+            .sum()
+            .backward()
+        ),
+        [("aten::_reshape_alias", "aten::view"), ("ReshapeAliasBackward0", "ViewBackward0")],
+    ),
     "linear bias on 3-d input": (
-        lambda: F.linear(_x().transpose(0, 1), torch.randn(5, 4),
-                         torch.randn(5, requires_grad=True)).sum().backward(),
-        [("aten::add_", "aten::add")]),
+        lambda: (
+            F.linear(_x().transpose(0, 1), torch.randn(5, 4), torch.randn(5, requires_grad=True))
+            .sum()
+            .backward()
+        ),
+        [("aten::add_", "aten::add")],
+    ),
     "engine sums two gradients": (
-        lambda: (lambda y: (y * y).sum().backward())(_x() * 2), [("aten::add_", "aten::add")]),
+        lambda: (lambda y: (y * y).sum().backward())(_x() * 2),
+        [("aten::add_", "aten::add")],
+    ),
     "index_select backward": (
         lambda: _x().index_select(1, torch.tensor([0, 2])).sum().backward(),
-        [("aten::index_add_", "aten::index_add")]),
-    "max backward": (lambda: _x().max(-1)[0].sum().backward(),
-                     [("aten::zeros", "aten::new_zeros"), ("aten::scatter_", "aten::scatter")]),
+        [("aten::index_add_", "aten::index_add")],
+    ),
+    "max backward": (
+        lambda: _x().max(-1)[0].sum().backward(),
+        [("aten::zeros", "aten::new_zeros"), ("aten::scatter_", "aten::scatter")],
+    ),
 }
 
 
@@ -454,14 +533,19 @@ def test_mode_detaches_do_not_exist_without_a_mode(tmp_path):
     ops = run_oracle(lambda: x.relu().sum().backward())
     artifacts = [op for op in ops if op.artifact]
     # One when ReluBackward0's output is saved in forward, one when it is unpacked in backward.
-    assert [(op.name, op.phase) for op in artifacts] == [("aten::detach", "forward"),
-                                                         ("aten::detach", "backward")]
+    assert [(op.name, op.phase) for op in artifacts] == [
+        ("aten::detach", "forward"),
+        ("aten::detach", "backward"),
+    ]
     assert [op.why for op in ops if op.name == "aten::detach" and not op.artifact] == [
-        "AccumulateGrad of a leaf no module owns"]
+        "AccumulateGrad of a leaf no module owns"
+    ]
 
 
 def teardown_module(module):
     if AGREEMENT:
-        lines = [f"  {name:22s} {m}/{t} ops agree ({a} mode-only detaches left out), {s:.2f} s"
-                 for name, (m, t, a, s) in AGREEMENT.items()]
+        lines = [
+            f"  {name:22s} {m}/{t} ops agree ({a} mode-only detaches left out), {s:.2f} s"
+            for name, (m, t, a, s) in AGREEMENT.items()
+        ]
         print("\nfqntrace fidelity against the oracle:\n" + "\n".join(lines))

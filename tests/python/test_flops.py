@@ -1,18 +1,19 @@
 """FLOPs per module agree with torch.utils.flop_counter.FlopCounterMode, forward and backward."""
+
 import json
 
+import fqntrace
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
-
-import fqntrace
 
 
 def tiny_gpt2():
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    config = GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=32,
-                        attn_implementation="eager")
+    config = GPT2Config(
+        n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=32, attn_implementation="eager"
+    )
     model = GPT2LMHeadModel(config)
     tokens = torch.randint(0, 100, (2, 16))
     return model, lambda: model(tokens, labels=tokens).loss
@@ -20,9 +21,14 @@ def tiny_gpt2():
 
 def conv_net():
     model = torch.nn.Sequential(
-        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
-        torch.nn.Conv2d(8, 16, 3, stride=2), torch.nn.ReLU(), torch.nn.Flatten(),
-        torch.nn.Linear(16 * 7 * 7, 10))
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(8, 16, 3, stride=2),
+        torch.nn.ReLU(),
+        torch.nn.Flatten(),
+        torch.nn.Linear(16 * 7 * 7, 10),
+    )
     x = torch.randn(4, 3, 16, 16)
     return model, lambda: model(x).sum()
 

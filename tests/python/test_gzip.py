@@ -2,6 +2,7 @@
 them as it reads plain traces; a gzip and a plain trace of the same run summarize alike; a
 process killed at random moments leaves a file that `repair` closes, with every event flushed
 before the kill kept."""
+
 import gzip
 import json
 import os
@@ -33,15 +34,21 @@ while True:
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "fqntrace", *args], capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "fqntrace", *args], capture_output=True, text=True, timeout=300
+    )
 
 
 def _demo(env_extra):
     env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
     env.update(env_extra)
-    subprocess.run([sys.executable, "-m", "fqntrace.demo", "--steps", "3", "--layers", "1"],
-                   env=env, check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "fqntrace.demo", "--steps", "3", "--layers", "1"],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
 
 
 def test_gzip_and_plain_traces_of_one_run_summarize_alike(tmp_path):
@@ -83,8 +90,9 @@ def test_sigkill_then_repair_keeps_every_flushed_event(tmp_path):
     for attempt in range(KILLS):
         path = tmp_path / f"kill{attempt}.json.gz"
         env["FQNTRACE"] = str(path)
-        child = subprocess.Popen([sys.executable, "-u", "-c", LOOP], env=env,
-                                 stdout=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            [sys.executable, "-u", "-c", LOOP], env=env, stdout=subprocess.PIPE, text=True
+        )
         flushed = []
         wanted = rng.randint(1, 12)  # a random moment: after the n-th announced flush ...
         while len(flushed) < wanted:

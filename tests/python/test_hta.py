@@ -1,4 +1,5 @@
 """The Chrome trace loads in HolisticTraceAnalysis, which builds its call graph from it."""
+
 import subprocess
 import sys
 
@@ -12,8 +13,13 @@ def test_trace_loads_in_holistic_trace_analysis(tmp_path):
     trace_dir = tmp_path / "traces"
     trace_dir.mkdir()
     env = {"FQNTRACE": str(trace_dir / "rank0.json"), "PATH": "/usr/bin:/bin"}
-    subprocess.run([sys.executable, "-m", "fqntrace.demo", "--steps", "2", "--layers", "1"],
-                   env=env, check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "fqntrace.demo", "--steps", "2", "--layers", "1"],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     # The trace has ProfilerStep ranges (one per optimizer step): HTA leaves out the last step's
     # events unless told, as it does for Kineto's traces.
     analysis = hta.TraceAnalysis(trace_dir=str(trace_dir), include_last_profiler_step=True)

@@ -1,6 +1,7 @@
 """No import circles: the package (capture and analysis halves) and bench/ each import in one
 direction, also through imports inside functions (a lazy import still ties two modules into one
 unit a reader has to hold together)."""
+
 import ast
 import os
 
@@ -25,8 +26,12 @@ def package_modules():
 def package_imports(path, known):
     deps = set()
     for node in ast.walk(ast.parse(open(path).read())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and \
-                node.module.split(".")[0] == "fqntrace":
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.level == 0
+            and node.module.split(".")[0] == "fqntrace"
+        ):
             base = node.module.split(".", 1)[1] if "." in node.module else ""
             if base in known:
                 deps.add(base)
@@ -56,7 +61,7 @@ def circles(graph):
 
     def visit(m):
         if m in path:
-            found.append(" -> ".join(path[path.index(m):] + [m]))
+            found.append(" -> ".join(path[path.index(m) :] + [m]))
             return
         if m in done:
             return
@@ -80,8 +85,9 @@ def test_the_package_has_no_import_circle():
 
 
 def test_bench_has_no_import_circle():
-    modules = {name[:-3]: os.path.join(BENCH, name) for name in os.listdir(BENCH)
-               if name.endswith(".py")}
+    modules = {
+        name[:-3]: os.path.join(BENCH, name) for name in os.listdir(BENCH) if name.endswith(".py")
+    }
     graph = {m: bench_imports(p, set(modules)) - {m} for m, p in modules.items()}
     assert "doc_tables" in graph["cli_bench"]
     assert circles(graph) == []

@@ -2,13 +2,13 @@
 written by the build): under another torch a traced program runs on untouched with one line that
 names the rebuild command; `doctor` says what was built for what; and a part of the Python side
 that this torch cannot support is off on its own (docs/install.md)."""
+
 import json
 import os
 import sys
 
 import pytest
 import torch
-
 from installed_copy import copy_package, rebuild_prefix, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -52,22 +52,26 @@ def test_traced_program_under_another_torch_runs_untouched_with_one_line(other_b
     assert traced.stdout == plain.stdout
     assert traced.stderr == (
         f"fqntrace: FQNTRACE is set but tracing is off: it was built for torch {OTHER} and this "
-        f"is torch {torch.__version__}; rebuild it for this torch: {rebuild_prefix()}{ROOT}\n")
+        f"is torch {torch.__version__}; rebuild it for this torch: {rebuild_prefix()}{ROOT}\n"
+    )
     assert not trace.exists()
 
 
 def test_profile_under_another_torch_runs_its_body_untraced(other_build, tmp_path):
     trace = tmp_path / "t.json"
-    code = ("import fqntrace\n"
-            f"with fqntrace.profile({str(trace)!r}) as path:\n"
-            + "".join("    " + line + "\n" for line in TRAIN.strip().splitlines())
-            + "print('yielded', path)\n")
+    code = (
+        "import fqntrace\n"
+        f"with fqntrace.profile({str(trace)!r}) as path:\n"
+        + "".join("    " + line + "\n" for line in TRAIN.strip().splitlines())
+        + "print('yielded', path)\n"
+    )
     proc = run(["-c", code], other_build)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == "yielded None"
     assert proc.stderr.count("\n") == 1
-    assert proc.stderr.startswith("fqntrace: profile() runs its body untraced: it was built for "
-                                  f"torch {OTHER}")
+    assert proc.stderr.startswith(
+        f"fqntrace: profile() runs its body untraced: it was built for torch {OTHER}"
+    )
     assert not trace.exists()
 
 
@@ -82,19 +86,23 @@ def test_doctor_says_what_was_built_for_what(other_build):
     assert version.returncode == 0 and version.stdout.startswith("fqntrace 0.1.0 at ")
     other = run(["-m", "fqntrace", "doctor"], other_build)
     assert other.returncode == 1
-    assert (f"tracing: cannot start here: it was built for torch {OTHER} and this is torch "
-            f"{torch.__version__}") in other.stdout
+    assert (
+        f"tracing: cannot start here: it was built for torch {OTHER} and this is torch "
+        f"{torch.__version__}"
+    ) in other.stdout
 
 
 def test_a_part_this_torch_lacks_is_off_alone(tmp_path):
     """Without the optimizer-step hook (a private API), steps are off with one line; the trace
     and module names are not."""
     trace = tmp_path / "t.json"
-    code = ("import torch.optim.optimizer as optimizer\n"
-            "del optimizer.register_optimizer_step_post_hook\n"
-            "import fqntrace\n"
-            f"with fqntrace.profile({str(trace)!r}):\n"
-            + "".join("    " + line + "\n" for line in TRAIN.strip().splitlines()))
+    code = (
+        "import torch.optim.optimizer as optimizer\n"
+        "del optimizer.register_optimizer_step_post_hook\n"
+        "import fqntrace\n"
+        f"with fqntrace.profile({str(trace)!r}):\n"
+        + "".join("    " + line + "\n" for line in TRAIN.strip().splitlines())
+    )
     proc = run(["-c", code], "")
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("\n") == 1

@@ -4,6 +4,7 @@ traces*): a traced program's own exports (export_chrome_trace, tensorboard_trace
 "Record function id"); `annotate` does the same for a trace exported apart; summary reads them.
 The device half (kernels, copies, fills through "External id" / correlation) runs on a
 hand-made fragment in Kineto's format: no GPU here."""
+
 import gzip
 import json
 import os
@@ -67,8 +68,12 @@ with tp.profile(activities=[tp.ProfilerActivity.CPU],
 
 
 def done_diff_stdout(tmp_path, tb):
-    return subprocess.run([sys.executable, "-m", "fqntrace", "diff", str(tmp_path / "direct.json"),
-                           tb, "--json"], capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        [sys.executable, "-m", "fqntrace", "diff", str(tmp_path / "direct.json"), tb, "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 def _cpu_ops(doc):
@@ -93,7 +98,10 @@ def _check_agrees(doc, ours):
     for e in annotated:
         mine = ours[e["args"]["Record function id"]]
         assert mine["name"] == e["name"]
-        assert (mine["args"]["fqn"], mine["args"]["phase"]) == (e["args"]["fqn"], e["args"]["phase"])
+        assert (mine["args"]["fqn"], mine["args"]["phase"]) == (
+            e["args"]["fqn"],
+            e["args"]["phase"],
+        )
     return annotated
 
 
@@ -125,8 +133,20 @@ def test_traced_program_exports_annotated_traces(tmp_path):
     raw = json.loads((tmp_path / "raw.json").read_text())
     assert not any("fqn" in e["args"] for e in _cpu_ops(raw))
     out = tmp_path / "annotated.json"
-    cli = subprocess.run([sys.executable, "-m", "fqntrace", "annotate", str(tmp_path / "raw.json"),
-                          str(fq), "-o", str(out)], capture_output=True, text=True)
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fqntrace",
+            "annotate",
+            str(tmp_path / "raw.json"),
+            str(fq),
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert cli.returncode == 0, cli.stderr
     assert "annotated: cpu_ops" in cli.stdout
     _check_agrees(json.loads(out.read_text()), ours)
@@ -139,10 +159,13 @@ def test_traced_program_exports_annotated_traces(tmp_path):
     assert "device_ms" not in fc1["forward"]  # a CPU-only trace: no device columns
     # report and diff read them too (through the same summary).
     tb = str(tmp_path / "tb" / tb_files[0])
-    for verb in (["diff", str(tmp_path / "direct.json"), tb, "--json"],
-                 ["report", str(tmp_path / "direct.json"), "-o", str(tmp_path / "r.html")]):
-        done = subprocess.run([sys.executable, "-m", "fqntrace", *verb], capture_output=True,
-                              text=True)
+    for verb in (
+        ["diff", str(tmp_path / "direct.json"), tb, "--json"],
+        ["report", str(tmp_path / "direct.json"), "-o", str(tmp_path / "r.html")],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "fqntrace", *verb], capture_output=True, text=True
+        )
         assert done.returncode == 0, (verb, done.stderr)
     rows = {r["fqn"] for r in json.loads(done_diff_stdout(tmp_path, tb))["rows"]}
     assert "Net.blocks.0.fc1" in rows
@@ -156,19 +179,43 @@ def test_traced_program_exports_annotated_traces(tmp_path):
 # without "External id": found through its correlation), plus the ac2g flow pair.
 def _fragment():
     def op(name, ext, rf, ts, dur, tid=100):
-        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 7, "tid": tid, "ts": ts,
-                "dur": dur, "args": {"External id": ext, "Record function id": rf, "Ev Idx": ext}}
+        return {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": name,
+            "pid": 7,
+            "tid": tid,
+            "ts": ts,
+            "dur": dur,
+            "args": {"External id": ext, "Record function id": rf, "Ev Idx": ext},
+        }
 
     def runtime(name, ext, corr, ts):
-        return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 7, "tid": 100, "ts": ts,
-                "dur": 4, "args": {"External id": ext, "cbid": 211, "correlation": corr}}
+        return {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": name,
+            "pid": 7,
+            "tid": 100,
+            "ts": ts,
+            "dur": 4,
+            "args": {"External id": ext, "cbid": 211, "correlation": corr},
+        }
 
     def device(cat, name, ext, corr, ts, dur):
         args = {"device": 0, "stream": 7, "correlation": corr, "context": 1}
         if ext is not None:
             args["External id"] = ext
-        return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
-                "args": args}
+        return {
+            "ph": "X",
+            "cat": cat,
+            "name": name,
+            "pid": 0,
+            "tid": 7,
+            "ts": ts,
+            "dur": dur,
+            "args": args,
+        }
 
     events = [
         {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}},
@@ -187,15 +234,30 @@ def _fragment():
         device("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 13, 9004, 565, 5),
         device("kernel", "elementwise_kernel", 14, 9005, 600, 3),
         {"ph": "s", "id": 9001, "pid": 7, "tid": 100, "ts": 110, "cat": "ac2g", "name": "ac2g"},
-        {"ph": "f", "id": 9001, "pid": 0, "tid": 7, "ts": 200, "cat": "ac2g", "name": "ac2g",
-         "bp": "e"},
+        {
+            "ph": "f",
+            "id": 9001,
+            "pid": 0,
+            "tid": 7,
+            "ts": 200,
+            "cat": "ac2g",
+            "name": "ac2g",
+            "bp": "e",
+        },
     ]
-    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "A100"}],
-            "traceEvents": events, "traceName": "fragment"}
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "A100"}],
+        "traceEvents": events,
+        "traceName": "fragment",
+    }
 
 
-ATTRIBUTION = {501: ("Net.fc", "forward", None), 502: ("Net.fc", "backward", None),
-               503: ("Net.fc", "backward", None)}
+ATTRIBUTION = {
+    501: ("Net.fc", "forward", None),
+    502: ("Net.fc", "backward", None),
+    503: ("Net.fc", "backward", None),
+}
 
 
 def test_device_events_get_the_fqn_of_the_op_that_launched_them():
@@ -203,8 +265,11 @@ def test_device_events_get_the_fqn_of_the_op_that_launched_them():
     counts = kineto_annotate.annotate_events(doc["traceEvents"], ATTRIBUTION)
     assert (counts.cpu_ops, counts.cpu_ops_annotated) == (4, 3)
     assert (counts.device, counts.device_annotated) == (5, 4)
-    owner = {e["name"] + "@" + str(e["ts"]): (e["args"].get("fqn"), e["args"].get("phase"))
-             for e in doc["traceEvents"] if e.get("ph") == "X"}
+    owner = {
+        e["name"] + "@" + str(e["ts"]): (e["args"].get("fqn"), e["args"].get("phase"))
+        for e in doc["traceEvents"]
+        if e.get("ph") == "X"
+    }
     assert owner["volta_sgemm_128x64_nn@200"] == ("Net.fc", "forward")
     assert owner["Memset (Device)@235"] == ("Net.fc", "forward")
     assert owner["volta_sgemm_64x64_tn@500"] == ("Net.fc", "backward")  # by correlation
@@ -228,6 +293,7 @@ def test_summary_shows_device_time_per_phase(tmp_path):
     assert "fwd dev" in header and "bwd dev" in header
     # diff carries the device time of both sides.
     from fqntrace.analysis import diff
+
     row = next(r for r in diff.compare(s, s)["rows"] if r["fqn"] == "Net.fc")
     assert row["new"]["backward"]["device_ms"] == 0.065
 
@@ -236,15 +302,32 @@ def test_annotate_verb_on_the_fragment(tmp_path):
     kineto = tmp_path / "kineto.json"
     kineto.write_text(json.dumps(_fragment()))
     ours = tmp_path / "fq.json"  # fqntrace's layout: header line, one event per line, tail
-    lines = [json.dumps({"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 7, "tid": 100,
-                         "ts": 1.0, "dur": 2.0, "args": {"fqn": f, "phase": p,
-                                                         "Record function id": rf, "depth": 0}})
-             for rf, (f, p, _) in ATTRIBUTION.items()]
-    ours.write_text('{"schemaVersion": 1, "traceEvents": [\n' + ",\n".join(lines)
-                    + '\n], "fqntrace": {"complete": true}}\n')
+    lines = [
+        json.dumps(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::addmm",
+                "pid": 7,
+                "tid": 100,
+                "ts": 1.0,
+                "dur": 2.0,
+                "args": {"fqn": f, "phase": p, "Record function id": rf, "depth": 0},
+            }
+        )
+        for rf, (f, p, _) in ATTRIBUTION.items()
+    ]
+    ours.write_text(
+        '{"schemaVersion": 1, "traceEvents": [\n'
+        + ",\n".join(lines)
+        + '\n], "fqntrace": {"complete": true}}\n'
+    )
     out = tmp_path / "out.json.gz"
-    cli = subprocess.run([sys.executable, "-m", "fqntrace", "annotate", str(kineto), str(ours),
-                          "-o", str(out)], capture_output=True, text=True)
+    cli = subprocess.run(
+        [sys.executable, "-m", "fqntrace", "annotate", str(kineto), str(ours), "-o", str(out)],
+        capture_output=True,
+        text=True,
+    )
     assert cli.returncode == 0, cli.stderr
     assert "cpu_ops 3/4" in cli.stdout and "device events 4/5" in cli.stdout
     with gzip.open(out, "rt") as f:
@@ -256,14 +339,31 @@ def test_annotate_bad_inputs_say_what_to_do(tmp_path):
     kineto = tmp_path / "kineto.json"
     kineto.write_text(json.dumps(_fragment()))
     plain = tmp_path / "plain.json"  # an fqntrace trace made without torch.profiler: no ids
-    plain.write_text('{"schemaVersion": 1, "traceEvents": [\n' + json.dumps(
-        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1.0,
-         "dur": 1.0, "args": {"fqn": "Global", "phase": "forward", "depth": 0}})
-        + '\n], "fqntrace": {"complete": true}}\n')
-    for args, expected in ((["missing.json", str(plain)], "no such file"),
-                           ([str(kineto), str(plain)], "Record function id"),
-                           ([str(plain), str(tmp_path)], "directory")):
-        cli = subprocess.run([sys.executable, "-m", "fqntrace", "annotate", *args, "-o",
-                              str(tmp_path / "o.json")], capture_output=True, text=True)
+    plain.write_text(
+        '{"schemaVersion": 1, "traceEvents": [\n'
+        + json.dumps(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::add",
+                "pid": 1,
+                "tid": 1,
+                "ts": 1.0,
+                "dur": 1.0,
+                "args": {"fqn": "Global", "phase": "forward", "depth": 0},
+            }
+        )
+        + '\n], "fqntrace": {"complete": true}}\n'
+    )
+    for args, expected in (
+        (["missing.json", str(plain)], "no such file"),
+        ([str(kineto), str(plain)], "Record function id"),
+        ([str(plain), str(tmp_path)], "directory"),
+    ):
+        cli = subprocess.run(
+            [sys.executable, "-m", "fqntrace", "annotate", *args, "-o", str(tmp_path / "o.json")],
+            capture_output=True,
+            text=True,
+        )
         assert cli.returncode == 1, cli
         assert len(cli.stderr.strip().splitlines()) == 1 and expected in cli.stderr, cli.stderr

@@ -1,16 +1,16 @@
 """Models that change while they run (issue 22): nothing of fqntrace's sits on a parameter, the
 AccumulateGrad owner survives swap_tensors, names follow surgery and wrapping, torch.profiler
 sees no module ranges unless asked (docs/compatibility.md)."""
+
 import gc
 import json
 import traceback
 import weakref
 
+import fqntrace
 import pytest
 import torch
 from torch import nn
-
-import fqntrace
 
 
 def events(path):
@@ -18,8 +18,9 @@ def events(path):
 
 
 def accumulate_fqns(path):
-    return sorted(e["args"]["fqn"] for e in events(path)
-                  if e.get("name") == "torch::autograd::AccumulateGrad")
+    return sorted(
+        e["args"]["fqn"] for e in events(path) if e.get("name") == "torch::autograd::AccumulateGrad"
+    )
 
 
 def module_fqns(path):
@@ -109,11 +110,11 @@ def test_names_follow_surgery_and_wrapping_and_old_events_keep_theirs(tmp_path):
     inner = Inner()
     x = torch.randn(1, 2)
     with fqntrace.profile(str(tmp_path / "t.jsonl")) as path:
-        inner(x)                                   # a root: Inner, Inner.fc
+        inner(x)  # a root: Inner, Inner.fc
         inner.extra = nn.Sequential(nn.Linear(2, 2))  # registered under a named parent
         inner.extra(x)
-        inner.fc = nn.Linear(2, 2)                # replaced
-        wrapped = Wrapper(inner)                  # wrapped after its first call
+        inner.fc = nn.Linear(2, 2)  # replaced
+        wrapped = Wrapper(inner)  # wrapped after its first call
         wrapped(x).sum().backward()
     linear_fqns = [e["args"]["fqn"] for e in events(path) if e.get("name") == "aten::linear"]
     assert linear_fqns == ["Inner.fc", "Inner.extra.0", "Wrapper.inner.fc"]
@@ -155,7 +156,9 @@ with torch.profiler.profile() as prof:
 print(sorted(e.key for e in prof.key_averages() if e.key.startswith(("nn.Module", "fqntrace"))))
 """
     plain = run(code, {"FQNTRACE": str(tmp_path / "a.json")}, check_rc=0)
-    asked = run(code, {"FQNTRACE": str(tmp_path / "b.json"), "FQNTRACE_MODULE_RANGES": "1"}, check_rc=0)
+    asked = run(
+        code, {"FQNTRACE": str(tmp_path / "b.json"), "FQNTRACE_MODULE_RANGES": "1"}, check_rc=0
+    )
     assert plain.stdout.strip() == "[]"
     assert asked.stdout.strip() == "['nn.Module: Sequential', 'nn.Module: Sequential.0']"
     for name in ("a.json", "b.json"):  # fqntrace's own trace has the module spans either way

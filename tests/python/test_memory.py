@@ -1,12 +1,13 @@
 """FQNTRACE_MEMORY: per-module bytes from the allocator's own reports. Each test runs a program
 under fqntrace, reads the trace and the summaries back, and checks them against numbers worked
 out by hand from the model's shapes (float32: 4 bytes per element)."""
+
 import json
 import subprocess
 import sys
 
 B, D, H = 64, 32, 128  # batch, input width, hidden width
-ACT = B * H * 4        # one ReLU output: what a Linear after it saves for backward
+ACT = B * H * 4  # one ReLU output: what a Linear after it saves for backward
 
 STACK = f"""
 import torch, fqntrace
@@ -44,8 +45,12 @@ def _trace(run, tmp_path, ckpt, name="m.json"):
     code = STACK.replace("CKPT", str(ckpt)).replace("PATH", repr(str(path)))
     run(code, {"FQNTRACE_FORMATS": "summary"}, check_rc=0)
     exported = json.load(open(tmp_path / (path.stem + ".summary.json")))
-    cli = subprocess.run([sys.executable, "-m", "fqntrace", "summary", str(path), "--json"],
-                         capture_output=True, text=True, check=True)
+    cli = subprocess.run(
+        [sys.executable, "-m", "fqntrace", "summary", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return path, exported, json.loads(cli.stdout)
 
 
@@ -59,7 +64,11 @@ def _agree(exported, computed):
     for fqn, m in exported["modules"].items():
         for phase in ("forward", "backward", "recompute"):
             for field in FIELDS:
-                assert computed["modules"][fqn][phase][field] == m[phase][field], (fqn, phase, field)
+                assert computed["modules"][fqn][phase][field] == m[phase][field], (
+                    fqn,
+                    phase,
+                    field,
+                )
                 assert m[phase][field] >= 0
 
 
@@ -92,8 +101,13 @@ def test_activations_of_a_linear_relu_stack_are_the_hand_numbers(run, tmp_path):
     assert mem and len(counters) == len(mem)
     assert all(set(e["args"]) >= {"Bytes", "Addr", "Total Allocated", "fqn", "phase"} for e in mem)
     assert all("cpu" in e["args"] for e in counters)
-    addmm = [e for e in events if e.get("name") == "aten::addmm" and e["args"]["fqn"] == "Net.fc"
-             and e["args"]["phase"] == "forward"]
+    addmm = [
+        e
+        for e in events
+        if e.get("name") == "aten::addmm"
+        and e["args"]["fqn"] == "Net.fc"
+        and e["args"]["phase"] == "forward"
+    ]
     assert addmm and addmm[0]["args"]["alloc_bytes"] == B * H * 4
     assert trace["fqntrace"]["memory"] is True
 
@@ -107,9 +121,14 @@ def test_checkpointing_keeps_only_the_checkpoint_input(run, tmp_path):
     assert m["Net.act"]["forward"]["activation_bytes"] == ACT
     assert m["Net.block"]["forward"]["activation_bytes"] == 0
     # checkpoint also keeps the CPU generator's state to replay dropout alike (preserve_rng_state).
-    rng_state = int(subprocess.run([sys.executable, "-c", "import torch; "
-                                    "print(torch.get_rng_state().numel())"],
-                                   capture_output=True, text=True, check=True).stdout)
+    rng_state = int(
+        subprocess.run(
+            [sys.executable, "-c", "import torch; print(torch.get_rng_state().numel())"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     assert m["Net"]["forward"]["activation_bytes"] == ACT + rng_state
     # The re-run keeps its own ReLU output for the backward that follows.
     assert m["Net.block.act"]["recompute"]["activation_bytes"] == ACT
@@ -118,22 +137,30 @@ def test_checkpointing_keeps_only_the_checkpoint_input(run, tmp_path):
 
 def test_memory_off_adds_no_fields(run, tmp_path):
     path = tmp_path / "off.json"
-    code = STACK.replace("CKPT", "False").replace("PATH", repr(str(path))).replace(
-        ", memory=True", "")
+    code = (
+        STACK.replace("CKPT", "False").replace("PATH", repr(str(path))).replace(", memory=True", "")
+    )
     run(code, {"FQNTRACE_FORMATS": "summary"}, check_rc=0)
     exported = json.load(open(tmp_path / "off.summary.json"))
     assert "alloc_bytes" not in exported["modules"]["Net.fc"]["forward"]
     trace = json.load(open(path))
     assert not [e for e in trace["traceEvents"] if e.get("name") == "[memory]"]
-    cli = subprocess.run([sys.executable, "-m", "fqntrace", "summary", str(path), "--memory"],
-                         capture_output=True, text=True)
+    cli = subprocess.run(
+        [sys.executable, "-m", "fqntrace", "summary", str(path), "--memory"],
+        capture_output=True,
+        text=True,
+    )
     assert cli.returncode != 0 and "FQNTRACE_MEMORY" in cli.stderr
 
 
 def test_summary_memory_table(run, tmp_path):
     path, _, _ = _trace(run, tmp_path, ckpt=False)
-    cli = subprocess.run([sys.executable, "-m", "fqntrace", "summary", str(path), "--memory"],
-                         capture_output=True, text=True, check=True)
+    cli = subprocess.run(
+        [sys.executable, "-m", "fqntrace", "summary", str(path), "--memory"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     rows = {line.split()[0]: line for line in cli.stdout.splitlines()[2:-1]}
     assert "Net" in rows and "fc" in rows and "32.0 KiB" in rows["act"]
 
@@ -190,8 +217,12 @@ def test_four_threads_allocating_at_once(run, tmp_path):
     code = THREADS.replace("PATH", repr(str(path))).replace("ITERS", str(iters))
     run(code, {"FQNTRACE_FORMATS": "summary"}, check_rc=0)
     exported = json.load(open(tmp_path / "threads.summary.json"))
-    cli = subprocess.run([sys.executable, "-m", "fqntrace", "summary", str(path), "--json"],
-                         capture_output=True, text=True, check=True)
+    cli = subprocess.run(
+        [sys.executable, "-m", "fqntrace", "summary", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     _agree(exported, json.loads(cli.stdout))
     trace = json.load(open(path))
     mem = [e for e in trace["traceEvents"] if e.get("name") == "[memory]"]
@@ -210,8 +241,15 @@ def test_a_free_without_its_allocation_counts_as_freed_only():
     from fqntrace.analysis import memory
 
     def report(fqn, ptr, size, tid=1):
-        return {"ph": "i", "name": "[memory]", "pid": 1, "tid": tid, "ts": 0,
-                "args": {"fqn": fqn, "phase": "forward", "Addr": ptr, "Bytes": size}}
+        return {
+            "ph": "i",
+            "name": "[memory]",
+            "pid": 1,
+            "tid": tid,
+            "ts": 0,
+            "args": {"fqn": fqn, "phase": "forward", "Addr": ptr, "Bytes": size},
+        }
+
     stats = memory.MemoryStats()
     stats.add(report("M", 1, 100))
     stats.add(report("M", 999, -4096))  # allocated before tracing
@@ -278,8 +316,12 @@ elif mode == "inrange":
 def _coexist(run, tmp_path, mode):
     script = tmp_path / "coexist.py"
     script.write_text(COEXIST)
-    proc = subprocess.run([sys.executable, str(script), mode, str(tmp_path)], capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(script), mode, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     line = [x for x in proc.stdout.splitlines() if x.startswith("prof ")][-1]
     prof_count = int(line.split()[1])
@@ -307,6 +349,7 @@ def test_against_memtracker_on_gpt2_and_a_conv_net():
     """Per module, forward peak and activations agree with MemTracker within 10 %, where both
     count the same thing (tests/python/memtracker_compare.py says where they differ)."""
     import os
+
     script = os.path.join(os.path.dirname(__file__), "memtracker_compare.py")
     proc = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -329,8 +372,9 @@ def test_against_memtracker_on_gpt2_and_a_conv_net():
         slack = 0.1 * r["mt_act"]
         assert r["mt_act"] - r["mt_output"] - slack <= r["fq_act"] <= r["mt_act"] + slack, what
     big = [r for r in rows if r["mt_act"] >= 1 << 18]
-    assert big and all(near(r["fq_act"], r["mt_act"]) for r in big
-                       if r["fqn"].count(".") <= 1), big  # whole blocks and stages: the same
+    assert big and all(near(r["fq_act"], r["mt_act"]) for r in big if r["fqn"].count(".") <= 1), (
+        big
+    )  # whole blocks and stages: the same
 
 
 STEPS = f"""
@@ -363,8 +407,12 @@ def test_json_lines_carry_the_same_memory(run, tmp_path):
     assert lines[-1]["ph"] == "footer" and lines[-1]["memory"] is True
     assert any(e.get("name") == "[memory]" for e in lines)
     exported = json.load(open(tmp_path / "m.summary.json"))
-    cli = subprocess.run([sys.executable, "-m", "fqntrace", "summary", str(path), "--json"],
-                         capture_output=True, text=True, check=True)
+    cli = subprocess.run(
+        [sys.executable, "-m", "fqntrace", "summary", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     _agree(exported, json.loads(cli.stdout))
     assert exported["modules"]["Net.act"]["forward"]["activation_bytes"] == ACT
 

@@ -3,6 +3,7 @@ trace the Python loop writes: on real traces of the demo (two ranks with differe
 Chrome and JSON Lines, gzip, memory events, flows), with lines it must leave to the Python loop
 (unusual numbers, escapes, spaces, a repeated key: the rest of that input is read in Python) and
 with a cut-off input."""
+
 import gzip
 import json
 import os
@@ -10,14 +11,14 @@ import subprocess
 import sys
 
 import pytest
-
 from fqntrace.analysis import merge, tracestream
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bigtrace  # noqa: E402
 
-pytestmark = pytest.mark.skipif(merge._native is None,
-                                reason="the native merge is not built (libsimdjson-dev)")
+pytestmark = pytest.mark.skipif(
+    merge._native is None, reason="the native merge is not built (libsimdjson-dev)"
+)
 
 SHIFT_NS = 1_500_000_123  # rank 1's clock starts this much earlier
 
@@ -28,16 +29,27 @@ def ranks(tmp_path_factory):
     relabelled, its clock base moved."""
     folder = tmp_path_factory.mktemp("merge_native")
     env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
-    env.update({"FQNTRACE": str(folder / "r0.json"), "FQNTRACE_FORMATS": "chrome,jsonl",
-                "FQNTRACE_MEMORY": "1"})
-    subprocess.run([sys.executable, "-m", "fqntrace.demo", "--steps", "3", "--layers", "1"],
-                   env=env, check=True, capture_output=True, timeout=300)
+    env.update(
+        {
+            "FQNTRACE": str(folder / "r0.json"),
+            "FQNTRACE_FORMATS": "chrome,jsonl",
+            "FQNTRACE_MEMORY": "1",
+        }
+    )
+    subprocess.run(
+        [sys.executable, "-m", "fqntrace.demo", "--steps", "3", "--layers", "1"],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     for ext in ("json", "jsonl"):
         text = (folder / f"r0.{ext}").read_text()
         with tracestream.TraceStream(str(folder / f"r0.{ext}")) as stream:
             base = stream.header["baseTimeNanoseconds"]
         other = text.replace('"rank": 0', '"rank": 1', 1).replace(
-            f'"baseTimeNanoseconds": {base}', f'"baseTimeNanoseconds": {base - SHIFT_NS}', 1)
+            f'"baseTimeNanoseconds": {base}', f'"baseTimeNanoseconds": {base - SHIFT_NS}', 1
+        )
         (folder / f"r1.{ext}").write_text(other)
     (folder / "r1.jsonl.gz").write_bytes(gzip.compress((folder / "r1.jsonl").read_bytes()))
     return folder
@@ -45,6 +57,7 @@ def ranks(tmp_path_factory):
 
 class CountingMerger:
     """The native Merger, counting the blocks it rewrote and refused."""
+
     NATIVE = merge._native
 
     def __init__(self):
@@ -63,8 +76,9 @@ class CountingMerger:
 
 def merged(monkeypatch, tmp_path, inputs, native):
     """The merged file's bytes, by the native rewrite or by the Python loop alone."""
-    monkeypatch.setattr(merge, "_native", type("Native", (), {"Merger": CountingMerger})
-                        if native else None)
+    monkeypatch.setattr(
+        merge, "_native", type("Native", (), {"Merger": CountingMerger}) if native else None
+    )
     out = tmp_path / ("native.json" if native else "python.json")
     notes = []
     merge.merge_traces([str(p) for p in inputs], str(out), notes.append)
@@ -89,14 +103,17 @@ def check_merged(trace, n_ranks):
     events = trace["traceEvents"]
     assert {e["pid"] for e in events} == set(range(n_ranks))
     rows = [e for e in events if e.get("name") == "process_name"]
-    assert [(e["pid"], e["args"]["name"]) for e in rows] == [(r, f"rank {r}")
-                                                            for r in range(n_ranks)]
+    assert [(e["pid"], e["args"]["name"]) for e in rows] == [
+        (r, f"rank {r}") for r in range(n_ranks)
+    ]
     ends = {}
     for e in events:
         if e["ph"] in ("s", "f"):
             ends.setdefault(e["id"], []).append((e["ph"], e["pid"]))
-    assert ends and all(sorted(p for p, _ in v) == ["f", "s"] and len({pid for _, pid in v}) == 1
-                        for v in ends.values())
+    assert ends and all(
+        sorted(p for p, _ in v) == ["f", "s"] and len({pid for _, pid in v}) == 1
+        for v in ends.values()
+    )
     assert trace["fqntrace"]["events"] == sum(e["ph"] == "X" for e in events)
     return events
 
@@ -124,34 +141,42 @@ def test_lines_left_to_python_and_cut_input_same_bytes(ranks, tmp_path, monkeypa
     bigtrace.make(str(ranks / "r1.json"), str(tmp_path / "long.json"), 10, rank=1)
     lines = (tmp_path / "long.json").read_text().split("\n")
     middle = len(lines) // 2
-    odd = ['{"ph":"i","name":"odd","pid":1,"tid":1,"ts":5,"args":{"x":1e-7}},',
-           '{"ph":"i","name":"odd\\u007f","pid":1,"tid":1,"ts":5.5},',
-           '{"ph":"i","name":"odd","pid":1,"tid":1,"tid":2,"ts":6},',
-           '{"ph":"i", "name":"odd","tid":1,"ts":7.25,"args":{"big":123456789012345678901234}},']
+    odd = [
+        '{"ph":"i","name":"odd","pid":1,"tid":1,"ts":5,"args":{"x":1e-7}},',
+        '{"ph":"i","name":"odd\\u007f","pid":1,"tid":1,"ts":5.5},',
+        '{"ph":"i","name":"odd","pid":1,"tid":1,"tid":2,"ts":6},',
+        '{"ph":"i", "name":"odd","tid":1,"ts":7.25,"args":{"big":123456789012345678901234}},',
+    ]
     (tmp_path / "odd.json").write_text("\n".join(lines[:middle] + odd + lines[middle:]))
     trace = both(monkeypatch, tmp_path, [ranks / "r0.json", tmp_path / "odd.json"], refused=1)
     assert CountingMerger.last.blocks["rewritten"] >= 2  # r0, and odd.json's first chunk
     check_merged(trace, 2)
     text = (ranks / "r1.json").read_text()
-    (tmp_path / "cut.json").write_text(text[:len(text) * 2 // 3])  # the cut line: the reader's
+    (tmp_path / "cut.json").write_text(text[: len(text) * 2 // 3])  # the cut line: the reader's
     trace = both(monkeypatch, tmp_path, [ranks / "r0.json", tmp_path / "cut.json"])
     assert trace["fqntrace"]["complete"] is False and trace["fqntrace"]["repaired"] is True
 
 
-@pytest.mark.parametrize("line, native", [
-    (b'{"ph":"X","name":"a","pid":7,"tid":7,"ts":1.5,"dur":2,"args":{"x":0.25,"s":"q\\"\\n"}}', True),
-    (b'{"ph":"i","name":"a","pid":7,"ts":1,"args":{"x":1e-7}}', False),  # msgspec: 1e-7
-    (b'{"ph":"i","name":"a","pid":7,"ts":1,"args":{"x":1.50}}', False),  # msgspec: 1.5
-    (b'{"ph":"i","name":"a","pid":7,"ts":1,"args":{"x":-0}}', False),
-    (b'{"ph":"i","name":"a\\u007f","pid":7,"ts":1}', False),  # msgspec writes DEL as it is
-    (b'{"ph":"i","name":"a\\/b","pid":7,"ts":1}', False),
-    (b'{"ph":"i","name":"a","pid":7,"pid":8,"ts":1}', False),  # a repeated key
-    (b'{"ph":"i","name":"a","pid":7,"ts":1,"args":{"k":1,"k":2}}', False),
-    (b'{"ph":"i", "name":"a","pid":7,"ts":1}', False),  # not compact
-    (b'{"ph":"M","name":"process_name","pid":7,"tid":0, "args":{"name":"python"}}', True),
-    (b'{"ph":"i","name":"a","pid":7,"ts":1} {"ph":"i"}', False),  # two events on a line
-    (b'{"ph":"i","name":"a","pid":7,"ts":1,', False),  # a cut line
-])
+@pytest.mark.parametrize(
+    "line, native",
+    [
+        (
+            b'{"ph":"X","name":"a","pid":7,"tid":7,"ts":1.5,"dur":2,"args":{"x":0.25,"s":"q\\"\\n"}}',
+            True,
+        ),
+        (b'{"ph":"i","name":"a","pid":7,"ts":1,"args":{"x":1e-7}}', False),  # msgspec: 1e-7
+        (b'{"ph":"i","name":"a","pid":7,"ts":1,"args":{"x":1.50}}', False),  # msgspec: 1.5
+        (b'{"ph":"i","name":"a","pid":7,"ts":1,"args":{"x":-0}}', False),
+        (b'{"ph":"i","name":"a\\u007f","pid":7,"ts":1}', False),  # msgspec writes DEL as it is
+        (b'{"ph":"i","name":"a\\/b","pid":7,"ts":1}', False),
+        (b'{"ph":"i","name":"a","pid":7,"pid":8,"ts":1}', False),  # a repeated key
+        (b'{"ph":"i","name":"a","pid":7,"ts":1,"args":{"k":1,"k":2}}', False),
+        (b'{"ph":"i", "name":"a","pid":7,"ts":1}', False),  # not compact
+        (b'{"ph":"M","name":"process_name","pid":7,"tid":0, "args":{"name":"python"}}', True),
+        (b'{"ph":"i","name":"a","pid":7,"ts":1} {"ph":"i"}', False),  # two events on a line
+        (b'{"ph":"i","name":"a","pid":7,"ts":1,', False),  # a cut line
+    ],
+)
 def test_which_lines_the_native_rewrite_takes(line, native):
     merger = merge._native.Merger()
     merger.start_rank(3, 1000, False)
@@ -159,7 +184,9 @@ def test_which_lines_the_native_rewrite_takes(line, native):
     done = merger.rewrite_block(block, 0, len(block))
     assert (done is not None) == native
     if done is not None:
-        python = [merge._rewrite(e, 3, 1000, merge._Flows(), {"slices": 0})
-                  for e in json.loads(b"[" + block + b"]")]
+        python = [
+            merge._rewrite(e, 3, 1000, merge._Flows(), {"slices": 0})
+            for e in json.loads(b"[" + block + b"]")
+        ]
         text = "".join(",\n" + merge._encode_event(e) for e in python if e is not None)
         assert done[0].decode() == text

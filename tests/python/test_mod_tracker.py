@@ -1,12 +1,14 @@
 """fqntrace.ModTracker / fqntrace.ModuleTracker against torch's own trackers on the same models:
 hierarchy, backward order, user hooks, activation checkpointing, awkward control flow, get_module,
 and agreement of the names with the fqns of a trace."""
+
 import gc
 import json
 import warnings
 from collections import namedtuple
 from copy import copy
 
+import fqntrace
 import pytest
 import torch
 from torch import nn
@@ -14,13 +16,10 @@ from torch.distributed._tools.mod_tracker import ModTracker as TorchModTracker
 from torch.utils.checkpoint import checkpoint
 from torch.utils.module_tracker import ModuleTracker as TorchModuleTracker
 
-import fqntrace
-
 OURS = [fqntrace.ModTracker, fqntrace.ModuleTracker]
 TORCH_OF = {fqntrace.ModTracker: TorchModTracker, fqntrace.ModuleTracker: TorchModuleTracker}
 # Each of ours next to torch's, for tests that run the same scenario on both.
-PAIRS = pytest.mark.parametrize(
-    "ours", OURS, ids=["ModTracker", "ModuleTracker"])
+PAIRS = pytest.mark.parametrize("ours", OURS, ids=["ModTracker", "ModuleTracker"])
 
 
 def record_user_hooks(tracker, log):
@@ -39,6 +38,7 @@ def record_user_hooks(tracker, log):
 
 # --- hierarchy (the seed's model: ModuleDict, ModuleList, dict inputs and outputs) ---------------
 
+
 class Probe(nn.Module):
     """Records the tracker's view inside its forward and when its gradient flows back."""
 
@@ -51,8 +51,10 @@ class Probe(nn.Module):
         x = x["a"].relu_()
         state["fw"].append((copy(state["tracker"].parents), state["tracker"].is_bw))
         x.register_hook(
-            lambda grad: state["bw"].append((copy(state["tracker"].parents),
-                                             state["tracker"].is_bw)))
+            lambda grad: state["bw"].append(
+                (copy(state["tracker"].parents), state["tracker"].is_bw)
+            )
+        )
         return {"a": torch.mm(x, x)}
 
 
@@ -83,10 +85,13 @@ def run_hierarchy(tracker_cls):
 def test_module_hierarchy_forward_and_reverse_backward_twice(ours):
     seen_fw, seen_bw, after = run_hierarchy(ours)
     g = {"Global", "Mod"}
-    assert seen_fw == [(g | {"Mod.c.0"}, False), (g | {"Mod.a"}, False),
-                       (g | {"Mod.b.nest"}, False)] * 2
-    assert seen_bw == [(g | {"Mod.b.nest"}, True), (g | {"Mod.a"}, True),
-                       (g | {"Mod.c.0"}, True)] * 2
+    assert (
+        seen_fw
+        == [(g | {"Mod.c.0"}, False), (g | {"Mod.a"}, False), (g | {"Mod.b.nest"}, False)] * 2
+    )
+    assert (
+        seen_bw == [(g | {"Mod.b.nest"}, True), (g | {"Mod.a"}, True), (g | {"Mod.c.0"}, True)] * 2
+    )
     assert after == ({"Global"}, False)
     assert (seen_fw, seen_bw, after) == run_hierarchy(TORCH_OF[ours])
 
@@ -106,6 +111,7 @@ def test_bw_detection(ours):
 
 
 # --- user hooks ------------------------------------------------------------------------------
+
 
 class Bar(nn.Module):
     def __init__(self):
@@ -211,12 +217,13 @@ def test_multi_tensor_inputs_and_outputs_match_torch(kind):
 
         def make(name):
             def hook(mod, grads):
-                log.append((name, tracker.get_known_fqn(mod), sorted(tracker.parents),
-                            structure(grads)))
+                log.append(
+                    (name, tracker.get_known_fqn(mod), sorted(tracker.parents), structure(grads))
+                )
+
             return hook
 
-        tracker.register_user_hooks(
-            pre_bw_hook=make("pre_bw"), post_bw_hook=make("post_bw"))
+        tracker.register_user_hooks(pre_bw_hook=make("pre_bw"), post_bw_hook=make("post_bw"))
         mod = Fork(kind)
         a = torch.randn(2, 3, requires_grad=True)
         b = torch.randn(2, 3, requires_grad=True) * 1
@@ -238,11 +245,13 @@ def test_multi_tensor_inputs_and_outputs_match_torch(kind):
         ("post_bw", "Fork.lin", ["Fork", "Fork.lin", "Global"]),
         ("post_bw", "Fork", ["Fork", "Fork.lin", "Global"]),
         ("post_bw", "Fork.lin", ["Fork.lin", "Global"]),
-        ("after", ["Global"], False)]
+        ("after", ["Global"], False),
+    ]
     assert ours[4][3] == [[(2, 3), (2, 3)]]  # post_bw gets (grads of all inputs,)
 
 
 # --- activation checkpointing ----------------------------------------------------------------
+
 
 class Stack(nn.Module):
     def __init__(self, n_layers, dim, use_reentrant):
@@ -253,8 +262,7 @@ class Stack(nn.Module):
     def forward(self, x):
         for i, block in enumerate(self.linears):
             if i >= 1:
-                x = checkpoint(block, x, preserve_rng_state=True,
-                               use_reentrant=self.use_reentrant)
+                x = checkpoint(block, x, preserve_rng_state=True, use_reentrant=self.use_reentrant)
             else:
                 x = block(x)
             x = torch.nn.functional.relu(x)
@@ -286,7 +294,7 @@ def test_activation_checkpointing_non_reentrant():
     log = run_ac(fqntrace.ModTracker, use_reentrant=False)
     assert log == FORWARD_AC + [
         ("pre_bw", "Stack.linears.1", True, True),
-        ("pre_fw", "Stack.linears.1", True, True),   # recompute inside the backward
+        ("pre_fw", "Stack.linears.1", True, True),  # recompute inside the backward
         ("post_fw", "Stack.linears.1", True, True),
         ("post_bw", "Stack.linears.1", True, True),
         ("pre_bw", "Stack.linears.0", True, True),
@@ -321,7 +329,8 @@ def test_checkpoint_of_lambda_around_module_never_fails(ours, use_reentrant):
         seen = []
         with tracker_cls() as tracker:
             mod[2].register_forward_pre_hook(
-                lambda m, i: seen.append((sorted(tracker.parents), tracker.is_bw)))
+                lambda m, i: seen.append((sorted(tracker.parents), tracker.is_bw))
+            )
             res = checkpoint(lambda x: mod(x), inp, use_reentrant=use_reentrant)
             res.sum().backward()
             seen.append((sorted(tracker.parents), tracker.is_bw))
@@ -335,6 +344,7 @@ def test_checkpoint_of_lambda_around_module_never_fails(ours, use_reentrant):
 
 
 # --- awkward control flow --------------------------------------------------------------------
+
 
 class SelfCaller(nn.Module):
     def __init__(self):
@@ -359,7 +369,8 @@ def test_module_calling_itself(ours):
             warnings.simplefilter("always")
             with tracker_cls() as tracker:
                 mod.inner.register_forward_pre_hook(
-                    lambda m, i: seen.append((sorted(tracker.parents), tracker.is_bw)))
+                    lambda m, i: seen.append((sorted(tracker.parents), tracker.is_bw))
+                )
                 out = mod(torch.rand(1, 2, requires_grad=True))
                 out.register_hook(lambda g: seen.append((sorted(tracker.parents), True)))
                 seen.append((sorted(tracker.parents), tracker.is_bw))
@@ -496,7 +507,8 @@ def test_no_grad_and_inference_mode_forwards(ours, mode):
     with ours() as tracker:
         seen = []
         net.foo.register_forward_pre_hook(
-            lambda m, i: seen.append((sorted(tracker.parents), tracker.is_bw)))
+            lambda m, i: seen.append((sorted(tracker.parents), tracker.is_bw))
+        )
         with mode():
             out = net(torch.rand(3, 10))
         assert not out.requires_grad
@@ -550,6 +562,7 @@ def test_stays_out_of_compiled_modules(ours):
 
 # --- names and get_module --------------------------------------------------------------------
 
+
 def test_get_known_fqn_and_get_module_round_trip():
     state = {"fw": [], "bw": []}
     model = Mod(state)
@@ -592,7 +605,8 @@ def test_names_are_shared_with_fqntrace_not_per_tracker():
     assert seen == [["Bar.foo", "Global"]]
     with fqntrace.ModuleTracker() as module_tracker:
         model.foo.register_forward_pre_hook(
-            lambda m, i: seen.append(sorted(module_tracker.parents)))
+            lambda m, i: seen.append(sorted(module_tracker.parents))
+        )
         model.foo(torch.rand(1, 10))
     assert seen[-1] == ["Bar.foo", "Global"]
 
@@ -610,6 +624,7 @@ def test_module_tracker_hooks_are_inert_after_exit():
 
 # --- with a trace --------------------------------------------------------------------------
 
+
 def test_fqns_agree_with_a_trace(tmp_path):
     state = {"fw": [], "bw": []}
     model = Mod(state)
@@ -617,7 +632,8 @@ def test_fqns_agree_with_a_trace(tmp_path):
     tracker = fqntrace.ModTracker()
     tracker.register_user_hooks(
         pre_fw_hook=lambda m, i: reported.update(tracker.parents),
-        post_fw_hook=lambda m, i, o: reported.update(tracker.parents))
+        post_fw_hook=lambda m, i, o: reported.update(tracker.parents),
+    )
     path = tmp_path / "t.json"
     with fqntrace.profile(str(path)):
         with tracker:
@@ -632,8 +648,11 @@ def test_fqns_agree_with_a_trace(tmp_path):
     reported.discard("Global")
     assert reported == {"Mod", "Mod.a", "Mod.b.nest", "Mod.c.0"}
     assert reported <= module_fqns
-    assert {e["args"]["fqn"] for e in spans
-            if "module_type" in e["args"] and e["args"]["phase"] == "forward"} == reported
+    assert {
+        e["args"]["fqn"]
+        for e in spans
+        if "module_type" in e["args"] and e["args"]["phase"] == "forward"
+    } == reported
     # What the tracker saw in backward is what the trace attributes backward work to.
     backward_fqns = {e["args"]["fqn"] for e in spans if e["args"].get("phase") == "backward"}
     seen_bw = set().union(*(parents for parents, _ in state["bw"])) - {"Global", "Mod"}
@@ -641,6 +660,7 @@ def test_fqns_agree_with_a_trace(tmp_path):
 
 
 # --- overhead (not a test): .venv/bin/python tests/python/test_mod_tracker.py [n_modules] -------
+
 
 def bench(n_modules=200, rounds=15, steps=5):
     """Median ms per forward+backward of a Sequential of `n_modules` tiny Linear modules, per
@@ -650,12 +670,17 @@ def bench(n_modules=200, rounds=15, steps=5):
 
     torch.set_num_threads(1)
     x = torch.randn(4, 8)
-    variants = {"no tracker": None, "torch ModTracker": TorchModTracker,
-                "fqntrace.ModTracker": fqntrace.ModTracker,
-                "torch ModuleTracker": TorchModuleTracker,
-                "fqntrace.ModuleTracker": fqntrace.ModuleTracker}
-    setups = {name: (nn.Sequential(*[nn.Linear(8, 8) for _ in range(n_modules)]),
-                     cls() if cls else None) for name, cls in variants.items()}
+    variants = {
+        "no tracker": None,
+        "torch ModTracker": TorchModTracker,
+        "fqntrace.ModTracker": fqntrace.ModTracker,
+        "torch ModuleTracker": TorchModuleTracker,
+        "fqntrace.ModuleTracker": fqntrace.ModuleTracker,
+    }
+    setups = {
+        name: (nn.Sequential(*[nn.Linear(8, 8) for _ in range(n_modules)]), cls() if cls else None)
+        for name, cls in variants.items()
+    }
     times = {name: [] for name in variants}
     for r in range(rounds + 1):  # round 0 warms up
         for name, (model, tracker) in setups.items():

@@ -1,12 +1,12 @@
 """fqntrace's nn.Module.__call__ (python/fqntrace/_hooks.py, binding/module_scope_methods.cpp):
 module scopes without global forward hooks, so torch's _call_impl keeps its fast path."""
+
 import json
 import warnings
 
+import fqntrace
 import pytest
 import torch
-
-import fqntrace
 from fqntrace import _hooks
 from torch.nn.modules import module as torch_module
 
@@ -39,12 +39,19 @@ class Catches(torch.nn.Module):
 def test_scopes_need_no_global_hooks(tmp_path):
     with fqntrace.profile(str(tmp_path / "t.jsonl")) as path:
         assert _hooks.installed()
-        for hooks in (torch_module._global_forward_pre_hooks, torch_module._global_forward_hooks,
-                      torch_module._global_backward_hooks, torch_module._global_backward_pre_hooks):
+        for hooks in (
+            torch_module._global_forward_pre_hooks,
+            torch_module._global_forward_hooks,
+            torch_module._global_backward_hooks,
+            torch_module._global_backward_pre_hooks,
+        ):
             assert len(hooks) == 0
         torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())(torch.randn(1, 2))
     assert sorted(e["args"]["fqn"] for e in module_ranges(path)) == [
-        "Sequential", "Sequential.0", "Sequential.1"]
+        "Sequential",
+        "Sequential.0",
+        "Sequential.1",
+    ]
 
 
 def test_a_forward_that_raises_closes_its_scope_and_the_exception_passes_unchanged(tmp_path):

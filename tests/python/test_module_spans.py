@@ -2,13 +2,12 @@
 step's trace, parsed back. Every engine wrapper of a module lies inside a span of each level of
 its fqn on its thread's module track; the spans nest; recompute module ranges are copied; the
 readers' numbers do not change because of them."""
+
 import json
 
 import pytest
-
 from conftest import load_trace, run_python, slices
-from fqntrace.analysis import summarize, validate, whole_file
-from fqntrace.analysis import trace_events
+from fqntrace.analysis import summarize, trace_events, validate, whole_file
 
 TRACK_BIT = 0x40000000
 WRAPPER = "autograd::engine::evaluate_function: "
@@ -81,36 +80,51 @@ def test_backward_nodes_lie_inside_their_module_spans(tmp_path, reentrant):
     def covers(s, e):
         return s["ts"] <= e["ts"] + 1e-3 and e["ts"] + e["dur"] <= s["ts"] + s["dur"] + 1e-3
 
-    wrappers = [e for e in events if e["name"].startswith(WRAPPER)
-                and e["args"]["fqn"] != "Global"]
+    wrappers = [e for e in events if e["name"].startswith(WRAPPER) and e["args"]["fqn"] != "Global"]
     assert wrappers
     for w in wrappers:
         track = by_track.get((w["pid"], w["tid"] | TRACK_BIT), [])
         for level in _prefixes(w["args"]["fqn"]):
-            assert any(s["args"]["fqn"] == level and s["args"]["phase"] == "backward"
-                       and covers(s, w) for s in track), (level, w)
+            assert any(
+                s["args"]["fqn"] == level and s["args"]["phase"] == "backward" and covers(s, w)
+                for s in track
+            ), (level, w)
     # Each backward span covers only nodes of its own subtree (or the engine's gaps between).
     for s in spans:
         if s["args"]["phase"] != "backward":
             continue
-        inside = [w for w in wrappers if w["tid"] | TRACK_BIT == s["tid"] and covers(s, w)
-                  and w["args"]["depth"] == min(x["args"]["depth"] for x in wrappers
-                                                if covers(s, x) and x["tid"] == w["tid"])]
+        inside = [
+            w
+            for w in wrappers
+            if w["tid"] | TRACK_BIT == s["tid"]
+            and covers(s, w)
+            and w["args"]["depth"]
+            == min(x["args"]["depth"] for x in wrappers if covers(s, x) and x["tid"] == w["tid"])
+        ]
         assert inside, s
-        assert all(w["args"]["fqn"] == s["args"]["fqn"]
-                   or w["args"]["fqn"].startswith(s["args"]["fqn"] + ".") for w in inside), s
+        assert all(
+            w["args"]["fqn"] == s["args"]["fqn"]
+            or w["args"]["fqn"].startswith(s["args"]["fqn"] + ".")
+            for w in inside
+        ), s
     # Module types come from the forward spans; the ModuleList level has none.
     types = {s["args"]["fqn"]: s["args"].get("module_type") for s in spans}
     assert types["Net.blocks.0.fc1"] == "Linear"
     assert types["Net"] == "Net"
     assert types["Net.blocks"] is None
     # The checkpointed block's re-run forward: its recompute ranges, copied to the module track.
-    recompute = [e for e in events if e.get("cat") == "user_annotation"
-                 and e["args"]["phase"] == "recompute" and "module_type" in e["args"]]
+    recompute = [
+        e
+        for e in events
+        if e.get("cat") == "user_annotation"
+        and e["args"]["phase"] == "recompute"
+        and "module_type" in e["args"]
+    ]
     copies = [s for s in spans if s["args"]["phase"] == "recompute"]
     assert {e["args"]["fqn"] for e in recompute} >= {"Net.blocks.1", "Net.blocks.1.fc1"}
-    assert sorted((e["args"]["fqn"], e["ts"], e["dur"]) for e in recompute) == \
-        sorted((s["args"]["fqn"], s["ts"], s["dur"]) for s in copies)
+    assert sorted((e["args"]["fqn"], e["ts"], e["dur"]) for e in recompute) == sorted(
+        (s["args"]["fqn"], s["ts"], s["dur"]) for s in copies
+    )
 
 
 def test_readers_ignore_the_spans(tmp_path):

@@ -2,15 +2,15 @@
 rich's markup is shown with those characters escaped by every verb that prints a table to a
 terminal (summary, diff, top --once), so the name cannot recolour the screen, break a row or
 restyle what follows it."""
+
 import subprocess
 import sys
 
+import fqntrace
 import pytest
 import torch
-from torch import nn
-
-import fqntrace
 from conftest import load_trace, slices
+from torch import nn
 
 # torch.nn.Module.add_module refuses only "." and "" in a name.
 ESCAPE = "red\x1b[31m"
@@ -42,8 +42,7 @@ def odd_trace(tmp_path_factory):
 
 
 def cli(*args):
-    out = subprocess.run([sys.executable, "-m", "fqntrace", *args], capture_output=True,
-                         text=True)
+    out = subprocess.run([sys.executable, "-m", "fqntrace", *args], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     return out.stdout
 

@@ -6,6 +6,7 @@ collective, backward module spans, torch.profiler's own trace annotated by fqntr
 input (the same error text or the same tolerance). Without the module the verbs still work.
 validate's checks and top's live view through the engine: the same lines, messages and numbers
 as their Python loops."""
+
 import gzip
 import json
 import os
@@ -13,13 +14,13 @@ import subprocess
 import sys
 
 import pytest
-
 from fqntrace.analysis import errors, follower, summarize, validate
 from fqntrace.analysis.top.live import NativeLiveSummary
 from fqntrace.analysis.top.sources import Source
 
-pytestmark = pytest.mark.skipif(summarize._native is None,
-                                reason="the native summary is not built (libsimdjson-dev)")
+pytestmark = pytest.mark.skipif(
+    summarize._native is None, reason="the native summary is not built (libsimdjson-dev)"
+)
 
 PROGRAM = r"""
 import os, sys, tempfile, torch
@@ -71,21 +72,29 @@ dist.destroy_process_group()
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory):
     folder = tmp_path_factory.mktemp("native")
-    proc = subprocess.run([sys.executable, "-c", PROGRAM, str(folder)], capture_output=True,
-                          text=True, timeout=300,
-                          env={**{k: v for k, v in os.environ.items() if k != "FQNTRACE"},
-                               "FQNTRACE_FORMATS": "jsonl", "FQNTRACE_MEMORY": "1"})
+    proc = subprocess.run(
+        [sys.executable, "-c", PROGRAM, str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            **{k: v for k, v in os.environ.items() if k != "FQNTRACE"},
+            "FQNTRACE_FORMATS": "jsonl",
+            "FQNTRACE_MEMORY": "1",
+        },
+    )
     assert proc.returncode == 0, proc.stderr
     chrome, jsonl = folder / "t.json", folder / "t.jsonl"
     paths = [chrome, jsonl, folder / "kineto.json"]
     data = chrome.read_bytes()
     (folder / "t.json.gz").write_bytes(gzip.compress(data))
-    (folder / "cut.json").write_bytes(data[:len(data) * 3 // 5])
-    (folder / "cut.jsonl").write_bytes(jsonl.read_bytes()[:len(data) * 2 // 5])
-    (folder / "cut.json.gz").write_bytes(gzip.compress(data)[:len(data) // 20])
+    (folder / "cut.json").write_bytes(data[: len(data) * 3 // 5])
+    (folder / "cut.jsonl").write_bytes(jsonl.read_bytes()[: len(data) * 2 // 5])
+    (folder / "cut.json.gz").write_bytes(gzip.compress(data)[: len(data) // 20])
     (folder / "pretty.json").write_text(json.dumps(json.loads(data), indent=1))
-    paths += [folder / n for n in ("t.json.gz", "cut.json", "cut.jsonl", "cut.json.gz",
-                                   "pretty.json")]
+    paths += [
+        folder / n for n in ("t.json.gz", "cut.json", "cut.jsonl", "cut.json.gz", "pretty.json")
+    ]
     return [str(p) for p in paths]
 
 
@@ -112,8 +121,10 @@ def test_native_summary_equals_the_python_loop_on_real_traces(traces, monkeypatc
     # what the traces hold, so each rule of the engine is exercised
     assert summary["steps"]["recorded"] >= 3
     assert any(m["recompute"]["self_ms"] > 0 for m in modules.values())
-    assert any(m["forward"]["collectives"] > 0 or m["backward"]["collectives"] > 0
-               for m in modules.values())
+    assert any(
+        m["forward"]["collectives"] > 0 or m["backward"]["collectives"] > 0
+        for m in modules.values()
+    )
     assert any(m["forward"]["alloc_bytes"] > 0 for m in modules.values())
     text = open(chrome).read()
     assert '"cat":"module_span"' in text.replace(" ", "")
@@ -130,16 +141,20 @@ def test_bad_input_behaves_as_in_the_python_loop(traces, tmp_path, monkeypatch):
     op = next(i for i in range(middle, len(lines)) if '"cpu_op"' in lines[i])
     cases = {
         "damaged": {middle: '{"ph": "X", "name": broken'},
-        "truncated_line": {middle: lines[middle][:len(lines[middle]) // 2]},
-        "wrong_types": {op: lines[op].replace('"ts":', '"ts":"x","was":', 1),
-                        op + 1: lines[op + 1].replace('"args":{', '"args":7,"a":{', 1),
-                        op + 2: lines[op + 2].replace('"fqn":', '"fqn":3,"f":', 1),
-                        op + 3: lines[op + 3].replace('"dur":', '"dur":-1,"d":', 1),
-                        op + 4: lines[op + 4].replace('"phase":', '"phase":null,"p":', 1),
-                        op + 5: lines[op + 5].replace('"pid":', '"pid":"7","q":', 1),
-                        op + 7: lines[op + 7].replace('"tid":', '"tid":"9","r":', 1)},
+        "truncated_line": {middle: lines[middle][: len(lines[middle]) // 2]},
+        "wrong_types": {
+            op: lines[op].replace('"ts":', '"ts":"x","was":', 1),
+            op + 1: lines[op + 1].replace('"args":{', '"args":7,"a":{', 1),
+            op + 2: lines[op + 2].replace('"fqn":', '"fqn":3,"f":', 1),
+            op + 3: lines[op + 3].replace('"dur":', '"dur":-1,"d":', 1),
+            op + 4: lines[op + 4].replace('"phase":', '"phase":null,"p":', 1),
+            op + 5: lines[op + 5].replace('"pid":', '"pid":"7","q":', 1),
+            op + 7: lines[op + 7].replace('"tid":', '"tid":"9","r":', 1),
+        },
         "bad_literal": {op: lines[op].replace('"args":{', '"z":tru,"args":{', 1)},
-        "big_integer": {op: lines[op].replace('"args":{', '"args":{"flops":123456789012345678901234,', 1)},
+        "big_integer": {
+            op: lines[op].replace('"args":{', '"args":{"flops":123456789012345678901234,', 1)
+        },
         "not_in_end_order": {op: lines[op + 3], op + 3: lines[op]},
     }
     for name, edits in cases.items():
@@ -153,16 +168,28 @@ def test_bad_input_behaves_as_in_the_python_loop(traces, tmp_path, monkeypatch):
 
 
 def test_verbs_work_without_the_module_and_say_so_once(traces):
-    code = ("import sys; sys.modules['fqntrace.analysis._native_summary'] = None\n"
-            "from fqntrace.analysis.cli import main\n"
-            "sys.exit(main())")
+    code = (
+        "import sys; sys.modules['fqntrace.analysis._native_summary'] = None\n"
+        "from fqntrace.analysis.cli import main\n"
+        "sys.exit(main())"
+    )
     env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
-    proc = subprocess.run([sys.executable, "-c", code, "summary", traces[0], "--json"],
-                          capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "summary", traces[0], "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("\n") == 1 and "native summary module is not built" in proc.stderr
-    native = subprocess.run([sys.executable, "-m", "fqntrace", "summary", traces[0], "--json"],
-                            capture_output=True, text=True, timeout=300, env=env)
+    native = subprocess.run(
+        [sys.executable, "-m", "fqntrace", "summary", traces[0], "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert native.returncode == 0 and native.stderr == ""
     assert native.stdout == proc.stdout
 
@@ -229,8 +256,9 @@ def test_native_validate_leaves_each_problem_to_the_python_checks(traces, tmp_pa
         "module_type_not_a_string": {spans[0]: edit(spans[0], args={"module_type": 3})},
         "fqn_without_span": {op: edit(op, args={"fqn": span_fqn + ".ghost_module"})},
         "not_in_end_order": {op: lines[op + 3], op + 3: lines[op]},
-        "flow_again": {len(lines) - 3: lines[len(lines) - 3] + "\n" + lines[finish[0]]
-                       .rstrip(",") + ","},
+        "flow_again": {
+            len(lines) - 3: lines[len(lines) - 3] + "\n" + lines[finish[0]].rstrip(",") + ","
+        },
     }
     for name, edits in cases.items():
         changed = [edits.get(i, line) for i, line in enumerate(lines)]
@@ -240,18 +268,26 @@ def test_native_validate_leaves_each_problem_to_the_python_checks(traces, tmp_pa
         assert validate._check_native(str(path)) is None, name
         native, python = validate_both(path, monkeypatch)
         # a file not in end order is checked whole (valid here); the rest are problems
-        assert native == python and (native.startswith("error: ")
-                                     or name == "not_in_end_order"), (name, native)
+        assert native == python and (native.startswith("error: ") or name == "not_in_end_order"), (
+            name,
+            native,
+        )
     # the CLI says it, one line, as the Python checks do
-    proc = subprocess.run([sys.executable, "-m", "fqntrace", "validate",
-                           str(tmp_path / "overlap.json")], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fqntrace", "validate", str(tmp_path / "overlap.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1
     assert "overlap without nesting" in proc.stderr
     # an incomplete trace may lack a flow's end: the engine counts it as the Python checks do
     lacking = [line for i, line in enumerate(lines) if i != finish[0]]
-    lacking[-2] = lacking[-2].replace('"complete":true', '"complete":false').replace(
-        '"complete": true', '"complete": false')
+    lacking[-2] = (
+        lacking[-2]
+        .replace('"complete":true', '"complete":false')
+        .replace('"complete": true', '"complete": false')
+    )
     path = tmp_path / "incomplete.json"
     path.write_text("\n".join(lacking))
     found = validate._check_native(str(path))
@@ -265,8 +301,17 @@ def test_native_validate_leaves_each_problem_to_the_python_checks(traces, tmp_pa
 
 
 def live_numbers(live):
-    return (live.events, live.steps, live.first_ns, live.latest_ns, list(live.module_names()),
-            live.since_start(), live.recent(), live.step_samples(), live.steps_per_s())
+    return (
+        live.events,
+        live.steps,
+        live.first_ns,
+        live.latest_ns,
+        list(live.module_names()),
+        live.since_start(),
+        live.recent(),
+        live.step_samples(),
+        live.steps_per_s(),
+    )
 
 
 def test_native_live_view_equals_the_python_loop(traces, tmp_path, monkeypatch):
@@ -283,7 +328,7 @@ def test_native_live_view_equals_the_python_loop(traces, tmp_path, monkeypatch):
             snapshots = []
             for part in (3, 2, 1):  # the job writes: read in three growing steps
                 with open(growing, "wb") as f:
-                    f.write(data[:len(data) // part])
+                    f.write(data[: len(data) // part])
                 while source.poll() is not None:
                     pass
                 source.settle()
@@ -306,7 +351,7 @@ def test_native_repair_equals_the_python_loop(traces, tmp_path, monkeypatch):
     pretty = tmp_path / "pretty-cut.json"  # another layout: the general path's events
     text = open(traces[-1]).read()
     # Cut after a whole event (where a killed writer's last flush ends), not inside a line.
-    pretty.write_text(text[:text.index("\n  },\n", len(text) * 3 // 5) + len("\n  },\n")])
+    pretty.write_text(text[: text.index("\n  },\n", len(text) * 3 // 5) + len("\n  },\n")])
     for path in traces + [str(pretty)]:
         out = []
         for engine in (summarize._native, None):

@@ -7,6 +7,7 @@ trace, a bad option runs the cell untraced after one line, `fqntrace.load(...).s
 the kernel is a DataFrame whose totals equal `python -m fqntrace summary --json`, and the same
 notebook executes a second time.
 """
+
 import json
 import os
 import subprocess
@@ -59,8 +60,9 @@ def build_notebook():
 
 def execute(folder):
     nb = build_notebook()
-    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                                     resources={"metadata": {"path": str(folder)}})
+    client = nbclient.NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
+    )
     client.execute()
     return nb
 
@@ -91,16 +93,24 @@ def executed(tmp_path_factory):
 
 def cli(*args):
     env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
-    return subprocess.run([sys.executable, "-m", "fqntrace", *map(str, args)], env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "fqntrace", *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_the_magic_shows_the_module_tree_and_table(executed):
     folder, nb = executed
     shown = outputs(nb, FIRST, "html")
     assert 'class="fqntrace-report"' in shown and "<iframe" in shown  # the report's page
-    for fqn in ("TinyTransformer.layers.0.attn.qkv", "TinyTransformer.layers.1.mlp.fc2",
-                "TinyTransformer.head"):
+    for fqn in (
+        "TinyTransformer.layers.0.attn.qkv",
+        "TinyTransformer.layers.1.mlp.fc2",
+        "TinyTransformer.head",
+    ):
         assert fqn in shown
     assert "fwd ms/st" in shown  # the CLI's table under the chart
     assert "first.json (rank 0)" in outputs(nb, FIRST, "plain")
@@ -133,8 +143,7 @@ def test_a_bad_option_runs_the_cell_untraced_after_one_line(executed):
     _, nb = executed
     assert "ran 42" in outputs(nb, BAD_OPTION, "stdout")
     said = outputs(nb, BAD_OPTION, "stderr").strip().splitlines()
-    assert len(said) == 1 and said[0].startswith("fqntrace: %%fqntrace:") and \
-        "untraced" in said[0]
+    assert len(said) == 1 and said[0].startswith("fqntrace: %%fqntrace:") and "untraced" in said[0]
 
 
 def test_load_in_the_kernel_gives_the_clis_numbers(executed):
@@ -157,8 +166,9 @@ def test_the_same_notebook_executes_a_second_time(executed):
     assert "ran 42" in outputs(again, BAD_OPTION, "stdout")
 
 
-@pytest.mark.skipif(chromium_binary() is None,
-                    reason="chromium is not installed (scripts/setup.sh installs it)")
+@pytest.mark.skipif(
+    chromium_binary() is None, reason="chromium is not installed (scripts/setup.sh installs it)"
+)
 def test_the_exported_notebook_draws_the_icicle_in_chromium(executed):
     from nbconvert import HTMLExporter
 
@@ -166,15 +176,20 @@ def test_the_exported_notebook_draws_the_icicle_in_chromium(executed):
     body, _ = HTMLExporter().from_notebook_node(nb)
     page_path = folder / "executed.html"
     page_path.write_text(body, encoding="utf-8")
-    inside = ("(() => { const f = document.querySelector('iframe.fqntrace-report');"
-              " const d = f && f.contentDocument; if (!d) return 0;")
+    inside = (
+        "(() => { const f = document.querySelector('iframe.fqntrace-report');"
+        " const d = f && f.contentDocument; if (!d) return 0;"
+    )
     with Page(width=1300, height=1400) as page:
         page.open(str(page_path))
-        slices = page.wait_for(inside + " return d.querySelectorAll('#icicle g.slice').length; })()",
-                               timeout=60)
+        slices = page.wait_for(
+            inside + " return d.querySelectorAll('#icicle g.slice').length; })()", timeout=60
+        )
         assert slices > 10
-        labels = page.evaluate(inside + " return Array.from(d.querySelectorAll('#icicle g.slice'))"
-                               ".map((e) => e.textContent).join(' '); })()")
+        labels = page.evaluate(
+            inside + " return Array.from(d.querySelectorAll('#icicle g.slice'))"
+            ".map((e) => e.textContent).join(' '); })()"
+        )
         assert "attn" in labels and "mlp" in labels
         page.screenshot(str(folder / "executed.png"))
         # The page's own errors: nbconvert's template asks a CDN for MathJax, which is offline.
@@ -190,8 +205,9 @@ def _free_port():
         return s.getsockname()[1]
 
 
-@pytest.mark.skipif(chromium_binary() is None,
-                    reason="chromium is not installed (scripts/setup.sh installs it)")
+@pytest.mark.skipif(
+    chromium_binary() is None, reason="chromium is not installed (scripts/setup.sh installs it)"
+)
 def test_jupyter_lab_renders_the_saved_output(executed, tmp_path):
     """The executed notebook, saved and signed as a user's own session signs it, opened in a
     real JupyterLab server: the output's iframe draws the icicle inside JupyterLab's page."""
@@ -207,13 +223,29 @@ def test_jupyter_lab_renders_the_saved_output(executed, tmp_path):
     nbformat.write(nb, str(home / "traced.ipynb"))
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
-    env.update(JUPYTER_DATA_DIR=str(home / "data"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
-               JUPYTER_CONFIG_DIR=str(home / "config"))
+    env.update(
+        JUPYTER_DATA_DIR=str(home / "data"),
+        JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+        JUPYTER_CONFIG_DIR=str(home / "config"),
+    )
     server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
-         "--IdentityProvider.token=fqntrace", f"--ServerApp.root_dir={home}", "--allow-root",
-         "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            f"--port={port}",
+            "--IdentityProvider.token=fqntrace",
+            f"--ServerApp.root_dir={home}",
+            "--allow-root",
+            "--LabApp.news_url=",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = 120
@@ -231,7 +263,9 @@ def test_jupyter_lab_renders_the_saved_output(executed, tmp_path):
             slices = page.wait_for(
                 "(() => { const f = document.querySelector('iframe.fqntrace-report');"
                 " const d = f && f.contentDocument;"
-                " return d ? d.querySelectorAll('#icicle g.slice').length : 0; })()", timeout=120)
+                " return d ? d.querySelectorAll('#icicle g.slice').length : 0; })()",
+                timeout=120,
+            )
             assert slices > 10
     finally:
         server.terminate()
@@ -253,6 +287,9 @@ def test_bad_option_values_run_the_cell_once_untraced(capfd):
         capfd.readouterr()
         assert shell.run_cell_magic("fqntrace", line, "runs += 1") is None
         said = capfd.readouterr().err.strip().splitlines()
-        assert len(said) == 1 and said[0].startswith("fqntrace: ") and \
-            said[0].endswith("the cell runs untraced"), said
+        assert (
+            len(said) == 1
+            and said[0].startswith("fqntrace: ")
+            and said[0].endswith("the cell runs untraced")
+        ), said
     assert shell.user_ns["runs"] == 2

@@ -7,6 +7,7 @@ The training loop is tests/python/ondemand_scripts/loop.py; a job that must stil
 test captures runs until a stop file appears (every rank agrees through an all-reduce), so no
 test depends on how fast this machine is.
 """
+
 import glob
 import json
 import os
@@ -27,9 +28,12 @@ BOUND = 120  # seconds any one job or command may take
 
 
 def env_for(fqntrace, **extra):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("FQNTRACE", "TORCHELASTIC", "MASTER_"))
-           and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("FQNTRACE", "TORCHELASTIC", "MASTER_"))
+        and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK")
+    }
     env.update({"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
     if fqntrace is not None:
         env["FQNTRACE"] = fqntrace
@@ -38,16 +42,28 @@ def env_for(fqntrace, **extra):
 
 
 def cli(*args, cwd=None, check=True):
-    proc = subprocess.run([sys.executable, "-m", "fqntrace", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=BOUND, env=env_for(None))
+    proc = subprocess.run(
+        [sys.executable, "-m", "fqntrace", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=BOUND,
+        env=env_for(None),
+    )
     if check:
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
 
 
 def run_loop(cwd, *args, fqntrace="traces/run.{rank}.json", **extra):
-    return subprocess.run([sys.executable, LOOP, *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=BOUND, env=env_for(fqntrace, **extra))
+    return subprocess.run(
+        [sys.executable, LOOP, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=BOUND,
+        env=env_for(fqntrace, **extra),
+    )
 
 
 class Job:
@@ -59,16 +75,25 @@ class Job:
         cmd = [sys.executable, LOOP, "--steps", "100000", "--until-file", self.stop_file, *args]
         if torchrun:
             cmd = [TORCHRUN, "--standalone", "--nproc_per_node=2", *cmd[1:]]
-        self.proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=env_for(fqntrace, **extra))
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env_for(fqntrace, **extra),
+        )
         self.out = self.err = None
 
     def wait_armed(self, records=1):
         deadline = time.time() + BOUND
         pattern = os.path.join(self.cwd, "traces", ".fqntrace", "*.status")
         while time.time() < deadline:
-            ready = [p for p in glob.glob(pattern)
-                     if status(p).get("step", 0) >= 20 and status(p).get("steps_per_s", 0) > 0]
+            ready = [
+                p
+                for p in glob.glob(pattern)
+                if status(p).get("step", 0) >= 20 and status(p).get("steps_per_s", 0) > 0
+            ]
             if len(ready) >= records:
                 return sorted(ready)
             assert self.proc.poll() is None, self.proc.communicate()
@@ -99,8 +124,11 @@ def header(path):
 
 
 def step_numbers(path):
-    return sorted(int(e["name"].split("#")[1]) for e in header(path)["traceEvents"]
-                  if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#"))
+    return sorted(
+        int(e["name"].split("#")[1])
+        for e in header(path)["traceEvents"]
+        if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")
+    )
 
 
 def summary_json(path):
@@ -142,25 +170,46 @@ def test_armed_job_writes_nothing_until_the_program_captures(tmp_path):
 def test_capture_gets_its_summary_when_the_session_ends(tmp_path):
     # FQNTRACE_FORMATS=summary: a capture's summary is summary --json of its finished file.
     os.makedirs(tmp_path / "traces")
-    armed = run_loop(tmp_path, "--steps", "60", "--program-capture", "20", FQNTRACE_STEPS="demand",
-                     FQNTRACE_FORMATS="summary")
+    armed = run_loop(
+        tmp_path,
+        "--steps",
+        "60",
+        "--program-capture",
+        "20",
+        FQNTRACE_STEPS="demand",
+        FQNTRACE_FORMATS="summary",
+    )
     assert armed.returncode == 0, armed.stderr
     traces = tmp_path / "traces"
-    assert sorted(os.listdir(traces)) == [".fqntrace", "run.0.capture-1.json",
-                                          "run.0.capture-1.summary.json"]
+    assert sorted(os.listdir(traces)) == [
+        ".fqntrace",
+        "run.0.capture-1.json",
+        "run.0.capture-1.summary.json",
+    ]
     written = (traces / "run.0.capture-1.summary.json").read_text()
     assert written == cli("summary", "--json", str(traces / "run.0.capture-1.json")).stdout
 
 
 def test_capture_matches_the_window_of_the_same_steps(tmp_path):
     os.makedirs(tmp_path / "traces")
-    window = run_loop(tmp_path, "--steps", "40", FQNTRACE_STEPS="21:24",
-                      fqntrace="traces/window.json")
+    window = run_loop(
+        tmp_path, "--steps", "40", FQNTRACE_STEPS="21:24", fqntrace="traces/window.json"
+    )
     assert window.returncode == 0, window.stderr
-    armed = run_loop(tmp_path, "--steps", "40", "--program-capture", "20",
-                     fqntrace="traces/armed.json", FQNTRACE_STEPS="demand")
+    armed = run_loop(
+        tmp_path,
+        "--steps",
+        "40",
+        "--program-capture",
+        "20",
+        fqntrace="traces/armed.json",
+        FQNTRACE_STEPS="demand",
+    )
     assert armed.returncode == 0, armed.stderr
-    a, b = str(tmp_path / "traces" / "window.json"), str(tmp_path / "traces" / "armed.capture-1.json")
+    a, b = (
+        str(tmp_path / "traces" / "window.json"),
+        str(tmp_path / "traces" / "armed.capture-1.json"),
+    )
     assert step_numbers(a) == step_numbers(b) == [21, 22, 23]
     assert modules(summary_json(a)) == modules(summary_json(b))
 
@@ -174,14 +223,18 @@ def test_two_captures_by_pattern_and_by_pid(tmp_path):
         ps = cli("ps", "traces", cwd=tmp_path).stdout
         assert re.search(rf"^\s*0\s+{pid}\s+\S+\s+\d+\s+[\d.]+\s+armed\b", ps, re.M), ps
         first = cli("capture", "traces/run.*.json", "--steps", "3", cwd=tmp_path)
-        second = cli("capture", str(pid), "--steps", "4", "--roundup", "10", "--memory",
-                     cwd=tmp_path)
+        second = cli(
+            "capture", str(pid), "--steps", "4", "--roundup", "10", "--memory", cwd=tmp_path
+        )
     finally:
         assert job.stop() == 0, job.err
     # Nothing of ours; the CPU allocator itself warns once about a free it cannot size, of a
     # block from before the memory capture began (docs/memory.md, as under profile_memory).
-    assert [line for line in job.err.splitlines()
-            if "allocated before the profiling started" not in line] == [], job.err
+    assert [
+        line
+        for line in job.err.splitlines()
+        if "allocated before the profiling started" not in line
+    ] == [], job.err
     for proc in (first, second):
         assert "accepted" in proc.stderr and "done" in proc.stderr, proc.stderr
         assert "module" in proc.stdout  # the capture's summary
@@ -214,9 +267,14 @@ print("calls", n > 0)
 def test_seconds_capture_of_a_loop_without_steps(tmp_path):
     os.makedirs(tmp_path / "traces")
     stop = str(tmp_path / "stop")
-    job = subprocess.Popen([sys.executable, "-c", NO_STEPS, stop], cwd=tmp_path,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env=env_for("traces/inf.json", FQNTRACE_STEPS="demand"))
+    job = subprocess.Popen(
+        [sys.executable, "-c", NO_STEPS, stop],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env_for("traces/inf.json", FQNTRACE_STEPS="demand"),
+    )
     try:
         record = str(tmp_path / "traces" / ".fqntrace" / "inf.json.status")
         deadline = time.time() + BOUND
@@ -245,8 +303,17 @@ def test_slow_episode_is_captured_and_its_module_comes_first(tmp_path):
     os.makedirs(tmp_path / "traces")
     # ~0.5 ms steps, ~30 ms in the episode: a factor of 15 no scheduling hiccup of a busy
     # machine reaches, and the episode passes it twice over
-    proc = run_loop(tmp_path, "--steps", "150", "--slow-from", "80", "--slow-steps", "20",
-                    FQNTRACE_STEPS="demand", FQNTRACE_CAPTURE_SLOW="15")
+    proc = run_loop(
+        tmp_path,
+        "--steps",
+        "150",
+        "--slow-from",
+        "80",
+        "--slow-steps",
+        "20",
+        FQNTRACE_STEPS="demand",
+        FQNTRACE_CAPTURE_SLOW="15",
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     captures = sorted(glob.glob(str(tmp_path / "traces" / "run.0.capture-*.json")))
@@ -269,8 +336,17 @@ def test_two_ranks_capture_the_same_steps(tmp_path):
     try:
         job.wait_armed(records=2)
         for _ in range(3):
-            results.append(cli("capture", "traces/run.{rank}.json", "--steps", "3", "--roundup",
-                               "5", cwd=tmp_path))
+            results.append(
+                cli(
+                    "capture",
+                    "traces/run.{rank}.json",
+                    "--steps",
+                    "3",
+                    "--roundup",
+                    "5",
+                    cwd=tmp_path,
+                )
+            )
     finally:
         job.stop()
     assert "rank 0 done" in job.out and "rank 1 done" in job.out, job.out + job.err
@@ -297,8 +373,9 @@ def one_line_failure(proc, *words):
 def test_capture_of_a_process_that_is_not_armed(tmp_path):
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        one_line_failure(cli("capture", str(sleeper.pid), "--steps", "3", check=False),
-                         str(sleeper.pid))
+        one_line_failure(
+            cli("capture", str(sleeper.pid), "--steps", "3", check=False), str(sleeper.pid)
+        )
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -311,9 +388,14 @@ def test_second_request_while_a_capture_runs_is_refused(tmp_path):
     job = Job(tmp_path, "--sleep", "0.02", FQNTRACE_STEPS="demand")
     try:
         (record,) = job.wait_armed()
-        long = subprocess.Popen([sys.executable, "-m", "fqntrace", "capture", "traces",
-                                 "--steps", "60"], cwd=tmp_path, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=env_for(None))
+        long = subprocess.Popen(
+            [sys.executable, "-m", "fqntrace", "capture", "traces", "--steps", "60"],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env_for(None),
+        )
         deadline = time.time() + BOUND
         while not any(c.get("state") == "recording" for c in status(record).get("captures", [])):
             assert time.time() < deadline
@@ -335,9 +417,14 @@ def test_rank_that_dies_mid_capture_is_named(tmp_path):
     try:
         a.wait_armed(records=2)
         victim = status(str(tmp_path / "traces" / ".fqntrace" / "b.json.status"))["pid"]
-        cap = subprocess.Popen([sys.executable, "-m", "fqntrace", "capture", "traces",
-                                "--steps", "40"], cwd=tmp_path, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=env_for(None))
+        cap = subprocess.Popen(
+            [sys.executable, "-m", "fqntrace", "capture", "traces", "--steps", "40"],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env_for(None),
+        )
         record = str(tmp_path / "traces" / ".fqntrace" / "b.json.status")
         deadline = time.time() + BOUND
         while not any(c.get("state") == "recording" for c in status(record).get("captures", [])):
@@ -359,10 +446,17 @@ def test_stale_request_from_an_earlier_run_is_ignored(tmp_path):
     try:
         (record,) = job.wait_armed()
         now = time.time()
-        request = {"fqntrace_request": 1, "id": "old", "created": now - 3600, "expires": now + 3600,
-                   "at_step": status(record)["step"] + 50, "steps": 3, "seconds": None,
-                   "memory": False, "targets": [{"host": socket.gethostname(),
-                                                 "pid": status(record)["pid"]}]}
+        request = {
+            "fqntrace_request": 1,
+            "id": "old",
+            "created": now - 3600,
+            "expires": now + 3600,
+            "at_step": status(record)["step"] + 50,
+            "steps": 3,
+            "seconds": None,
+            "memory": False,
+            "targets": [{"host": socket.gethostname(), "pid": status(record)["pid"]}],
+        }
         folder = tmp_path / "traces" / ".fqntrace"
         with open(folder / "request.tmp", "w") as f:  # written before this process started
             json.dump(request, f)
@@ -382,7 +476,9 @@ def test_status_folder_that_cannot_be_written(tmp_path):
     proc = run_loop(tmp_path, "--steps", "40", "--program-capture", "10", FQNTRACE_STEPS="demand")
     assert proc.returncode == 0
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "cannot create" in lines[0] and "the job runs on" in lines[0], proc.stderr
+    assert len(lines) == 1 and "cannot create" in lines[0] and "the job runs on" in lines[0], (
+        proc.stderr
+    )
     assert proc.stdout.splitlines()[-1] == plain.stdout.splitlines()[-1]
     cli("validate", str(tmp_path / "traces" / "run.0.capture-1.json"))  # captures still work
 
@@ -394,8 +490,7 @@ def test_status_file_system_that_stops_answering_never_stalls_training(tmp_path)
     os.makedirs(folder)
     os.mkfifo(folder / "run.0.json.status")
     start = time.time()
-    proc = run_loop(tmp_path, "--steps", "200", "--program-capture", "150",
-                    FQNTRACE_STEPS="demand")
+    proc = run_loop(tmp_path, "--steps", "200", "--program-capture", "150", FQNTRACE_STEPS="demand")
     took = time.time() - start
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert "rank 0 done 200" in proc.stdout

@@ -1,6 +1,7 @@
 """`python -m fqntrace ps` and `capture` (docs/on-demand.md) against hand-made status records:
 a responder thread plays the armed processes (answers the request, rewrites its records through
 a capture's states), so the CLI side is tested without a job."""
+
 import json
 import os
 import re
@@ -16,9 +17,8 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from test_cli import chrome_text, tiny_events  # noqa: E402
-
 from fqntrace.analysis import ondemand, ondemand_status  # noqa: E402
+from test_cli import chrome_text, tiny_events  # noqa: E402
 
 HOST = socket.gethostname()
 PAD = 4096  # records are padded with spaces to a fixed size, as the processes write them
@@ -26,10 +26,17 @@ PAD = 4096  # records are padded with spaces to a fixed size, as the processes w
 
 def run_cli(args, cwd, timeout=60):
     env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.join(REPO, "python"),
-                                                    env.get("PYTHONPATH")) if p)
-    return subprocess.run([sys.executable, "-m", "fqntrace", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (os.path.join(REPO, "python"), env.get("PYTHONPATH")) if p
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "fqntrace", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def one_line(proc):
@@ -69,11 +76,26 @@ class Job:
 
     def write(self, rank, pid, **fields):
         now = time.time()
-        record = {"fqntrace_status": 1, "pid": pid, "host": HOST, "rank": rank, "world_size": 2,
-                  "pattern": "traces/run.{rank}.json", "trace": f"traces/run.{rank}.json",
-                  "cwd": self.root, "started": now - 100, "updated": now, "step": 100,
-                  "steps_per_s": 0.0, "state": "armed", "window": None, "slow": None,
-                  "notify": False, "captures": [], "request": None}
+        record = {
+            "fqntrace_status": 1,
+            "pid": pid,
+            "host": HOST,
+            "rank": rank,
+            "world_size": 2,
+            "pattern": "traces/run.{rank}.json",
+            "trace": f"traces/run.{rank}.json",
+            "cwd": self.root,
+            "started": now - 100,
+            "updated": now,
+            "step": 100,
+            "steps_per_s": 0.0,
+            "state": "armed",
+            "window": None,
+            "slow": None,
+            "notify": False,
+            "captures": [],
+            "request": None,
+        }
         record.update(fields)
         self.records[rank] = record
         self._put(rank)
@@ -104,8 +126,17 @@ class Job:
 
     def write_request(self, **fields):
         now = time.time()
-        request = {"fqntrace_request": 1, "id": "old", "created": now - 1, "expires": now + 60,
-                   "targets": [], "at_step": 200, "steps": 3, "seconds": None, "memory": False}
+        request = {
+            "fqntrace_request": 1,
+            "id": "old",
+            "created": now - 1,
+            "expires": now + 60,
+            "targets": [],
+            "at_step": 200,
+            "steps": 3,
+            "seconds": None,
+            "memory": False,
+        }
         request.update(fields)
         with open(os.path.join(self.folder, "request.json"), "w") as f:
             json.dump(request, f)
@@ -139,18 +170,29 @@ class Responder(threading.Thread):
         named = {t["pid"] for t in request["targets"]}
         ranks = [r for r in self.answers if self.job.records[r]["pid"] in named]
         first = request["at_step"] or 0
-        entry = {"id": rid, "index": 1, "reason": "request", "first_step": first,
-                 "last_step": first + (request["steps"] or 1) - 1}
+        entry = {
+            "id": rid,
+            "index": 1,
+            "reason": "request",
+            "first_step": first,
+            "last_step": first + (request["steps"] or 1) - 1,
+        }
         for rank in ranks:
             how = self.answers[rank]
             if how == "refused":
-                self.job.update(rank, request={"id": rid, "answer": "refused",
-                                               "why": "its step is already past"})
+                self.job.update(
+                    rank,
+                    request={"id": rid, "answer": "refused", "why": "its step is already past"},
+                )
             elif how == "exit":
                 os.unlink(self.job.path(rank))
             else:
-                self.job.update(rank, request={"id": rid, "answer": "accepted", "why": ""},
-                                state="capturing", captures=[dict(entry, state="pending")])
+                self.job.update(
+                    rank,
+                    request={"id": rid, "answer": "accepted", "why": ""},
+                    state="capturing",
+                    captures=[dict(entry, state="pending")],
+                )
         for state in ("recording", "writing", "end"):
             time.sleep(0.15)  # each state stays for more than one of the CLI's polls
             for rank in ranks:
@@ -160,11 +202,19 @@ class Responder(threading.Thread):
                 if state != "end":
                     self.job.update(rank, captures=[dict(entry, state=state)])
                 elif how == "done":
-                    self.job.update(rank, state="armed", captures=[dict(
-                        entry, state="done", file=f"traces/run.{rank}.capture-1.json")])
+                    self.job.update(
+                        rank,
+                        state="armed",
+                        captures=[
+                            dict(entry, state="done", file=f"traces/run.{rank}.capture-1.json")
+                        ],
+                    )
                 else:
-                    self.job.update(rank, state="armed", captures=[dict(
-                        entry, state="failed", error="disk full")])
+                    self.job.update(
+                        rank,
+                        state="armed",
+                        captures=[dict(entry, state="failed", error="disk full")],
+                    )
 
 
 def capture_with(job, answers, args, old_id=None):
@@ -180,8 +230,13 @@ def capture_with(job, answers, args, old_id=None):
 
 
 def test_ps_lists_records_and_marks_stale_and_dead(job, pids, dead_pid):
-    job.write(1, pids[0], step=1234, steps_per_s=12.5, captures=[
-        {"id": "a", "index": 1, "file": "traces/run.1.capture-1.json", "state": "done"}])
+    job.write(
+        1,
+        pids[0],
+        step=1234,
+        steps_per_s=12.5,
+        captures=[{"id": "a", "index": 1, "file": "traces/run.1.capture-1.json", "state": "done"}],
+    )
     job.write(0, pids[1], updated=time.time() - 60)
     job.write(2, dead_pid)
     job.write(3, 4242, host="evil\x1b[2Jhost", step=7)  # another host: only its age counts
@@ -189,12 +244,30 @@ def test_ps_lists_records_and_marks_stale_and_dead(job, pids, dead_pid):
         proc = run_cli(["ps", where], job.root)
         assert proc.returncode == 0 and proc.stderr == "", proc.stderr
         header, *rows = proc.stdout.splitlines()
-        assert header.split() == ["RANK", "PID", "HOST", "STEP", "STEPS/S", "STATE", "LAST",
-                                  "CAPTURE", "TRACE"]
+        assert header.split() == [
+            "RANK",
+            "PID",
+            "HOST",
+            "STEP",
+            "STEPS/S",
+            "STATE",
+            "LAST",
+            "CAPTURE",
+            "TRACE",
+        ]
         assert [row.split()[0] for row in rows] == ["0", "1", "2", "3"]
         assert re.search(r"stale \(6\d s\)", rows[0]), rows[0]
-        assert rows[1].split() == ["1", str(pids[0]), HOST, "1234", "12.5", "armed",
-                                   "traces/run.1.capture-1.json", "done", "traces/run.1.json"]
+        assert rows[1].split() == [
+            "1",
+            str(pids[0]),
+            HOST,
+            "1234",
+            "12.5",
+            "armed",
+            "traces/run.1.capture-1.json",
+            "done",
+            "traces/run.1.json",
+        ]
         assert " dead " in rows[2] and "traces/run.2.json" in rows[2]
         assert "evil\\x1b[2Jhost" in rows[3] and "\x1b" not in proc.stdout and " armed " in rows[3]
 
@@ -239,9 +312,17 @@ def test_pointers_find_a_pid_and_every_armed_process(job, pids, dead_pid, tmp_pa
 
 def test_first_step_counts_the_rate_the_age_and_how_soon_a_request_is_seen():
     def status(host=HOST, notify=True, step=100, rate=10.0, updated=1000.0):
-        return ondemand_status.Status("x.status", {
-            "pid": 1, "host": host, "step": step, "steps_per_s": rate, "updated": updated,
-            "notify": notify})
+        return ondemand_status.Status(
+            "x.status",
+            {
+                "pid": 1,
+                "host": host,
+                "step": step,
+                "steps_per_s": rate,
+                "updated": updated,
+                "notify": notify,
+            },
+        )
 
     now = 1001.0
     # 100 + 10/s x 1 s old + 10/s x 0.5 s (inotify) = 115, so 116 is the first step not begun
@@ -266,12 +347,18 @@ def test_capture_asks_every_rank_waits_and_summarizes(job, pids, dead_pid):
         job.capture_file(rank)
     # A request that has not expired but whose target finished does not hold up a new one.
     job.write_request(targets=[{"host": HOST, "pid": pids[0]}])
-    job.update(0, request={"id": "old", "answer": "accepted", "why": ""},
-               captures=[{"id": "old", "index": 1, "file": "x", "state": "done"}])
+    job.update(
+        0,
+        request={"id": "old", "answer": "accepted", "why": ""},
+        captures=[{"id": "old", "index": 1, "file": "x", "state": "done"}],
+    )
     started = time.time()
-    proc, request = capture_with(job, {0: "done", 1: "done"},
-                                 ["traces/run.{rank}.json", "--steps", "3", "--roundup", "5"],
-                                 old_id="old")
+    proc, request = capture_with(
+        job,
+        {0: "done", 1: "done"},
+        ["traces/run.{rank}.json", "--steps", "3", "--roundup", "5"],
+        old_id="old",
+    )
     assert proc.returncode == 0, proc.stderr
     # rate 0: the steps stay where they are; the first after the furthest (41) is 42 -> 45
     assert request["at_step"] == 45 and request["steps"] == 3
@@ -289,8 +376,9 @@ def test_capture_asks_every_rank_waits_and_summarizes(job, pids, dead_pid):
     for rank in (0, 1):
         assert f"rank {rank} accepted" in err and f"rank {rank} recording" in err
         assert f"rank {rank} done: traces/run.{rank}.capture-1.json" in err
-    summary = run_cli(["summary", "traces/run.0.capture-1.json", "traces/run.1.capture-1.json"],
-                      job.root)
+    summary = run_cli(
+        ["summary", "traces/run.0.capture-1.json", "traces/run.1.capture-1.json"], job.root
+    )
     assert summary.returncode == 0 and "2 ranks" in summary.stdout
     assert err[8:] == summary.stderr.splitlines()  # the summary's own notes, if any
     # the same table, with the files' absolute paths
@@ -301,8 +389,9 @@ def test_capture_of_one_rank_prints_its_summary(job, pids):
     # 100 + 0.1/s x ~3 s old + 0.1/s x 1.25 s: below 101, so the first step is 102.
     job.write(0, pids[0], steps_per_s=0.1, updated=time.time() - 3)
     job.capture_file(0)
-    proc, request = capture_with(job, {0: "done"}, ["traces/run.*.json", "--steps", "2",
-                                                    "--memory", "--timeout", "9"])
+    proc, request = capture_with(
+        job, {0: "done"}, ["traces/run.*.json", "--steps", "2", "--memory", "--timeout", "9"]
+    )
     assert proc.returncode == 0, proc.stderr
     assert request["at_step"] == 102 and request["memory"] is True
     assert request["expires"] - request["created"] == pytest.approx(9)
@@ -313,8 +402,7 @@ def test_capture_of_one_rank_prints_its_summary(job, pids):
 def test_capture_by_seconds_and_without_summary(job, pids):
     job.write(0, pids[0])
     job.capture_file(0)
-    proc, request = capture_with(job, {0: "done"}, ["traces", "--seconds", "2",
-                                                    "--no-summary"])
+    proc, request = capture_with(job, {0: "done"}, ["traces", "--seconds", "2", "--no-summary"])
     assert proc.returncode == 0, proc.stderr
     assert (request["at_step"], request["steps"], request["seconds"]) == (None, None, 2.0)
     assert f"request {request['id']}: 2 s from now on 1 process" in proc.stderr
@@ -326,8 +414,9 @@ def test_capture_names_every_rank_that_did_not_finish(job, pids):
     job.write(1, pids[1])
     job.write(2, pids[2])
     job.capture_file(0)
-    proc, _ = capture_with(job, {0: "done", 1: "refused", 2: "failed"},
-                           ["traces/run.*.json", "--steps", "1"])
+    proc, _ = capture_with(
+        job, {0: "done", 1: "refused", 2: "failed"}, ["traces/run.*.json", "--steps", "1"]
+    )
     assert proc.returncode == 1
     last = proc.stderr.splitlines()[-1]
     assert last.startswith("fqntrace: capture ") and "did not finish on every process" in last
@@ -341,12 +430,14 @@ def test_capture_times_out_naming_the_rank_that_never_answered(job, pids):
     job.write(1, pids[1])
     job.capture_file(0)
     started = time.time()
-    proc, _ = capture_with(job, {0: "done"}, ["traces/run.*.json", "--steps", "2",
-                                              "--timeout", "1"])
+    proc, _ = capture_with(
+        job, {0: "done"}, ["traces/run.*.json", "--steps", "2", "--timeout", "1"]
+    )
     assert time.time() - started < 10
     assert proc.returncode == 1
     assert proc.stderr.splitlines()[-1].endswith(
-        f": rank 1 (pid {pids[1]}, host {HOST}) did not answer in 1 s")
+        f": rank 1 (pid {pids[1]}, host {HOST}) did not answer in 1 s"
+    )
     assert "rank 0 done" in proc.stderr
 
 
@@ -355,8 +446,8 @@ def test_capture_notices_a_process_that_exits(job, pids):
     proc, _ = capture_with(job, {0: "exit"}, ["traces/run.*.json", "--steps", "2"])
     assert proc.returncode == 1
     assert proc.stderr.splitlines()[-1].endswith(
-        f"rank 0 (pid {pids[0]}, host {HOST}) exited before finishing (its status record is "
-        "gone)")
+        f"rank 0 (pid {pids[0]}, host {HOST}) exited before finishing (its status record is gone)"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -365,13 +456,18 @@ def test_capture_notices_a_process_that_exits(job, pids):
 
 def test_capture_bad_arguments(job, pids, dead_pid):
     job.write(0, pids[0])
-    cases = [(["traces", "--steps", "0"], 2, "--steps: expected a whole number >= 1"),
-             (["traces", "--steps", "2", "--roundup", "2", "--at", "300"], 2, "not allowed"),
-             (["traces"], 2, "--steps N"),
-             (["traces", "--steps", "2", "--at", "100"], 1, "step 100 is already past"),
-             ([str(dead_pid), "--steps", "2"], 1,
-              f"pid {dead_pid} is not an armed fqntrace process on this host"),
-             (["traces/nothing.*.json", "--steps", "2"], 1, "no status record for traces")]
+    cases = [
+        (["traces", "--steps", "0"], 2, "--steps: expected a whole number >= 1"),
+        (["traces", "--steps", "2", "--roundup", "2", "--at", "300"], 2, "not allowed"),
+        (["traces"], 2, "--steps N"),
+        (["traces", "--steps", "2", "--at", "100"], 1, "step 100 is already past"),
+        (
+            [str(dead_pid), "--steps", "2"],
+            1,
+            f"pid {dead_pid} is not an armed fqntrace process on this host",
+        ),
+        (["traces/nothing.*.json", "--steps", "2"], 1, "no status record for traces"),
+    ]
     for args, code, words in cases:
         proc = run_cli(["capture", *args], job.root)
         assert proc.returncode == code, (args, proc.stderr)
@@ -379,8 +475,17 @@ def test_capture_bad_arguments(job, pids, dead_pid):
     assert job.request() is None
 
 
-@pytest.mark.parametrize("busy", [{"state": "capturing"}, {"captures": [
-    {"id": "x", "index": 1, "file": "traces/run.1.capture-1.json", "state": "recording"}]}])
+@pytest.mark.parametrize(
+    "busy",
+    [
+        {"state": "capturing"},
+        {
+            "captures": [
+                {"id": "x", "index": 1, "file": "traces/run.1.capture-1.json", "state": "recording"}
+            ]
+        },
+    ],
+)
 def test_capture_refuses_when_a_target_is_capturing(job, pids, busy):
     job.write(0, pids[0])
     job.write(1, pids[1], **busy)
@@ -404,8 +509,11 @@ def test_capture_skips_stale_records_and_needs_one_live(job, pids):
     proc = run_cli(["capture", "traces/run.*.json", "--steps", "2"], job.root)
     assert proc.returncode == 1
     note, last = proc.stderr.splitlines()
-    assert re.fullmatch(rf"fqntrace: note: skipped rank 0 \(pid {pids[0]}, host {HOST}\): "
-                        r"stale \(6\d s\)", note)
+    assert re.fullmatch(
+        rf"fqntrace: note: skipped rank 0 \(pid {pids[0]}, host {HOST}\): "
+        r"stale \(6\d s\)",
+        note,
+    )
     assert last.startswith("fqntrace: no live process to capture")
 
 

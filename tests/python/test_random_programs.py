@@ -6,6 +6,7 @@ seed and the command that replays it.
 
 The seeds are fixed so the run is reproducible; RANDOM_PROGRAM_SEEDS=1,2,3 (or a range, 100-160)
 draws others."""
+
 import json
 import os
 import subprocess
@@ -33,24 +34,41 @@ def test_random_program_traces_validate_with_modtracker_names(tmp_path, seed):
     replay = f"FQNTRACE={trace} {sys.executable} {PROGRAM} {seed} {names}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
     env.update(FQNTRACE=str(trace), OMP_NUM_THREADS="1")
-    run = subprocess.run([sys.executable, PROGRAM, str(seed), str(names)], env=env,
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, PROGRAM, str(seed), str(names)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0 and "fqntrace" not in run.stderr, (
-        f"seed {seed} (replay: {replay}):\n{run.stderr[-3000:]}")
-    check = subprocess.run([sys.executable, "-m", "fqntrace", "validate", str(trace)],
-                           capture_output=True, text=True, timeout=300)
+        f"seed {seed} (replay: {replay}):\n{run.stderr[-3000:]}"
+    )
+    check = subprocess.run(
+        [sys.executable, "-m", "fqntrace", "validate", str(trace)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert check.returncode == 0, f"seed {seed} (replay: {replay}): {check.stderr}"
     with open(names) as f:
         known = json.load(f)
     with open(trace) as f:
         events = json.load(f)["traceEvents"]
     possible = set(known["possible"]) | {"Global"}
-    named = {e["args"]["fqn"] for e in events if e.get("ph") == "X"
-             and e.get("cat") in ("cpu_op", "user_annotation", "module_span")}
-    assert named <= possible, (f"seed {seed} {known['features']} (replay: {replay}): fqns no "
-                               f"fresh ModTracker gives: {sorted(named - possible)}")
+    named = {
+        e["args"]["fqn"]
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation", "module_span")
+    }
+    assert named <= possible, (
+        f"seed {seed} {known['features']} (replay: {replay}): fqns no "
+        f"fresh ModTracker gives: {sorted(named - possible)}"
+    )
     spans = {e["args"]["fqn"] for e in events if e.get("name", "").startswith("nn.Module: ")}
     # Modules compiled into a graph run without a span of their own (docs/compile.md).
     if "compile" not in known["features"]:
-        assert set(known["ran"]) <= spans, (f"seed {seed} (replay: {replay}): modules that ran "
-                                            f"without a span: {sorted(set(known['ran']) - spans)}")
+        assert set(known["ran"]) <= spans, (
+            f"seed {seed} (replay: {replay}): modules that ran "
+            f"without a span: {sorted(set(known['ran']) - spans)}"
+        )

@@ -2,10 +2,10 @@
 tears down, and an end that skips the normal exit (an abort in an atexit handler, os._exit,
 SIGTERM) still leaves a file that `repair` closes with the last step in it; small defects of the
 environment handling and of `repair`, each with its regression test."""
+
 import glob
 import json
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -18,9 +18,12 @@ TORCH_EXIT_ABORT = "terminate called without an active exception"
 
 
 def clean_env(**extra):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("FQNTRACE", "TORCHELASTIC", "MASTER_"))
-           and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("FQNTRACE", "TORCHELASTIC", "MASTER_"))
+        and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK")
+    }
     env.update({"OMP_NUM_THREADS": "1"})
     env.update(extra)
     return env
@@ -29,13 +32,24 @@ def clean_env(**extra):
 def run_script(tmp_path, code, trace, **env_extra):
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent(code))
-    return subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=TIMEOUT, env=clean_env(FQNTRACE=str(trace), **env_extra))
+    return subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=clean_env(FQNTRACE=str(trace), **env_extra),
+    )
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "fqntrace", *args], capture_output=True,
-                          text=True, timeout=120, env=clean_env())
+    return subprocess.run(
+        [sys.executable, "-m", "fqntrace", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(),
+    )
 
 
 def valid_trace(path):
@@ -199,11 +213,18 @@ def test_mp_spawn_ranks_write_their_own_files(tmp_path):
             child = valid_trace(path)
         assert f"rank{rank}_step" in names(child)
         assert child["distributedInfo"] == {"backend": "gloo", "rank": int(rank), "world_size": 2}
-        labels = [e["args"]["labels"] for e in child["traceEvents"] if e.get("name") == "process_labels"]
+        labels = [
+            e["args"]["labels"] for e in child["traceEvents"] if e.get("name") == "process_labels"
+        ]
         assert labels == [f"rank {rank}"]
     assert sorted(p.name for p in tmp_path.glob("mps.*.json")) == sorted(
-        ["mps.0.json"] + [f"mps.{line.split()[0]}.pid{line.split()[1]}.json"
-                          for line in proc.stdout.split("\n") if line.strip()])
+        ["mps.0.json"]
+        + [
+            f"mps.{line.split()[0]}.pid{line.split()[1]}.json"
+            for line in proc.stdout.split("\n")
+            if line.strip()
+        ]
+    )
 
 
 def test_a_file_another_live_process_writes_is_never_truncated(tmp_path):
@@ -211,16 +232,28 @@ def test_a_file_another_live_process_writes_is_never_truncated(tmp_path):
     it says so in one line and runs untraced."""
     trace = tmp_path / "shared.json"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, torch\ntorch.ones(2).add(1)\nimport fqntrace\n"
-         "fqntrace.flush()\nprint('ready', flush=True)\nsys.stdin.readline()\n"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=clean_env(FQNTRACE=str(trace)))
+        [
+            sys.executable,
+            "-c",
+            "import sys, torch\ntorch.ones(2).add(1)\nimport fqntrace\n"
+            "fqntrace.flush()\nprint('ready', flush=True)\nsys.stdin.readline()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=clean_env(FQNTRACE=str(trace)),
+    )
     try:
         assert holder.stdout.readline().strip() == "ready"
         size = os.path.getsize(trace)
         assert size > 0
-        second = subprocess.run([sys.executable, "-c", "import torch\ntorch.ones(2).mul(2)\n"],
-                                capture_output=True, text=True, timeout=TIMEOUT,
-                                env=clean_env(FQNTRACE=str(trace)))
+        second = subprocess.run(
+            [sys.executable, "-c", "import torch\ntorch.ones(2).mul(2)\n"],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            env=clean_env(FQNTRACE=str(trace)),
+        )
         assert second.returncode == 0
         lines = second.stderr.strip().split("\n")
         assert len(lines) == 1 and "another running process is writing" in lines[0], second.stderr
@@ -248,10 +281,25 @@ for step in range(3):
 
 ENDINGS = {
     # name: (code before import torch, code after the last step, expected return code, complete)
-    "abort_in_atexit_registered_before_tracing": ("atexit.register(os.abort)", "", -signal.SIGABRT, True),
-    "abort_in_atexit_registered_after_tracing": ("", "atexit.register(os.abort)", -signal.SIGABRT, False),
+    "abort_in_atexit_registered_before_tracing": (
+        "atexit.register(os.abort)",
+        "",
+        -signal.SIGABRT,
+        True,
+    ),
+    "abort_in_atexit_registered_after_tracing": (
+        "",
+        "atexit.register(os.abort)",
+        -signal.SIGABRT,
+        False,
+    ),
     "os_exit": ("", "os._exit(0)", 0, True),
-    "sigterm": ("", "os.kill(os.getpid(), signal.SIGTERM)\nimport time; time.sleep(30)", -signal.SIGTERM, False),
+    "sigterm": (
+        "",
+        "os.kill(os.getpid(), signal.SIGTERM)\nimport time; time.sleep(30)",
+        -signal.SIGTERM,
+        False,
+    ),
 }
 
 
@@ -263,7 +311,9 @@ def test_end_without_normal_exit_keeps_the_last_step(tmp_path, ending):
     assert proc.returncode == code, proc.stderr  # the job ends exactly as it would untraced
     repaired = cli("repair", str(trace))
     assert repaired.returncode == 0, repaired.stderr
-    assert repaired.stdout.startswith("already complete" if complete else "repaired:"), repaired.stdout
+    assert repaired.stdout.startswith("already complete" if complete else "repaired:"), (
+        repaired.stdout
+    )
     result = json.load(open(trace))
     assert cli("validate", str(trace)).returncode == 0
     events = names(result)
@@ -285,13 +335,22 @@ def test_bad_value_with_a_newline_warns_on_one_line(tmp_path):
 
 def test_switch_words_are_accepted_and_others_warn(tmp_path):
     trace = tmp_path / "t.json"
-    proc = run_script(tmp_path, "import torch\ntorch.mm(torch.ones(4, 4), torch.ones(4, 4))\n", trace,
-                      FQNTRACE_FLOPS="true", FQNTRACE_SHAPES="yes")
+    proc = run_script(
+        tmp_path,
+        "import torch\ntorch.mm(torch.ones(4, 4), torch.ones(4, 4))\n",
+        trace,
+        FQNTRACE_FLOPS="true",
+        FQNTRACE_SHAPES="yes",
+    )
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     mm = [e for e in valid_trace(trace)["traceEvents"] if e.get("name") == "aten::mm"]
     assert mm and mm[0]["args"]["flops"] == 128 and mm[0]["args"]["Input Dims"] == [[4, 4], [4, 4]]
-    proc = run_script(tmp_path, "import torch\ntorch.mm(torch.ones(4, 4), torch.ones(4, 4))\n", trace,
-                      FQNTRACE_FLOPS="sure")
+    proc = run_script(
+        tmp_path,
+        "import torch\ntorch.mm(torch.ones(4, 4), torch.ones(4, 4))\n",
+        trace,
+        FQNTRACE_FLOPS="sure",
+    )
     assert proc.returncode == 0
     assert proc.stderr.count("\n") == 1 and "FQNTRACE_FLOPS=sure" in proc.stderr, proc.stderr
     mm = [e for e in valid_trace(trace)["traceEvents"] if e.get("name") == "aten::mm"]
@@ -300,7 +359,9 @@ def test_switch_words_are_accepted_and_others_warn(tmp_path):
 
 def test_rank_outside_the_world_warns_and_traces_nothing(tmp_path):
     trace = tmp_path / "t.json"
-    proc = run_script(tmp_path, "import torch\ntorch.ones(2) + 1\n", trace, RANK="5", WORLD_SIZE="2")
+    proc = run_script(
+        tmp_path, "import torch\ntorch.ones(2) + 1\n", trace, RANK="5", WORLD_SIZE="2"
+    )
     assert proc.returncode == 0
     assert proc.stderr.count("\n") == 1 and "RANK=5 is not below WORLD_SIZE=2" in proc.stderr
     assert not list(tmp_path.glob("t*.json"))
@@ -351,8 +412,9 @@ def test_repair_leaves_no_temporary_file_behind(tmp_path):
     """A repair killed while it writes leaves a .fqntrace-*.tmp; the next repair removes stale
     ones (no live process owns them) and leaves none of its own."""
     trace = tmp_path / "t.json"
-    proc = run_script(tmp_path, STEPS.format(before="", after="os.kill(os.getpid(), signal.SIGKILL)"),
-                      trace)
+    proc = run_script(
+        tmp_path, STEPS.format(before="", after="os.kill(os.getpid(), signal.SIGKILL)"), trace
+    )
     assert proc.returncode == -signal.SIGKILL
     stale = tmp_path / ".fqntrace-abc123.tmp"
     stale.write_text("half a repair")

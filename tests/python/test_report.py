@@ -1,32 +1,38 @@
 """`python -m fqntrace report` on real traces, opened in headless Chromium: no console errors, the
 icicle chart drawn, every module's fqn in the page, a click zooms into a module's children; step
 times from ProfilerStep#N ranges; ranks; BASE NEW coloured by change."""
+
 import json
 import os
 import subprocess
 import sys
 
+import fqntrace
 import numpy as np
 import pytest
 import torch
-from PIL import Image
-
 from browser import Page, chromium_binary
-import fqntrace
 from fqntrace import demo
 from fqntrace.analysis import steps, summarize
+from PIL import Image
 from slow_block import SLOW_BLOCK, Net, train
 
-pytestmark = pytest.mark.skipif(chromium_binary() is None,
-                                reason="chromium is not installed (scripts/setup.sh installs it)")
+pytestmark = pytest.mark.skipif(
+    chromium_binary() is None, reason="chromium is not installed (scripts/setup.sh installs it)"
+)
 ZOOM_INTO = "TinyTransformer.layers.0"
 STEPS = 3
 
 
 def fqntrace_cli(*args):
     env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
-    return subprocess.run([sys.executable, "-m", "fqntrace", *map(str, args)], env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "fqntrace", *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +59,8 @@ def box_centre(page, node_id):
         "(() => { const s = Array.from(document.querySelectorAll('#icicle g.slice'))"
         f".find((e) => e.__data__.data.data.id === {json.dumps(node_id)});"
         " const r = s.getBoundingClientRect(); return [r.left + r.width / 2,"
-        " r.top + r.height / 2]; })()")
+        " r.top + r.height / 2]; })()"
+    )
 
 
 def make_report(*args):
@@ -90,16 +97,20 @@ def test_report_opens_in_chromium_and_zooms_on_click(demo_trace, folder, page, c
     assert page.errors == []
 
     # The chart drew: its area is mostly coloured, in the forward and backward colours.
-    box = page.evaluate("(() => { const r = document.getElementById('icicle')"
-                        ".getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })()")
+    box = page.evaluate(
+        "(() => { const r = document.getElementById('icicle')"
+        ".getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })()"
+    )
     ratio = page.evaluate("window.devicePixelRatio")
     image = np.asarray(Image.open(shot).convert("RGB")).astype(int)
-    area = image[int(box[1] * ratio):int(box[3] * ratio), int(box[0] * ratio):int(box[2] * ratio)]
+    area = image[
+        int(box[1] * ratio) : int(box[3] * ratio), int(box[0] * ratio) : int(box[2] * ratio)
+    ]
     assert area.size > 0
     coloured = (np.abs(area - 255).sum(axis=2) > 30).mean()
     assert coloured > 0.3, f"icicle area is {coloured:.0%} non-white; see {shot}"
     for hex_colour in ("#4c78a8", "#f58518"):  # forward, backward
-        rgb = np.array([int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)])
+        rgb = np.array([int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)])
         assert (np.abs(area - rgb).sum(axis=2) < 12).sum() > 500, hex_colour
 
     # Every module of the trace is in the page (the table names them by full fqn).
@@ -115,26 +126,35 @@ def test_report_opens_in_chromium_and_zooms_on_click(demo_trace, folder, page, c
     # Hovering a box shows the module's fqn, type, calls, times per phase and top ops.
     attn = f"{ZOOM_INTO}.attn"
     page.move(*box_centre(page, f"forward|{attn}"))
-    hover = page.wait_for("(document.querySelector('#icicle .hoverlayer .hovertext') || {})"
-                          ".textContent")
-    for part in (attn, "Attention", f"calls {STEPS}", "forward: total", "backward: total",
-                 "top forward ops: aten::"):
+    hover = page.wait_for(
+        "(document.querySelector('#icicle .hoverlayer .hovertext') || {}).textContent"
+    )
+    for part in (
+        attn,
+        "Attention",
+        f"calls {STEPS}",
+        "forward: total",
+        "backward: total",
+        "top forward ops: aten::",
+    ):
         assert part in hover, (part, hover)
 
     # Click the forward box of layers.0: the view zooms into it and shows its children only.
     target = f"forward|{ZOOM_INTO}"
     page.click(*box_centre(page, target))
-    page.wait_for("document.getElementById('icicle').data[0].level === "
-                  + json.dumps(target))
-    visible_ids = ("Array.from(document.querySelectorAll('#icicle g.slice'))"
-                   ".map((e) => e.__data__.data.data.id)")
+    page.wait_for("document.getElementById('icicle').data[0].level === " + json.dumps(target))
+    visible_ids = (
+        "Array.from(document.querySelectorAll('#icicle g.slice'))"
+        ".map((e) => e.__data__.data.data.id)"
+    )
     page.wait_for(f"{visible_ids}.every((id) => id.startsWith({json.dumps(target)}))")
     shown = set(page.evaluate(visible_ids))
     children = {f"{target}.{name}" for name in ("ln1", "attn", "ln2", "mlp")}
     assert children <= shown
-    assert f"forward|TinyTransformer.layers.1" not in shown
-    labels = page.evaluate("Array.from(document.querySelectorAll('#icicle g.slice'))"
-                           ".map((e) => e.textContent)")
+    assert "forward|TinyTransformer.layers.1" not in shown
+    labels = page.evaluate(
+        "Array.from(document.querySelectorAll('#icicle g.slice')).map((e) => e.textContent)"
+    )
     assert "attn" in labels and "mlp" in labels
     page.screenshot(str(folder / "demo-report-zoomed.png"))
     assert page.errors == []
@@ -148,9 +168,11 @@ def test_report_of_base_and_new_colours_by_change(folder, page):
     page.open(out)
     page.wait_for("document.querySelectorAll('#icicle g.slice').length > 5")
     assert page.errors == []
-    trace = page.evaluate("(() => { const t = document.getElementById('icicle').data[0];"
-                          " return {ids: t.ids, colors: t.marker.colors,"
-                          " scale: !!t.marker.colorscale}; })()")
+    trace = page.evaluate(
+        "(() => { const t = document.getElementById('icicle').data[0];"
+        " return {ids: t.ids, colors: t.marker.colors,"
+        " scale: !!t.marker.colorscale}; })()"
+    )
     assert trace["scale"]
     change = dict(zip(trace["ids"], trace["colors"]))
     assert change[f"forward|{SLOW_BLOCK}"] > 40  # much slower: red end of the scale
@@ -190,24 +212,32 @@ def test_step_chart_is_not_scaled_by_the_warm_up_and_the_table_shows_summary_med
     out = folder / "warm.html"
     make_report(trace, "-o", out)
     page.open(out)
-    page.wait_for("document.getElementById('steps')._fullLayout !== undefined"
-                  " && document.querySelectorAll('#modules tbody tr').length > 5")
+    page.wait_for(
+        "document.getElementById('steps')._fullLayout !== undefined"
+        " && document.querySelectorAll('#modules tbody tr').length > 5"
+    )
     assert page.errors == []
     walls = page.evaluate("DATA.runs[0].steps.map((s) => [s.step, s.ms, s.excluded])")
     assert [w[0] for w in walls] == list(range(8)) and walls[0][2] and not walls[1][2]
-    kept_max = max(max(ms for _, ms, _ in walls[1:]),
-                   page.evaluate("Math.max(...DATA.runs[0].steps.slice(1).map((s) =>"
-                                 " s.op_ms.forward + s.op_ms.backward + s.op_ms.recompute))"))
+    kept_max = max(
+        max(ms for _, ms, _ in walls[1:]),
+        page.evaluate(
+            "Math.max(...DATA.runs[0].steps.slice(1).map((s) =>"
+            " s.op_ms.forward + s.op_ms.backward + s.op_ms.recompute))"
+        ),
+    )
     assert walls[0][1] > 5 * kept_max, walls  # the warm-up really is far longer
     # The y axis is set by the kept steps: step 0 runs off the top (marked), the rest is readable.
     low, high = page.evaluate("document.getElementById('steps')._fullLayout.yaxis.range")
     assert low == 0 and kept_max <= high < 2 * kept_max < walls[0][1]
-    notes = page.evaluate("document.getElementById('steps')._fullLayout.annotations"
-                          ".map((a) => a.text)")
+    notes = page.evaluate(
+        "document.getElementById('steps')._fullLayout.annotations.map((a) => a.text)"
+    )
     assert any(n.startswith("left out") for n in notes), notes
     # Module across steps: the same, and it opens on the module with the most own time.
-    mlow, mhigh = page.evaluate("document.getElementById('step-module-chart')"
-                                "._fullLayout.yaxis.range")
+    mlow, mhigh = page.evaluate(
+        "document.getElementById('step-module-chart')._fullLayout.yaxis.range"
+    )
     assert mhigh > 0
 
     # Every time in the table is summary --json's per-step median, to the digit.
@@ -215,12 +245,14 @@ def test_step_chart_is_not_scaled_by_the_warm_up_and_the_table_shows_summary_med
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["steps"]["excluded"] == [0] and summary["steps"]["count"] == 7
-    heads = page.evaluate("Array.from(document.querySelectorAll('#modules thead th'))"
-                          ".map((th) => th.textContent)")
+    heads = page.evaluate(
+        "Array.from(document.querySelectorAll('#modules thead th')).map((th) => th.textContent)"
+    )
     assert "fwd total ms/step" in heads and "bwd self ms/step" in heads
     cells = page.evaluate(
         "Array.from(document.querySelectorAll('#modules tbody tr')).map((tr) =>"
-        " Array.from(tr.children).map((td) => [td.textContent, td.dataset.value]))")
+        " Array.from(tr.children).map((td) => [td.textContent, td.dataset.value]))"
+    )
     compared = 0
     for row in cells:
         fqn = row[0][0].strip()
@@ -237,6 +269,7 @@ def test_step_chart_is_not_scaled_by_the_warm_up_and_the_table_shows_summary_med
         assert spread.rstrip("!") == f"{entry['step_spread_pct']:.0f}"
         assert spread.endswith("!") == entry["noisy"]
     assert compared >= 4 * 8
+
     # The header gives the per-step op time, not the run's total with the warm-up in it: the
     # median of the steps' op times. The icicle's root is the sum of the modules' own medians
     # (what its boxes add up to), another number: each says which it is.
@@ -245,11 +278,15 @@ def test_step_chart_is_not_scaled_by_the_warm_up_and_the_table_shows_summary_med
 
     meta = page.evaluate("document.getElementById('meta').textContent")
     median_op_ms = summary["steps"]["median_op_ms"]
-    assert (f"{page_ms(median_op_ms)} ms op time per step (median of 7 steps' sums, step 0 left "
-            "out)") in meta, meta
+    assert (
+        f"{page_ms(median_op_ms)} ms op time per step (median of 7 steps' sums, step 0 left out)"
+    ) in meta, meta
     root = page.evaluate("document.getElementById('icicle').data[0].labels[0]")
-    modules_ms = sum(e[p]["step_self_median_ms"] for e in summary["modules"].values()
-                     for p in ("forward", "backward", "recompute"))
+    modules_ms = sum(
+        e[p]["step_self_median_ms"]
+        for e in summary["modules"].values()
+        for p in ("forward", "backward", "recompute")
+    )
     assert root == f"all phases {page_ms(modules_ms)} ms (sum of the modules' own per-step medians)"
     page.screenshot(str(folder / "warm-report.png"))
 
@@ -275,20 +312,30 @@ def test_report_of_several_ranks_has_a_rank_selector_and_spread(demo_trace, fold
     row = page.evaluate(
         "Array.from(document.querySelectorAll('#modules tbody tr')).map((tr) =>"
         " Array.from(tr.children).map((td) => td.textContent))"
-        f".find((cells) => cells[0].trim() === {json.dumps(ZOOM_INTO)})")
+        f".find((cells) => cells[0].trim() === {json.dumps(ZOOM_INTO)})"
+    )
     assert row[-1] == "1"  # slowest rank
     # Switching rank redraws the tree with that rank's numbers.
-    page.evaluate("(() => { const s = document.getElementById('run'); s.value = '1';"
-                  " s.dispatchEvent(new Event('change')); })()")
-    value = page.evaluate("(() => { const t = document.getElementById('icicle').data[0];"
-                          f" return t.values[t.ids.indexOf('forward|{ZOOM_INTO}')]; }})()")
+    page.evaluate(
+        "(() => { const s = document.getElementById('run'); s.value = '1';"
+        " s.dispatchEvent(new Event('change')); })()"
+    )
+    value = page.evaluate(
+        "(() => { const t = document.getElementById('icicle').data[0];"
+        f" return t.values[t.ids.indexOf('forward|{ZOOM_INTO}')]; }})()"
+    )
     # (per step: the demo trace has steps, so the tree shows per-step medians as summary does)
     forward = summary["modules"][ZOOM_INTO]["forward"]
     # (the icicle adds up its children's boxes: their own medians)
-    assert value == pytest.approx(2 * forward["step_self_median_ms"]
-                                  + sum(m["forward"]["step_self_median_ms"]
-                                        for f, m in summary["modules"].items()
-                                        if f.startswith(ZOOM_INTO + ".")), rel=1e-3)
+    assert value == pytest.approx(
+        2 * forward["step_self_median_ms"]
+        + sum(
+            m["forward"]["step_self_median_ms"]
+            for f, m in summary["modules"].items()
+            if f.startswith(ZOOM_INTO + ".")
+        ),
+        rel=1e-3,
+    )
 
 
 def test_report_without_plotly_says_how_to_install(demo_trace, folder, tmp_path):
@@ -296,11 +343,24 @@ def test_report_without_plotly_says_how_to_install(demo_trace, folder, tmp_path)
     (tmp_path / "plotly").mkdir()
     (tmp_path / "plotly" / "__init__.py").write_text("raise ImportError('no plotly here')\n")
     env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path)] + [p for p in env.get(
-        "PYTHONPATH", "").split(os.pathsep) if p])
-    proc = subprocess.run([sys.executable, "-m", "fqntrace", "report", str(demo_trace), "-o",
-                           str(tmp_path / "r.html")], env=env, capture_output=True, text=True,
-                          timeout=120)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(tmp_path)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fqntrace",
+            "report",
+            str(demo_trace),
+            "-o",
+            str(tmp_path / "r.html"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1
     line = proc.stderr.strip()
     assert "\n" not in line and "pip install 'fqntrace[report]'" in line
@@ -333,8 +393,11 @@ def test_report_reads_the_summary_beside_the_trace(demo_trace, folder):
 def test_report_bad_inputs_give_one_line(demo_trace, folder, tmp_path):
     not_a_trace = tmp_path / "notes.json"
     not_a_trace.write_text('{"hello": 1}\n')
-    for args in ([not_a_trace, "-o", tmp_path / "a.html"], [demo_trace, "-o", tmp_path / "a.txt"],
-                 [tmp_path / "missing.json", "-o", tmp_path / "a.html"]):
+    for args in (
+        [not_a_trace, "-o", tmp_path / "a.html"],
+        [demo_trace, "-o", tmp_path / "a.txt"],
+        [tmp_path / "missing.json", "-o", tmp_path / "a.html"],
+    ):
         proc = fqntrace_cli("report", *args)
         assert proc.returncode == 1, proc.stdout
         lines = proc.stderr.strip().splitlines()
@@ -354,6 +417,8 @@ def test_module_names_that_look_like_markup_stay_text(demo_trace, folder, page):
     page.open(out)
     page.wait_for("document.querySelectorAll('#icicle g.slice').length > 5")
     assert page.errors == []
-    cells = page.evaluate("Array.from(document.querySelectorAll('#modules td.fqn'))"
-                          ".map((td) => td.textContent.trim())")
+    cells = page.evaluate(
+        "Array.from(document.querySelectorAll('#modules td.fqn'))"
+        ".map((td) => td.textContent.trim())"
+    )
     assert odd in cells

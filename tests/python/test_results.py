@@ -4,20 +4,19 @@ The demo transformer's trace (with steps), the same trace cut off as a crash lea
 pair of ranks written by two processes: `.summary()`, `.steps()`, `.ranks()` and `.diff()` equal
 `python -m fqntrace summary --json` / `diff --json` on the same files, row by row.
 """
+
 import json
 import math
 import os
 import subprocess
 import sys
 
+import fqntrace
 import pandas
 import pytest
 import torch
-
-import fqntrace
-from fqntrace import demo
-
 from conftest import run_python
+from fqntrace import demo
 
 STEPS = 5
 RANK_STEPS = 7  # 6 kept: enough for diff's per-step test
@@ -25,8 +24,13 @@ RANK_STEPS = 7  # 6 kept: enough for diff's per-step test
 
 def cli_json(*args, exit_codes=(0,)):
     env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
-    proc = subprocess.run([sys.executable, "-m", "fqntrace", *map(str, args), "--json"], env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fqntrace", *map(str, args), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode in exit_codes, proc.stderr
     return json.loads(proc.stdout)
 
@@ -80,10 +84,27 @@ def rank_pair(folder):
     for rank in (0, 1):
         env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
         env.update(FQNTRACE=pattern, RANK=str(rank), WORLD_SIZE="2")
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "fqntrace.demo", "--steps", str(RANK_STEPS), "--dim", "32", "--seq", "16",
-             "--batch", "2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "fqntrace.demo",
+                    "--steps",
+                    str(RANK_STEPS),
+                    "--dim",
+                    "32",
+                    "--seq",
+                    "16",
+                    "--batch",
+                    "2",
+                ],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     for proc in procs:
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
@@ -122,20 +143,26 @@ def test_summary_steps_and_table_are_the_clis(demo_run):
     frame = trace.summary()
     assert isinstance(frame, pandas.DataFrame)
     assert_rows_equal_json(frame, cli)
-    assert {"step_median_ms", "step_self_median_ms", "total_ms", "self_ms", "ops", "flops"} <= \
-        set(frame.columns)
+    assert {"step_median_ms", "step_self_median_ms", "total_ms", "self_ms", "ops", "flops"} <= set(
+        frame.columns
+    )
     attn = frame[(frame.fqn == "TinyTransformer.layers.0.attn") & (frame.phase == "backward")]
     assert len(attn) == 1 and attn.iloc[0].step_median_ms > 0
     steps = trace.steps()
     assert list(steps.step) == list(range(STEPS))
     assert list(steps.excluded) == [True] + [False] * (STEPS - 1)
     assert steps.to_dict("records") == cli["steps"]["per_step"]
-    text = subprocess.run([sys.executable, "-m", "fqntrace", "summary", demo_run],
-                          capture_output=True, text=True, timeout=300).stdout
+    text = subprocess.run(
+        [sys.executable, "-m", "fqntrace", "summary", demo_run],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout
     assert trace.table() + "\n" == text
     # other steps left out: the CLI's --exclude-steps
-    assert fqntrace.load(demo_run, exclude_steps="0-1").json == \
-        cli_json("summary", demo_run, "--exclude-steps", "0-1")
+    assert fqntrace.load(demo_run, exclude_steps="0-1").json == cli_json(
+        "summary", demo_run, "--exclude-steps", "0-1"
+    )
 
 
 def test_a_cut_trace_reads_as_far_as_it_goes_like_the_cli(cut_trace, capfd):
@@ -157,8 +184,9 @@ def test_ranks_are_each_ranks_summary_and_the_spread(rank_pair):
     frame = trace.summary()
     assert sorted(set(frame["rank"])) == [0, 1]
     for rank, path in enumerate(rank_pair):
-        assert_rows_equal_json(frame[frame["rank"] == rank].drop(columns="rank"),
-                               cli_json("summary", path))
+        assert_rows_equal_json(
+            frame[frame["rank"] == rank].drop(columns="rank"), cli_json("summary", path)
+        )
     spread = trace.ranks()
     for row in spread.to_dict("records"):
         p = cross["modules"][row["fqn"]][row["phase"]]
@@ -189,8 +217,9 @@ def test_diff_is_diffs_table_with_its_verdicts_and_gate(demo_run, rank_pair):
     assert table.attrs["regressions"] == cli["regressions"]
     assert table.attrs["passed"] == (not cli["regressions"])
     # a Trace or a path, the same table
-    assert fqntrace.load(base).diff(fqntrace.load(new), frame=False) == \
-        fqntrace.load(base).diff(new, frame=False)
+    assert fqntrace.load(base).diff(fqntrace.load(new), frame=False) == fqntrace.load(base).diff(
+        new, frame=False
+    )
 
 
 def test_report_is_the_report_of_the_same_files(demo_run, folder):
@@ -208,10 +237,16 @@ def test_profile_without_a_path_writes_a_temporary_trace_and_gives_its_results()
         model(torch.randn(2, 4)).sum().backward()
     assert isinstance(first, str) and first != second and os.path.isfile(first)
     rows = first.summary(frame=False)
-    assert {(r["fqn"], r["phase"]) for r in rows} >= {("Sequential.0", "forward"),
-                                                        ("Sequential.0", "backward")}
-    assert subprocess.run([sys.executable, "-m", "fqntrace", "validate", second],
-                          capture_output=True, timeout=300).returncode == 0
+    assert {(r["fqn"], r["phase"]) for r in rows} >= {
+        ("Sequential.0", "forward"),
+        ("Sequential.0", "backward"),
+    }
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "fqntrace", "validate", second], capture_output=True, timeout=300
+        ).returncode
+        == 0
+    )
 
 
 def test_json_lines_gzip_reads_as_the_cli_reads_it(folder):

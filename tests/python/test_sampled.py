@@ -2,6 +2,7 @@
 sampling; module scopes, steps, user scopes and every autograd node stay complete, each node
 still finds its module, and every verb reads the trace. Real runs of the demo transformer, full
 and sampled, compared event by event; the summary's rules on a hand-made trace."""
+
 import collections
 import json
 import os
@@ -9,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from fqntrace.analysis import sampled, tracestream
 
 P = 0.05
@@ -19,8 +19,13 @@ STEPS = 12
 def _demo(path, **env):
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
     full_env.update({"FQNTRACE": str(path), **env})
-    proc = subprocess.run([sys.executable, "-m", "fqntrace.demo", "--steps", str(STEPS)],
-                          env=full_env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fqntrace.demo", "--steps", str(STEPS)],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc
 
@@ -44,23 +49,39 @@ def runs(tmp_path_factory):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "fqntrace", *map(str, args)],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "fqntrace", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _ops(events):
-    return [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"
-            and "Fwd thread id" not in e["args"]]
+    return [
+        e
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op" and "Fwd thread id" not in e["args"]
+    ]
 
 
 def _nodes(events):
-    return [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"
-            and "Fwd thread id" in e["args"] and not e["name"].startswith("autograd::engine")]
+    return [
+        e
+        for e in events
+        if e.get("ph") == "X"
+        and e.get("cat") == "cpu_op"
+        and "Fwd thread id" in e["args"]
+        and not e["name"].startswith("autograd::engine")
+    ]
 
 
 def _modules(events):
-    return collections.Counter((e["args"]["fqn"], e["args"]["phase"]) for e in events
-                               if e.get("cat") == "user_annotation" and "module_type" in e["args"])
+    return collections.Counter(
+        (e["args"]["fqn"], e["args"]["phase"])
+        for e in events
+        if e.get("cat") == "user_annotation" and "module_type" in e["args"]
+    )
 
 
 def test_the_header_says_p_and_the_trace_validates(runs):
@@ -70,7 +91,11 @@ def test_the_header_says_p_and_the_trace_validates(runs):
     assert "sample" not in runs["full"][1]
     for key in runs:
         proc = _cli("validate", runs[key][0])
-        assert proc.returncode == 0 and proc.stdout.startswith("ok:"), (key, proc.stdout, proc.stderr)
+        assert proc.returncode == 0 and proc.stdout.startswith("ok:"), (
+            key,
+            proc.stdout,
+            proc.stderr,
+        )
 
 
 def test_ops_are_sampled_and_the_structure_is_complete(runs):
@@ -80,6 +105,7 @@ def test_ops_are_sampled_and_the_structure_is_complete(runs):
     assert P / 2 < ratio < 2 * P, (len(_ops(samp)), len(_ops(full)))
     # every module call, forward and step, as in the full trace
     assert _modules(samp) == _modules(full)
+
     def steps(events):
         return sorted(e["name"] for e in events if e.get("name", "").startswith("ProfilerStep#"))
 
@@ -87,12 +113,20 @@ def test_ops_are_sampled_and_the_structure_is_complete(runs):
     # a fraction of the nodes is written; the backward spans carry all their time
     assert 0 < len(_nodes(samp)) < len(_nodes(full)) / 2
     spans = [e for e in samp if e.get("cat") == "module_span" and e["args"]["phase"] == "backward"]
-    leaves = [e for e in spans if e["args"].get("module_type") in ("Linear", "LayerNorm", "Embedding")]
-    assert leaves and all(isinstance(e["args"].get("node_ns"), int) and e["args"]["node_ns"] > 0
-                          for e in leaves)
+    leaves = [
+        e for e in spans if e["args"].get("module_type") in ("Linear", "LayerNorm", "Embedding")
+    ]
+    assert leaves and all(
+        isinstance(e["args"].get("node_ns"), int) and e["args"]["node_ns"] > 0 for e in leaves
+    )
     # ops outside every recorded range say how deep they lie on the stack
-    loose = [e for e in _ops(samp) if e["args"]["depth"] == 0 and e["args"]["fqn"] == "Global"
-             and e["args"]["phase"] == "forward"]
+    loose = [
+        e
+        for e in _ops(samp)
+        if e["args"]["depth"] == 0
+        and e["args"]["fqn"] == "Global"
+        and e["args"]["phase"] == "forward"
+    ]
     assert loose and all(isinstance(e["args"].get("stack_depth"), int) for e in loose)
 
 
@@ -101,6 +135,7 @@ def test_every_node_finds_its_module_without_the_forward_ops(runs):
     it, though 95 % of the forward ops that created them were never seen."""
     _, _, full = runs["full"]
     _, _, nospans = runs["nospans"]
+
     def key(events):
         return collections.Counter((e["name"], e["args"]["fqn"]) for e in _nodes(events))
 
@@ -124,6 +159,7 @@ def test_the_summary_counts_the_complete_ranges(runs):
             assert samp["modules"][fqn]["calls"] == entry["calls"], fqn
         if entry["backward"]["self_ms"] > 0 and fqn != "Global":
             assert samp["modules"][fqn]["backward"]["self_ms"] > 0, fqn
+
     # ops are scaled back: within a factor 2 of the full count (thousands sampled)
     def ops(s):
         return sum(m[p]["self_ops"] for m in s["modules"].values() for p in ("forward", "backward"))
@@ -135,10 +171,14 @@ def test_the_summary_counts_the_complete_ranges(runs):
 
 def test_every_verb_reads_a_sampled_trace(runs, tmp_path):
     path = runs["sampled"][0]
-    for args in (["report", path, "-o", tmp_path / "r.html"],
-                 ["report", runs["full"][0], path, "-o", tmp_path / "d.html"],
-                 ["diff", path, path], ["top", path, "--once"],
-                 ["repair", path, "-o", tmp_path / "rep.jsonl"], ["summary", path, path]):
+    for args in (
+        ["report", path, "-o", tmp_path / "r.html"],
+        ["report", runs["full"][0], path, "-o", tmp_path / "d.html"],
+        ["diff", path, path],
+        ["top", path, "--once"],
+        ["repair", path, "-o", tmp_path / "rep.jsonl"],
+        ["summary", path, path],
+    ):
         proc = _cli(*args)
         assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
     assert "sampled (FQNTRACE_SAMPLE)" in _cli("top", path, "--once").stdout
@@ -146,8 +186,11 @@ def test_every_verb_reads_a_sampled_trace(runs, tmp_path):
 
 def test_a_bad_value_is_one_line_and_the_full_trace(tmp_path, run):
     path = tmp_path / "t.jsonl"
-    proc = run("import torch\nm = torch.nn.Linear(4, 4)\nm(torch.ones(2, 4)).sum().backward()\n",
-               env_extra={"FQNTRACE": str(path), "FQNTRACE_SAMPLE": "2"}, check_rc=0)
+    proc = run(
+        "import torch\nm = torch.nn.Linear(4, 4)\nm(torch.ones(2, 4)).sum().backward()\n",
+        env_extra={"FQNTRACE": str(path), "FQNTRACE_SAMPLE": "2"},
+        check_rc=0,
+    )
     lines = [line for line in proc.stderr.splitlines() if "FQNTRACE_SAMPLE" in line]
     assert len(lines) == 1 and "is not a probability in (0, 1]; every op is traced" in lines[0]
     header, events = _events(path)
@@ -202,9 +245,14 @@ for _ in range(20):
     # The graph calls each of its ops once per Linear: a picked op cannot tell which call it is
     # (the calls not picked never moved the graph's cursor), so it keeps the graph's module.
     with open(path) as f:
-        forward = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"
-                   and e.get("cat") == "cpu_op" and e["args"].get("phase") == "forward"
-                   and e["args"]["fqn"].startswith("M")]
+        forward = [
+            e
+            for e in json.load(f)["traceEvents"]
+            if e.get("ph") == "X"
+            and e.get("cat") == "cpu_op"
+            and e["args"].get("phase") == "forward"
+            and e["args"]["fqn"].startswith("M")
+        ]
     assert len(forward) > 100
     assert {e["args"]["fqn"] for e in forward} == {"M"}
     proc = _cli("summary", path, "--json")
@@ -215,8 +263,16 @@ for _ in range(20):
 
 
 def _x(name, ts, dur, fqn, phase="forward", depth=0, cat="cpu_op", tid=1, **args):
-    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
-            "args": {"fqn": fqn, "phase": phase, "depth": depth, **args}}
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": 1,
+        "tid": tid,
+        "ts": ts,
+        "dur": dur,
+        "args": {"fqn": fqn, "phase": phase, "depth": depth, **args},
+    }
 
 
 def test_the_rules_on_a_hand_made_trace():
@@ -237,9 +293,22 @@ def test_the_rules_on_a_hand_made_trace():
         # backward: a Global node written, module nodes through the span
         _x("NllLossBackward0", 50, 2, "Global", phase="backward", **{"Fwd thread id": 1}),
         _x("MmBackward0", 60, 3, "M.a", phase="backward", **{"Fwd thread id": 1}),
-        {"ph": "X", "cat": "module_span", "name": "nn.Module: M.a", "pid": 1, "tid": 99,
-         "ts": 55, "dur": 10, "args": {"fqn": "M.a", "phase": "backward", "module_type": "A",
-                                       "node_ns": 7000, "depth": 1}},
+        {
+            "ph": "X",
+            "cat": "module_span",
+            "name": "nn.Module: M.a",
+            "pid": 1,
+            "tid": 99,
+            "ts": 55,
+            "dur": 10,
+            "args": {
+                "fqn": "M.a",
+                "phase": "backward",
+                "module_type": "A",
+                "node_ns": 7000,
+                "depth": 1,
+            },
+        },
         # the optimizer: a user scope outside every module, with an op inside
         _x("aten::add_", 71, 1, "Global", depth=1),
         _x("Optimizer.step#SGD.step", 70, 6, "Global", cat="user_annotation"),

@@ -1,9 +1,9 @@
 """fqntrace.analysis.stats against values worked out by hand (and, for the record, equal to scipy's
 mannwhitneyu(alternative="two-sided"), which the package does not depend on)."""
+
 import math
 
 import pytest
-
 from fqntrace.analysis import stats
 
 

@@ -1,13 +1,13 @@
 """Training steps: optimizer steps become ProfilerStep#N ranges with no code change (HTA reads
 them), FQNTRACE_STEPS / profile(steps=...) record only the chosen steps, a bad value warns once
 and traces every step, and the summary reports per-step medians."""
+
 import json
 import re
 import subprocess
 import sys
 
 import pytest
-
 from conftest import run_python, slices
 
 STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -86,9 +86,12 @@ with fqntrace.profile(sys.argv[1], steps=sys.argv[2]):
 def _run_script(code, args, env_extra, tmp_path):
     script = tmp_path / "script.py"
     script.write_text(code)
-    return run_python(f"import runpy, sys; sys.argv = {[str(script)] + list(args)!r}; "
-                      f"runpy.run_path({str(script)!r}, run_name='__main__')",
-                      env_extra=env_extra, check_rc=0)
+    return run_python(
+        f"import runpy, sys; sys.argv = {[str(script)] + list(args)!r}; "
+        f"runpy.run_path({str(script)!r}, run_name='__main__')",
+        env_extra=env_extra,
+        check_rc=0,
+    )
 
 
 def _steps(events):
@@ -150,8 +153,9 @@ def test_hf_style_wrapped_optimizer_with_checkpointing_ends_steps(tmp_path):
     steps = _steps(events)
     assert sorted(steps) == [0, 1, 2]
     for start, end, _ in steps.values():
-        recompute = [e for e in events if e["args"].get("phase") == "recompute"
-                     and _inside(e, start, end)]
+        recompute = [
+            e for e in events if e["args"].get("phase") == "recompute" and _inside(e, start, end)
+        ]
         assert recompute, "gradient checkpointing re-runs layers inside every step"
 
 
@@ -162,7 +166,9 @@ def test_step_window_records_exactly_steps_3_and_4(tmp_path):
     steps = _steps(events)
     assert sorted(steps) == [3, 4]
     assert sorted(e["name"] for e in events if e["name"].startswith("iteration ")) == [
-        "iteration 3", "iteration 4"]
+        "iteration 3",
+        "iteration 4",
+    ]
     first = min(s for s, _, _ in steps.values())
     last = max(e for _, e, _ in steps.values())
     ops = [e for e in events if e["cat"] == "cpu_op"]
@@ -182,27 +188,34 @@ def test_profile_steps_with_explicit_step_calls_and_a_period(tmp_path):
     events = slices(json.load(open(path)))
     assert sorted(_steps(events)) == [1, 4]
     assert sorted(e["name"] for e in events if e["name"].startswith("iteration ")) == [
-        "iteration 1", "iteration 4"]
+        "iteration 1",
+        "iteration 4",
+    ]
     node_fqns = {e["args"]["fqn"] for e in events if e["name"] == "AddmmBackward0"}
     assert node_fqns == {"Net.fc1", "Net.fc2"}
 
 
 def test_profile_rejects_bad_steps():
-    proc = run_python("import fqntrace\n"
-                      "try:\n"
-                      "    with fqntrace.profile('/tmp/never.json', steps='5:3'):\n"
-                      "        pass\n"
-                      "except ValueError as e:\n"
-                      "    print('ValueError', e)\n", check_rc=0)
+    proc = run_python(
+        "import fqntrace\n"
+        "try:\n"
+        "    with fqntrace.profile('/tmp/never.json', steps='5:3'):\n"
+        "        pass\n"
+        "except ValueError as e:\n"
+        "    print('ValueError', e)\n",
+        check_rc=0,
+    )
     assert proc.stdout.startswith("ValueError fqntrace: steps=5:3"), proc.stdout
 
 
-@pytest.mark.parametrize("value", ["abc", "5:3", "3", "3:5:4", "1:2:0", "-1:3", ":5", "3:",
-                                   "1:2:3:4", "3-5"])
+@pytest.mark.parametrize(
+    "value", ["abc", "5:3", "3", "3:5:4", "1:2:0", "-1:3", ":5", "3:", "1:2:3:4", "3-5"]
+)
 def test_bad_step_window_warns_once_and_traces_every_step(tmp_path, value):
     path = tmp_path / "bad.json"
-    proc = _run_script(PLAIN_LOOP, ["3"], {"FQNTRACE": str(path), "FQNTRACE_STEPS": value},
-                       tmp_path)
+    proc = _run_script(
+        PLAIN_LOOP, ["3"], {"FQNTRACE": str(path), "FQNTRACE_STEPS": value}, tmp_path
+    )
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith(f"fqntrace: FQNTRACE_STEPS={value}: ")
@@ -213,13 +226,24 @@ def test_bad_step_window_warns_once_and_traces_every_step(tmp_path, value):
 def test_summary_reports_per_step_medians_without_step_0(tmp_path):
     path = tmp_path / "demo.json"
     env = {"FQNTRACE": str(path), "FQNTRACE_FORMATS": "summary", "PATH": "/usr/bin:/bin"}
-    subprocess.run([sys.executable, "-m", "fqntrace.demo", "--steps", "4", "--layers", "2"],
-                   env=env, check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "fqntrace.demo", "--steps", "4", "--layers", "2"],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+
     def summary(*extra):
-        proc = subprocess.run([sys.executable, "-m", "fqntrace", "summary", "--json", str(path),
-                               *extra], capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "fqntrace", "summary", "--json", str(path), *extra],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)
+
     default = summary()
     steps = default["steps"]
     assert steps["recorded"] == 4 and steps["count"] == 3 and steps["excluded"] == [0]
@@ -240,30 +264,43 @@ def test_summary_reports_per_step_medians_without_step_0(tmp_path):
         for phase in ("forward", "backward", "recompute"):
             for key in ("step_median_ms", "step_self_median_ms"):
                 assert exported["modules"][fqn][phase][key] == pytest.approx(
-                    m[phase][key], abs=1e-5), (fqn, phase, key)
+                    m[phase][key], abs=1e-5
+                ), (fqn, phase, key)
         # ... and the samples `diff` tests: own time per kept step, all phases.
         assert exported["modules"][fqn]["step_self_ms"] == pytest.approx(
-            m["step_self_ms"], abs=1e-5), fqn
+            m["step_self_ms"], abs=1e-5
+        ), fqn
         # ... and the spread `summary` flags noisy modules by.
         if m["step_spread_pct"] is None:
             assert exported["modules"][fqn]["step_spread_pct"] is None, fqn
         else:
             assert exported["modules"][fqn]["step_spread_pct"] == pytest.approx(
-                m["step_spread_pct"], abs=0.01), fqn
+                m["step_spread_pct"], abs=0.01
+            ), fqn
         assert exported["modules"][fqn]["noisy"] == m["noisy"], fqn
     assert exported["steps"]["kept"] == steps["kept"] == [1, 2, 3]
     # The existing keys keep covering the whole trace.
     everything = summary("--exclude-steps", "none")
     assert everything["steps"]["count"] == 4
-    assert everything["modules"]["TinyTransformer.layers.0"]["forward"]["total_ms"] == \
-        block["total_ms"]
-    table = subprocess.run([sys.executable, "-m", "fqntrace", "summary", str(path)],
-                           capture_output=True, text=True, timeout=120)
+    assert (
+        everything["modules"]["TinyTransformer.layers.0"]["forward"]["total_ms"]
+        == block["total_ms"]
+    )
+    table = subprocess.run(
+        [sys.executable, "-m", "fqntrace", "summary", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert table.returncode == 0, table.stderr
     assert "3 steps, median " in table.stdout and "left out: step 0" in table.stdout
     assert "fwd ms/st" in table.stdout
-    bad = subprocess.run([sys.executable, "-m", "fqntrace", "summary", str(path),
-                          "--exclude-steps", "x"], capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [sys.executable, "-m", "fqntrace", "summary", str(path), "--exclude-steps", "x"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
 
 

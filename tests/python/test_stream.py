@@ -1,18 +1,16 @@
 """`summary` reads a trace as a stream (tracestream.py + summarize.summarize_stream): the
 same numbers as the whole-file reader for every layout (the core's lines, JSON Lines, gzip,
 pretty-printed, cut off, out of order), and peak memory that does not grow with the file."""
+
 import gzip
 import json
 import os
 import random
-import resource
 import subprocess
 import sys
 
 import pytest
-
-from fqntrace.analysis import summarize, trace_bytes, tracestream, whole_file
-from fqntrace.analysis import errors, trace_events
+from fqntrace.analysis import errors, summarize, trace_bytes, trace_events, tracestream, whole_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bigtrace  # noqa: E402
@@ -59,8 +57,7 @@ def streamed(path):
     return summarize.summarize_stream(path, notes.append), notes
 
 
-def test_streamed_summary_equals_whole_file_summary_in_every_layout(traced, tmp_path,
-                                                                    monkeypatch):
+def test_streamed_summary_equals_whole_file_summary_in_every_layout(traced, tmp_path, monkeypatch):
     chrome, jsonl = traced
     expected = whole(chrome)
     assert expected["modules"]["Net.blocks.0.0"]["recompute"]["self_ms"] > 0
@@ -92,7 +89,8 @@ def test_out_of_order_events_fall_back_to_the_whole_file(traced, tmp_path):
 
 
 def test_out_of_order_trace_counts_alike_in_the_engine_and_the_python_reference(
-        traced, tmp_path, monkeypatch):
+    traced, tmp_path, monkeypatch
+):
     # A loaded trace in any order is put in end order and counted by the engine, or without it
     # by StreamSummary: one set of rules, so the same summary either way.
     chrome, _ = traced
@@ -113,7 +111,7 @@ def test_cut_off_trace_streams_as_far_as_it_goes(traced, tmp_path):
         data = open(source, "rb").read()
         for fraction in (0.3, 0.71):
             cut = tmp_path / ("cut" + os.path.splitext(source)[1])
-            cut.write_bytes(data[:int(len(data) * fraction)])
+            cut.write_bytes(data[: int(len(data) * fraction)])
             got, notes = streamed(str(cut))
             assert got == whole(str(cut)), (source, fraction)
             assert got["complete"] is False
@@ -121,7 +119,7 @@ def test_cut_off_trace_streams_as_far_as_it_goes(traced, tmp_path):
     # A gzip stream cut by a crash gives every event that was compressed before the cut.
     data = gzip.compress(open(chrome, "rb").read())
     cut = tmp_path / "cut.json.gz"
-    cut.write_bytes(data[:len(data) // 2])
+    cut.write_bytes(data[: len(data) // 2])
     got, notes = streamed(str(cut))
     assert got["complete"] is False and got["modules"] and "cut off" in notes[0]
     assert "repair" not in notes[0]  # repair rewrites plain text only
@@ -135,8 +133,9 @@ def test_damage_in_the_middle_is_reported_not_skipped(traced, tmp_path):
     bad.write_text("\n".join(lines))
     with pytest.raises(errors.TraceError, match="damaged"):
         streamed(str(bad))
-    proc = subprocess.run([sys.executable, "-m", "fqntrace", "summary", str(bad)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fqntrace", "summary", str(bad)], capture_output=True, text=True
+    )
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "damaged" in proc.stderr
 
 
@@ -153,22 +152,24 @@ def test_a_json_lines_line_broken_inside_a_string_is_damage(traced, tmp_path):
     with pytest.raises(errors.TraceError, match="damaged"):
         list(tracestream.events(str(bad))[1])
     for verb in ("summary", "validate"):
-        proc = subprocess.run([sys.executable, "-m", "fqntrace", verb, str(bad)],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "fqntrace", verb, str(bad)], capture_output=True, text=True
+        )
         assert proc.returncode == 1 and "damaged" in proc.stdout + proc.stderr, (verb, proc)
 
 
 def peak_rss_mb(args):
     """Peak RSS of `python -m fqntrace ARGS` (MiB), measured in a fresh parent so no other
     child of this test process counts."""
-    code = ("import resource, subprocess, sys\n"
-            f"p = subprocess.run([sys.executable, '-m', 'fqntrace'] + {args!r}, "
-            "stdout=subprocess.PIPE)\n"
-            "sys.stderr.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
-            "sys.stdout.write(p.stdout.decode())\n"
-            "sys.exit(p.returncode)\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=600)
+    code = (
+        "import resource, subprocess, sys\n"
+        f"p = subprocess.run([sys.executable, '-m', 'fqntrace'] + {args!r}, "
+        "stdout=subprocess.PIPE)\n"
+        "sys.stderr.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
+        "sys.stdout.write(p.stdout.decode())\n"
+        "sys.exit(p.returncode)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     return int(proc.stderr.strip().splitlines()[-1]) / 1024, proc.stdout
 
@@ -187,7 +188,8 @@ def test_summary_peak_memory_is_bounded_by_modules_not_file_size(traced, tmp_pat
     for fqn in ("Net", "Net.blocks.0.0", "Global"):
         for phase in trace_events.PHASES:
             assert got["modules"][fqn][phase]["self_ms"] == pytest.approx(
-                one["modules"][fqn][phase]["self_ms"] * copies, rel=1e-6, abs=1e-5)
+                one["modules"][fqn][phase]["self_ms"] * copies, rel=1e-6, abs=1e-5
+            )
             assert got["modules"][fqn][phase]["ops"] == one["modules"][fqn][phase]["ops"] * copies
 
 
@@ -209,7 +211,8 @@ def test_merge_streams_its_inputs(traced, tmp_path):
     assert got["ranks"] == [0, 1]
     for phase in trace_events.PHASES:
         assert got["modules"]["Net"][phase]["self_ms"] == pytest.approx(
-            one["modules"]["Net"][phase]["self_ms"] * copies * 2, rel=1e-6, abs=1e-5)
+            one["modules"]["Net"][phase]["self_ms"] * copies * 2, rel=1e-6, abs=1e-5
+        )
 
 
 def test_validate_repair_and_report_stream_in_bounded_memory(traced, tmp_path):
@@ -227,15 +230,17 @@ def test_validate_repair_and_report_stream_in_bounded_memory(traced, tmp_path):
     # A crash's cut, 72 % in: repair keeps every complete line, byte for byte.
     data = big.read_bytes()
     cut = tmp_path / "cut.json"
-    cut.write_bytes(data[:int(len(data) * 0.72)])
+    cut.write_bytes(data[: int(len(data) * 0.72)])
     fixed = tmp_path / "fixed.json"
     rss, out = peak_rss_mb(["repair", str(cut), "-o", str(fixed)])
     assert rss < 150, f"repair peaked at {rss:.0f} MiB"
-    kept = data[:int(len(data) * 0.72)]
-    kept = kept[:kept.rindex(b"},\n") + 1]
+    kept = data[: int(len(data) * 0.72)]
+    kept = kept[: kept.rindex(b"},\n") + 1]
     n_kept = kept.count(b"\n")  # the header line ends in one newline, each kept event in one
     assert out == f"repaired: kept {n_kept} events (dropped 1 partial line); wrote {fixed}\n"
-    assert fixed.read_bytes().startswith(kept) and fixed.read_bytes()[len(kept):].startswith(b"\n]")
+    assert fixed.read_bytes().startswith(kept) and fixed.read_bytes()[len(kept) :].startswith(
+        b"\n]"
+    )
     assert peak_rss_mb(["validate", str(fixed)])[1].startswith(f"ok: {n_kept} events")
     del data, kept
     pytest.importorskip("plotly")
@@ -255,7 +260,10 @@ def test_one_event_per_line_fast_path_and_general_path_agree(traced, tmp_path, m
             assert all(line is not None for _, line in batches)  # one event per line: lines known
             keep_end = stream.keep_end
         text = open(source, "rb").read()
-        assert text[keep_end - 1:keep_end] == b"}" and text[keep_end:].lstrip(b",\n")[:1] in (b"]", b"{")
+        assert text[keep_end - 1 : keep_end] == b"}" and text[keep_end:].lstrip(b",\n")[:1] in (
+            b"]",
+            b"{",
+        )
         if source == chrome:
             doc = json.load(open(source))
             assert fast == doc["traceEvents"]

@@ -1,6 +1,7 @@
 """FQNTRACE_FORMATS=summary's <stem>.summary.json is what `python -m fqntrace summary --json`
 prints for the finished trace (a session ending at exit, or a fqntrace.profile() block); its
 numbers add up and show recompute time under activation checkpointing."""
+
 import json
 import os
 import subprocess
@@ -28,8 +29,12 @@ PHASES = ("forward", "backward", "recompute")
 
 
 def cli_summary_json(trace):
-    return subprocess.run([sys.executable, "-m", "fqntrace", "summary", "--json", str(trace)],
-                          capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        [sys.executable, "-m", "fqntrace", "summary", "--json", str(trace)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 def test_summary_file_at_exit_is_the_clis_summary_and_adds_up(run, tmp_path):
@@ -52,7 +57,10 @@ def test_summary_file_at_exit_is_the_clis_summary_and_adds_up(run, tmp_path):
         assert modules[fqn]["recompute"]["self_ms"] > 0, fqn
         assert modules[fqn]["recompute"]["flops"] == modules[fqn]["forward"]["flops"], fqn
     assert modules["Net.head"]["recompute"]["self_ms"] == 0
-    assert modules["Net.blocks.0.0"]["calls"] == 2 and modules["Net.blocks.0.0"]["module_type"] == "Linear"
+    assert (
+        modules["Net.blocks.0.0"]["calls"] == 2
+        and modules["Net.blocks.0.0"]["module_type"] == "Linear"
+    )
 
 
 PROFILED = """
@@ -70,8 +78,13 @@ def test_summary_file_of_each_profile_block_is_the_clis_summary(tmp_path):
     traces = [tmp_path / "first.jsonl", tmp_path / "second.json"]
     env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
     env["FQNTRACE_FORMATS"] = "summary"
-    proc = subprocess.run([sys.executable, "-c", PROFILED, *map(str, traces)], env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROFILED, *map(str, traces)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "True\nTrue\n"
     for trace in traces:
@@ -85,7 +98,8 @@ def test_a_summary_that_cannot_be_written_costs_one_line(run, tmp_path):
     (tmp_path / "t.summary.json").mkdir()  # nothing can be written in its place
     proc = run(CHECKPOINTED, {"FQNTRACE": str(trace), "FQNTRACE_FORMATS": "summary"}, check_rc=0)
     lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"fqntrace: {tmp_path}/t.summary.json not "
-                                                   "written ("), proc.stderr
+    assert len(lines) == 1 and lines[0].startswith(
+        f"fqntrace: {tmp_path}/t.summary.json not written ("
+    ), proc.stderr
     assert f"`python -m fqntrace summary --json {trace} > {tmp_path}/t.summary.json`" in lines[0]
     assert json.loads(trace.read_text())["fqntrace"]["complete"]

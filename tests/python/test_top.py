@@ -1,5 +1,6 @@
 """`python -m fqntrace top`: following growing traces (follower.Follower) and the live view,
 driven in a tmux pane next to a traced training loop (TOP_LOOP) that runs ~10 s."""
+
 import gzip
 import itertools
 import json
@@ -12,7 +13,6 @@ import time
 import zlib
 
 import pytest
-
 from fqntrace.analysis import follower, steps, summarize
 from fqntrace.analysis.top.live import CPU, LiveSummary, NativeLiveSummary
 from fqntrace.analysis.top.sources import Source
@@ -55,13 +55,25 @@ while time.time() < end:
 
 
 def header_line(rank=0):
-    return ('{"schemaVersion": 1, "distributedInfo": {"rank": %d, "world_size": 1}, '
-            '"traceEvents": [\n' % rank)
+    return (
+        '{"schemaVersion": 1, "distributedInfo": {"rank": %d, "world_size": 1}, '
+        '"traceEvents": [\n' % rank
+    )
 
 
 def op(ts, name="aten::mm", fqn="Net", phase="forward", depth=0):
-    return json.dumps({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts,
-                       "dur": 1.0, "args": {"fqn": fqn, "phase": phase, "depth": depth}})
+    return json.dumps(
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": name,
+            "pid": 1,
+            "tid": 1,
+            "ts": ts,
+            "dur": 1.0,
+            "args": {"fqn": fqn, "phase": phase, "depth": depth},
+        }
+    )
 
 
 def poll(f):
@@ -130,9 +142,18 @@ def test_live_summary_counts_steps_and_forgets_old_seconds():
     for second in range(5):
         ts = second * 1e6  # µs
         live.add(json.loads(op(ts + 10)))
-        live.add({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{second}",
-                  "pid": 1, "tid": 1, "ts": ts, "dur": 500.0,
-                  "args": {"fqn": "Global", "phase": "forward", "depth": 0}})
+        live.add(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{second}",
+                "pid": 1,
+                "tid": 1,
+                "ts": ts,
+                "dur": 500.0,
+                "args": {"fqn": "Global", "phase": "forward", "depth": 0},
+            }
+        )
         live.settle()
     assert live.since_start()[("forward", "Net")] == 5 * 1000
     assert live.recent()[("forward", "Net")] == 3 * 1000  # seconds 2, 3, 4
@@ -149,9 +170,17 @@ def test_live_per_step_medians_leave_the_warm_up_out_as_summary_does():
         ts = k * 1000.0
         event = json.loads(op(ts + 10))
         event["dur"] = dur
-        step = {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "pid": 1,
-                "tid": 9, "ts": ts, "dur": 1000.0, "args": {"fqn": "Global", "phase": "forward"}}
-        for e in ([step, event] if k == 3 else [event, step]):
+        step = {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": f"ProfilerStep#{k}",
+            "pid": 1,
+            "tid": 9,
+            "ts": ts,
+            "dur": 1000.0,
+            "args": {"fqn": "Global", "phase": "forward"},
+        }
+        for e in [step, event] if k == 3 else [event, step]:
             live.add(e)
             live.settle()
     per, n = live.step_samples()
@@ -165,9 +194,18 @@ def test_live_per_step_medians_leave_the_warm_up_out_as_summary_does():
         event = json.loads(op(k * 1000.0 + 10))
         event["dur"] = dur
         everything.add(event)
-        everything.add({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}",
-                        "pid": 1, "tid": 9, "ts": k * 1000.0, "dur": 1000.0,
-                        "args": {"fqn": "Global", "phase": "forward"}})
+        everything.add(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{k}",
+                "pid": 1,
+                "tid": 9,
+                "ts": k * 1000.0,
+                "dur": 1000.0,
+                "args": {"fqn": "Global", "phase": "forward"},
+            }
+        )
         everything.settle()
     assert everything.step_samples()[0][("forward", "Net")][0] == 900_000
 
@@ -177,8 +215,9 @@ def test_live_per_step_medians_leave_the_warm_up_out_as_summary_does():
 
 
 def tmux(*args, check=True):
-    return subprocess.run([TMUX, "-L", SOCKET, *args], capture_output=True, text=True,
-                          check=check, timeout=30)
+    return subprocess.run(
+        [TMUX, "-L", SOCKET, *args], capture_output=True, text=True, check=check, timeout=30
+    )
 
 
 def screen(name):
@@ -226,10 +265,17 @@ def pane(tmp_path, tmux_server):
     def start(*args):
         name = f"top{next(tmux_server)}"  # unique in the module: a slow kill never collides
         names.append(name)
-        env = " ".join(f"{k}={v}" for k, v in (("PYTHONPATH", os.environ.get("PYTHONPATH", "")),
-                                                ("TERM", "xterm-256color")))
-        command = (f"env {env} {sys.executable} -m fqntrace top {' '.join(args)}; "
-                   "echo TOP-EXITED $?; sleep 120")
+        env = " ".join(
+            f"{k}={v}"
+            for k, v in (
+                ("PYTHONPATH", os.environ.get("PYTHONPATH", "")),
+                ("TERM", "xterm-256color"),
+            )
+        )
+        command = (
+            f"env {env} {sys.executable} -m fqntrace top {' '.join(args)}; "
+            "echo TOP-EXITED $?; sleep 120"
+        )
         tmux("new-session", "-d", "-s", name, "-x", "150", "-y", "45", command)
         return name
 
@@ -241,8 +287,13 @@ def pane(tmp_path, tmux_server):
 def train(path, seconds=10):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
     env.update({"FQNTRACE": str(path), "OMP_NUM_THREADS": "1"})
-    return subprocess.Popen([sys.executable, "-c", TOP_LOOP, str(seconds)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", TOP_LOOP, str(seconds)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -251,9 +302,25 @@ def demo_trace(tmp_path_factory):
     path = tmp_path_factory.mktemp("top") / "demo.json"
     env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
     env["FQNTRACE"] = str(path)
-    subprocess.run([sys.executable, "-m", "fqntrace.demo", "--steps", "12", "--dim", "32",
-                    "--seq", "16", "--batch", "2"], env=env, check=True, capture_output=True,
-                   timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fqntrace.demo",
+            "--steps",
+            "12",
+            "--dim",
+            "32",
+            "--seq",
+            "16",
+            "--batch",
+            "2",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     return str(path)
 
 
@@ -291,24 +358,37 @@ def test_per_step_columns_are_the_steps_summary_counts(demo_trace, engine, monke
             mine = rows[fqn].steps[phase]
             assert len(mine) == len(kept)
             for ns, number in zip(mine, kept):
-                assert ns / 1e6 == pytest.approx(truth[number][fqn][index], abs=1e-5), \
-                    (fqn, phase, number)
+                assert ns / 1e6 == pytest.approx(truth[number][fqn][index], abs=1e-5), (
+                    fqn,
+                    phase,
+                    number,
+                )
                 checked += ns > 0
             assert rows[fqn].step_median(phase) > 0
         # cpu/st: the module's thread CPU time (all phases, with its submodules) per step, the
         # summary's per-step CPU times (step_self_cpu_ms, per kept step) added up the same way
         at = summary["steps"]["kept"].index  # the summary also keeps the last step
-        own = [sum(m["step_self_cpu_ms"][at(number)] for f, m in summary["modules"].items()
-                   if f == fqn or f.startswith(fqn + ".")) for number in kept]
+        own = [
+            sum(
+                m["step_self_cpu_ms"][at(number)]
+                for f, m in summary["modules"].items()
+                if f == fqn or f.startswith(fqn + ".")
+            )
+            for number in kept
+        ]
         assert [ns / 1e6 for ns in rows[fqn].steps[CPU]] == pytest.approx(own, abs=1e-4), fqn
         assert min(own) > 0
     assert checked == 3 * 2 * len(kept)
     if engine == "native":  # what `top --once` prints (a user's check on a finished run)
         pytest.importorskip("rich")
         env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
-        proc = subprocess.run([sys.executable, "-m", "fqntrace", "top", "--once", demo_trace],
-                              env={**env, "COLUMNS": "150"}, capture_output=True, text=True,
-                              timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-m", "fqntrace", "top", "--once", demo_trace],
+            env={**env, "COLUMNS": "150"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr
         header = next(line for line in proc.stdout.splitlines() if "fwd/st" in line)
         assert header.split()[-3:] == ["fwd/st", "bwd/st", "cpu/st"]
@@ -327,20 +407,32 @@ def test_top_follows_a_running_job_and_q_quits(pane, tmp_path):
             assert re.search(rf"^\s*[-+ ]*\s*{module}\s", first, re.M), (module, first)
         assert "steps/s" in first and "fqntrace top" in first
         before = root_sum_fwd(first)
-        later = wait_for(name, lambda t: (root_sum_fwd(t) or 0) > before, timeout=30,
-                         what="Net's forward time advancing")
+        later = wait_for(
+            name,
+            lambda t: (root_sum_fwd(t) or 0) > before,
+            timeout=30,
+            what="Net's forward time advancing",
+        )
         steps = re.search(r"steps/s (\d+\.\d+)", later)
         assert steps and float(steps.group(1)) > 0, later
         # s changes the order; Enter on the selected (root) row collapses it, + expands all
         tmux("send-keys", "-t", name, "s")
         wait_for(name, lambda t: "sort recent" in t, timeout=10, what="sort recent")
         tmux("send-keys", "-t", name, "Enter")
-        collapsed = wait_for(name, lambda t: re.search(r"^\s*\+ Net\s", t, re.M) is not None,
-                             timeout=10, what="Net collapsed")
+        collapsed = wait_for(
+            name,
+            lambda t: re.search(r"^\s*\+ Net\s", t, re.M) is not None,
+            timeout=10,
+            what="Net collapsed",
+        )
         assert not re.search(r"^\s+[-+ ]*\s*fc1\s", collapsed, re.M)
         tmux("send-keys", "-t", name, "+")
-        wait_for(name, lambda t: re.search(r"^\s*- Net\s", t, re.M) is not None, timeout=10,
-                 what="Net expanded")
+        wait_for(
+            name,
+            lambda t: re.search(r"^\s*- Net\s", t, re.M) is not None,
+            timeout=10,
+            what="Net expanded",
+        )
         tmux("send-keys", "-t", name, "q")
         wait_for(name, lambda t: "TOP-EXITED 0" in t, timeout=10, what="top quitting on q")
     finally:
@@ -352,12 +444,17 @@ def test_top_waits_for_a_file_not_created_yet(pane, tmp_path):
     path = tmp_path / "later.json"
     name = pane(str(path), "--interval", "0.5")
     # The message names the whole path, which the pane's width may wrap anywhere.
-    wait_for(name, lambda t: "waiting for" in t and "later.json" in t.replace("\n", ""),
-             timeout=30, what="the waiting message")
+    wait_for(
+        name,
+        lambda t: "waiting for" in t and "later.json" in t.replace("\n", ""),
+        timeout=30,
+        what="the waiting message",
+    )
     job = train(path, seconds=6)
     try:
-        text = wait_for(name, lambda t: (root_sum_fwd(t) or 0) > 0, what="rows once the file "
-                        "appears")
+        text = wait_for(
+            name, lambda t: (root_sum_fwd(t) or 0) > 0, what="rows once the file appears"
+        )
         assert "waiting for" not in text
     finally:
         job.kill()
@@ -370,9 +467,18 @@ def test_top_without_rich_says_how_to_install(tmp_path):
     fake = tmp_path / "rich"
     fake.mkdir()
     (fake / "__init__.py").write_text("raise ImportError('no rich here')\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(tmp_path)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    proc = subprocess.run([sys.executable, "-m", "fqntrace", "top", str(tmp_path / "x.json")],
-                          env=env, capture_output=True, text=True, timeout=60)
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(
+            [str(tmp_path)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        ),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "fqntrace", "top", str(tmp_path / "x.json")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1
     assert "pip install 'fqntrace[top]'" in proc.stderr

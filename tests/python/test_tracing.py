@@ -1,9 +1,8 @@
 """End-to-end tracing from Python: no code change, load_library alone, profile(), exits."""
+
 import json
-import os
 
 import pytest
-
 from conftest import load_trace, slices
 
 MODEL = """
@@ -53,7 +52,8 @@ def test_load_library_alone_gives_module_fqns(run, tmp_path):
 
     path = tmp_path / "t.json"
     code = f"import torch\ntorch.ops.load_library({fqntrace.library_path()!r})\n" + MODEL.replace(
-        "import torch\n", "", 1)
+        "import torch\n", "", 1
+    )
     # The start-up hook is told to stay out of it, so only the library can start anything.
     env = {"FQNTRACE": str(path), "FQNTRACE_AUTOSTART": "0"}
     proc = run(code, env, check_rc=0)
@@ -81,7 +81,9 @@ def test_unset_or_empty_installs_nothing(run):
         assert proc.stderr == ""
 
 
-@pytest.mark.parametrize("value", ["{tmp}", "{tmp}/missing/t.json", "{tmp}/t.txt", "{tmp}/t.{{x}}.json"])
+@pytest.mark.parametrize(
+    "value", ["{tmp}", "{tmp}/missing/t.json", "{tmp}/t.txt", "{tmp}/t.{{x}}.json"]
+)
 def test_bad_value_warns_once_and_keeps_exit_code(run, tmp_path, value):
     value = value.format(tmp=tmp_path)
     proc = run(MODEL + "\nimport sys\nsys.exit(4)\n", {"FQNTRACE": value})
@@ -93,7 +95,9 @@ def test_bad_value_warns_once_and_keeps_exit_code(run, tmp_path, value):
 # The Chrome trace streams one event per line and is flushed while the program runs.
 def test_trace_is_flushed_while_running(run, tmp_path):
     path = tmp_path / "t.json"
-    code = MODEL + f"""
+    code = (
+        MODEL
+        + f"""
 import json, time
 time.sleep(1.2)
 text = open({str(path)!r}).read()  # what reached the file while the program runs
@@ -105,15 +109,15 @@ print(text.count('"aten::addmm"'))
 import os
 os._exit(0)   # skips atexit; fqntrace still finishes the file (docs/reliability.md)
 """
+    )
     proc = run(code, {"FQNTRACE": str(path)}, check_rc=0)
     assert int(proc.stdout.strip()) == 6, proc.stderr
     assert json.loads(path.read_text())["fqntrace"]["complete"] is True
 
 
 def test_profile_context_manager(tmp_path):
-    import torch
-
     import fqntrace
+    import torch
 
     model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU(), torch.nn.Linear(3, 1))
     with fqntrace.profile(str(tmp_path / "p.jsonl")) as path:
@@ -122,9 +126,15 @@ def test_profile_context_manager(tmp_path):
     assert lines[0]["ph"] == "header" and lines[-1]["ph"] == "footer"
     events = [e for e in lines if e.get("ph") == "X"]
     assert {e["args"]["fqn"] for e in events if "module_type" in e["args"]} == {
-        "Sequential", "Sequential.0", "Sequential.1", "Sequential.2"}
+        "Sequential",
+        "Sequential.0",
+        "Sequential.1",
+        "Sequential.2",
+    }
     assert {e["args"]["fqn"] for e in events if e["name"] == "AddmmBackward0"} == {
-        "Sequential.0", "Sequential.2"}
+        "Sequential.0",
+        "Sequential.2",
+    }
     with pytest.raises(ValueError, match="unknown placeholder"):
         with fqntrace.profile(str(tmp_path / "{nope}.json")):
             pass
@@ -133,10 +143,9 @@ def test_profile_context_manager(tmp_path):
 # Activation checkpointing: the re-run forward is tagged recompute under the right module.
 @pytest.mark.parametrize("reentrant", [False, True])
 def test_checkpoint_recompute_is_tagged(tmp_path, reentrant):
+    import fqntrace
     import torch
     from torch.utils.checkpoint import checkpoint
-
-    import fqntrace
 
     class Net(torch.nn.Module):
         def __init__(self):
@@ -156,7 +165,9 @@ def test_checkpoint_recompute_is_tagged(tmp_path, reentrant):
     assert recompute, "no recompute events"
     assert {e["args"]["fqn"] for e in recompute} == {"Net.blocks.1"}
     assert any(e["name"] == "aten::addmm" for e in recompute)
-    fwd_addmm = [e for e in events if e["name"] == "aten::addmm" and e["args"]["phase"] == "forward"]
+    fwd_addmm = [
+        e for e in events if e["name"] == "aten::addmm" and e["args"]["phase"] == "forward"
+    ]
     assert sorted(e["args"]["fqn"] for e in fwd_addmm) == ["Net.blocks.0", "Net.blocks.1"]
     bwd = {e["args"]["fqn"] for e in events if e["name"] == "AddmmBackward0"}
     assert bwd == {"Net.blocks.0", "Net.blocks.1"}
@@ -165,10 +176,9 @@ def test_checkpoint_recompute_is_tagged(tmp_path, reentrant):
 # A record_function opened in forward and still open while backward runs (a "step" range): what
 # the engine runs outside any node (a final callback here) is backward, not the range's forward.
 def test_engine_callbacks_inside_a_forward_scope_are_backward(tmp_path):
+    import fqntrace
     import torch
     from torch.autograd import Variable
-
-    import fqntrace
 
     model = torch.nn.Linear(3, 3)
     marker = torch.ones(2)
@@ -199,8 +209,7 @@ def test_engine_callbacks_inside_a_forward_scope_are_backward(tmp_path):
 
 # FQNTRACE_SHAPES=1 adds Kineto's Input Dims / Input type; off by default.
 def test_shapes_are_opt_in(run, tmp_path):
-    code = ("import torch\nlin = torch.nn.Linear(4, 3)\n"
-            "lin(torch.randn(5, 4)).sum().backward()\n")
+    code = "import torch\nlin = torch.nn.Linear(4, 3)\nlin(torch.randn(5, 4)).sum().backward()\n"
     on, off = tmp_path / "on.json", tmp_path / "off.json"
     run(code, {"FQNTRACE": str(on), "FQNTRACE_SHAPES": "1"}, check_rc=0)
     run(code, {"FQNTRACE": str(off)}, check_rc=0)
@@ -212,10 +221,12 @@ def test_shapes_are_opt_in(run, tmp_path):
     assert addmm[0]["args"]["flops"] == 2 * 5 * 4 * 3
     ops = [e for e in on_events if e["cat"] == "cpu_op" and "Fwd thread id" not in e["args"]]
     assert all("Input Dims" in e["args"] for e in ops)
+
     # The same ranges; the backward module spans (cat module_span) are a view the drain builds
     # from timing (a stretch splits at a 1 ms pause: a preempted run has one more), not ranges.
     def ranges(events):
         return sorted(e["name"] for e in events if e["cat"] != "module_span")
+
     assert ranges(on_events) == ranges(off_events)
 
 
@@ -223,7 +234,9 @@ def test_shapes_are_opt_in(run, tmp_path):
 # it runs ops and exits through the normal exit path.
 def test_forked_child_leaves_parent_trace_intact(run, tmp_path):
     path = tmp_path / "t.json"
-    code = MODEL + """
+    code = (
+        MODEL
+        + """
 import os, sys
 pid = os.fork()
 if pid == 0:
@@ -233,6 +246,7 @@ if pid == 0:
 os.waitpid(pid, 0)
 m(torch.randn(3, 4)).sum().backward()
 """
+    )
     proc = run(code, {"FQNTRACE": str(path)}, check_rc=0)
     assert proc.stderr == ""
     trace = load_trace(path)
@@ -244,8 +258,7 @@ m(torch.randn(3, 4)).sum().backward()
 # A burst of tiny ops far larger than one thread's buffer: the drain keeps up, nothing is dropped.
 def test_burst_of_tiny_ops_loses_nothing(run, tmp_path):
     path = tmp_path / "burst.json"
-    code = ("import torch\na = torch.ones(4)\n"
-            "for _ in range(300000):\n    torch.add(a, a)\n")
+    code = "import torch\na = torch.ones(4)\nfor _ in range(300000):\n    torch.add(a, a)\n"
     proc = run(code, {"FQNTRACE": str(path)}, check_rc=0)
     assert "dropped" not in proc.stderr
     trace = load_trace(path)

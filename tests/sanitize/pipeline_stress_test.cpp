@@ -6,13 +6,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -63,7 +62,8 @@ TEST(PipelineStressTest, ShortLivedProducersAgainstTheDrain) {
   }
   // Without the backward module spans the drain builds, the tail counts exactly what was drained
   // (exporter_mix_test counts the spans).
-  Drainer drainer(std::move(exporters), info.mono_origin_ns, /*shapes=*/false, /*module_spans=*/false);
+  Drainer drainer(std::move(exporters), info.mono_origin_ns, /*shapes=*/false,
+                  /*module_spans=*/false);
   drainer.start_clock();
 
   BufferRegistry registry(/*capacity_log2=*/10);  // small rings: some drops happen
@@ -85,7 +85,8 @@ TEST(PipelineStressTest, ShortLivedProducersAgainstTheDrain) {
     std::vector<std::thread> producers;
     for (int t = 0; t < kThreadsPerWave; ++t) {
       producers.emplace_back([&, wave, t] {
-        ThreadBuffer* buffer = registry.add(static_cast<uint32_t>(1000 + wave * kThreadsPerWave + t), "producer");
+        ThreadBuffer* buffer =
+            registry.add(static_cast<uint32_t>(1000 + wave * kThreadsPerWave + t), "producer");
         uint64_t mine = 0;
         for (uint64_t k = 0; k < kStepsPerThread; ++k) {
           for (const mix::MixEvent& e : mix.step()) {

@@ -7,17 +7,17 @@ fqntrace's nn.Module.__call__ (a forward that raises included), backward on auto
 threads, FLOPs and shapes, steps, then fqntrace.profile() sessions started and stopped again
 (gzip output), and the files read back.
 """
+
 import gzip
 import json
 import os
 import sys
 import threading
 
-import torch
-from torch import nn
-
 import fqntrace
+import torch
 from fqntrace import _native, _summary_file
+from torch import nn
 
 
 class Raises(nn.Module):
@@ -65,7 +65,7 @@ def main(out_dir):
     assert trace["fqntrace"]["complete"] and trace["fqntrace"]["dropped_events"] == 0
     threads = {e["tid"] for e in trace["traceEvents"] if e.get("ph") == "X"}
     assert len(threads) >= 4, threads  # the main thread and the three workers
-    with open(os.environ["FQNTRACE"][:-len(".json")] + ".summary.json") as f:
+    with open(os.environ["FQNTRACE"][: -len(".json")] + ".summary.json") as f:
         assert "Net.body.2" in json.load(f)["modules"]
 
     for i in range(3):  # sessions started and stopped in one process

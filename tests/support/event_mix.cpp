@@ -25,9 +25,9 @@ struct Created {
   int64_t seq;
   uint64_t fwd_start_ns;
   uint32_t fqn_id;
-  std::string node;                     // "AddmmBackward0"
-  std::vector<std::string> bwd_ops;     // what the node runs
-  uint64_t flops = 0;                   // FLOPs of its backward ops (first of them)
+  std::string node;                  // "AddmmBackward0"
+  std::vector<std::string> bwd_ops;  // what the node runs
+  uint64_t flops = 0;                // FLOPs of its backward ops (first of them)
 };
 
 // Records ranges as the observer would: opened and closed in order on each thread, emitted at
@@ -70,22 +70,31 @@ class Builder {
     stack.pop_back();
     e.range.end_ns = now_;
     switch (e.kind) {
-      case EventKind::kOp: ++counts_->ops; break;
+      case EventKind::kOp:
+        ++counts_->ops;
+        break;
       case EventKind::kCollective:
         ++counts_->ops;
         ++counts_->collectives;
         break;
-      case EventKind::kModule: ++counts_->modules; break;
+      case EventKind::kModule:
+        ++counts_->modules;
+        break;
       case EventKind::kNode:
         ++counts_->nodes;
         if (e.range.node.flow_src_ns != 0) ++counts_->flows;
         break;
-      case EventKind::kEngineEval: ++counts_->engine; break;
-      case EventKind::kUserScope: ++counts_->user_scopes; break;
+      case EventKind::kEngineEval:
+        ++counts_->engine;
+        break;
+      case EventKind::kUserScope:
+        ++counts_->user_scopes;
+        break;
       case EventKind::kShapes:
       case EventKind::kServe:
       case EventKind::kMemory:
-      case EventKind::kModuleSpan: break;  // none is ever a written range
+      case EventKind::kModuleSpan:
+        break;  // none is ever a written range
     }
     out_->push_back({thread, e});
   }
@@ -132,7 +141,8 @@ class StepWriter {
     uint32_t global = kGlobalFqnId;
     b_.open(EventKind::kOp, id("aten::cross_entropy_loss"), global, Phase::kForward);
     b_.open(EventKind::kOp, id("aten::log_softmax"), global, Phase::kForward);
-    created_op("aten::_log_softmax", global, "LogSoftmaxBackward0", {"aten::_log_softmax_backward_data"});
+    created_op("aten::_log_softmax", global, "LogSoftmaxBackward0",
+               {"aten::_log_softmax_backward_data"});
     b_.close();
     b_.open(EventKind::kOp, id("aten::nll_loss_nd"), global, Phase::kForward);
     b_.open(EventKind::kOp, id("aten::nll_loss"), global, Phase::kForward);
@@ -177,8 +187,9 @@ class StepWriter {
     created_.push_back({next_seq_++, b_.now(), f, "TBackward0", {"aten::t"}});
     b_.leaf("aten::transpose", f, Phase::kForward);
     b_.close();
-    created_op("aten::addmm", f, "AddmmBackward0", {"aten::mm", "aten::t", "aten::mm", "aten::sum", "aten::view"},
-               2 * m * n * k, 4 * m * n * k);
+    created_op("aten::addmm", f, "AddmmBackward0",
+               {"aten::mm", "aten::t", "aten::mm", "aten::sum", "aten::view"}, 2 * m * n * k,
+               4 * m * n * k);
     b_.close();  // linear
     b_.close();  // module
     params_.push_back(f);
@@ -188,7 +199,8 @@ class StepWriter {
   void layer_norm(const std::string& fqn) {
     uint32_t f = module_open(fqn, "LayerNorm", 0);
     b_.open(EventKind::kOp, id("aten::layer_norm"), f, Phase::kForward);
-    created_op("aten::native_layer_norm", f, "NativeLayerNormBackward0", {"aten::native_layer_norm_backward"});
+    created_op("aten::native_layer_norm", f, "NativeLayerNormBackward0",
+               {"aten::native_layer_norm_backward"});
     b_.close();
     b_.close();
     params_.push_back(f);
@@ -198,8 +210,12 @@ class StepWriter {
   void embedding(uint32_t, const std::string& fqn) {
     uint32_t f = module_open(fqn, "Embedding", 0);
     b_.open(EventKind::kOp, id("aten::embedding"), f, Phase::kForward).range.seq = next_seq_;
-    created_.push_back({next_seq_++, b_.now(), f, "EmbeddingBackward0",
-                        {"aten::embedding_backward", "aten::embedding_dense_backward", "aten::index_add_"}});
+    created_.push_back(
+        {next_seq_++,
+         b_.now(),
+         f,
+         "EmbeddingBackward0",
+         {"aten::embedding_backward", "aten::embedding_dense_backward", "aten::index_add_"}});
     b_.leaf("aten::index_select", f, Phase::kForward);
     b_.close();
     b_.close();
@@ -215,11 +231,13 @@ class StepWriter {
       linear(a + ".qkv", 1024, 768, 256);
       created_op("aten::view", af, "ViewBackward0", {"aten::reshape", "aten::view"});
       created_op("aten::split", af, "SplitBackward0", {"aten::cat"});
-      for (int t = 0; t < 3; ++t) created_op("aten::transpose", af, "TransposeBackward0", {"aten::transpose"});
+      for (int t = 0; t < 3; ++t)
+        created_op("aten::transpose", af, "TransposeBackward0", {"aten::transpose"});
       b_.open(EventKind::kOp, id("aten::scaled_dot_product_attention"), af, Phase::kForward);
       created_op("aten::_scaled_dot_product_flash_attention_for_cpu", af,
                  "ScaledDotProductFlashAttentionForCpuBackward0",
-                 {"aten::_scaled_dot_product_flash_attention_for_cpu_backward"}, 268435456, 671088640);
+                 {"aten::_scaled_dot_product_flash_attention_for_cpu_backward"}, 268435456,
+                 671088640);
       b_.close();
       created_op("aten::transpose", af, "TransposeBackward0", {"aten::transpose"});
       b_.open(EventKind::kOp, id("aten::reshape"), af, Phase::kForward);
@@ -269,8 +287,10 @@ class StepWriter {
     }
     // AccumulateGrad: one per parameter, no sequence number, attributed to the owning module.
     for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
-      b_.open(EventKind::kEngineEval, id("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"),
-              *it, Phase::kBackward).range.node.fwd_thread_id = kFwdThread;
+      b_.open(EventKind::kEngineEval,
+              id("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"), *it,
+              Phase::kBackward)
+          .range.node.fwd_thread_id = kFwdThread;
       b_.open(EventKind::kNode, id("torch::autograd::AccumulateGrad"), *it, Phase::kBackward)
           .range.node.fwd_thread_id = kFwdThread;
       b_.leaf("aten::detach", *it, Phase::kBackward);
@@ -365,9 +385,11 @@ MixPipeline::MixPipeline(const std::string& format, const std::string& path) {
   // chrome_nospans: the Chrome trace without the drain's module spans (what they cost, P4).
   bool spans = format != "chrome_nospans";
   if (format == "chrome" || format == "all" || !spans) add(make_chrome_trace_exporter(), path);
-  if (format == "jsonl" || format == "all") add(make_json_lines_exporter(), dev_null ? path : path + ".jsonl");
+  if (format == "jsonl" || format == "all")
+    add(make_json_lines_exporter(), dev_null ? path : path + ".jsonl");
   // gzip outputs are chosen by the .gz suffix: to discard them, a .gz name that is /dev/null.
-  if (format == "chrome_gz") add(make_chrome_trace_exporter(), dev_null ? null_gz_path() : path + ".gz");
+  if (format == "chrome_gz")
+    add(make_chrome_trace_exporter(), dev_null ? null_gz_path() : path + ".gz");
   if (format == "jsonl_gz") {
     add(make_json_lines_exporter(), dev_null ? null_gz_path() : path + ".jsonl.gz");
   }
@@ -375,8 +397,8 @@ MixPipeline::MixPipeline(const std::string& format, const std::string& path) {
     die("unknown format '" + format +
         "' (chrome, jsonl, all, chrome_gz, jsonl_gz, chrome_nospans)");
   }
-  drainer_ = std::make_unique<Drainer>(std::move(exporters), EventMix::origin_ns(), /*shapes=*/false,
-                                       spans);
+  drainer_ = std::make_unique<Drainer>(std::move(exporters), EventMix::origin_ns(),
+                                       /*shapes=*/false, spans);
   drainer_->start_clock();  // the mix's times are ns already: no tick source chosen, identity
   for (int t = 0; t < kMixThreads; ++t) {
     buffers_.push_back(std::make_unique<ThreadBuffer>(EventMix::tid(t), "", /*capacity_log2=*/16));

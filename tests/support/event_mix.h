@@ -87,7 +87,7 @@ class MixPipeline {
   void push_step(uint64_t k);
   // Consumer side, what the session's drain thread does each period; returns the events drained.
   uint64_t drain();
-  void flush();    // exits the program on a write error
+  void flush();  // exits the program on a write error
   void finish();
 
  private:

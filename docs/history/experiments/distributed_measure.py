@@ -15,6 +15,7 @@ numbers are about the model the tests check.
    <stem>.summary.json as a table (collectives, bytes, comm_ms per module and phase).
 Prints Markdown. A one-off kept with the history (P8 runs the A/B itself), on bench/'s modules.
 """
+
 import argparse
 import json
 import os
@@ -53,11 +54,14 @@ def overhead(steps, pairs, out, extra):
     rows = []
     for i in range(pairs):
         off = step_medians(torchrun(args), skip=5)
-        on = step_medians(torchrun(args, fqntrace=os.path.join(out, f"ovh{i}.{{rank}}.json")),
-                          skip=5)
+        on = step_medians(
+            torchrun(args, fqntrace=os.path.join(out, f"ovh{i}.{{rank}}.json")), skip=5
+        )
         rows.append((max(off.values()), max(on.values()), off, on))
-    print(f"### DDP step ({' '.join(extra) or 'train.py defaults'}), {steps} steps, "
-          f"median of steps 5..{steps - 1}\n")
+    print(
+        f"### DDP step ({' '.join(extra) or 'train.py defaults'}), {steps} steps, "
+        f"median of steps 5..{steps - 1}\n"
+    )
     print("| run | without FQNTRACE (ms) | with FQNTRACE (ms) | overhead |")
     print("|---|---|---|---|")
     for i, (a, b, off, on) in enumerate(rows):
@@ -65,27 +69,36 @@ def overhead(steps, pairs, out, extra):
         print(f"| {i} ({detail}) | {a:.2f} | {b:.2f} | {100 * (b - a) / a:+.1f}% |")
     trace = json.load(open(os.path.join(out, "ovh0.0.json")))
     n = trace["fqntrace"]["events"]
-    print(f"\nrank 0's trace of run 0: {n} events over {steps} steps (~{n // steps} per step), "
-          f"{os.path.getsize(os.path.join(out, 'ovh0.0.json')) / 1e6:.1f} MB\n")
+    print(
+        f"\nrank 0's trace of run 0: {n} events over {steps} steps (~{n // steps} per step), "
+        f"{os.path.getsize(os.path.join(out, 'ovh0.0.json')) / 1e6:.1f} MB\n"
+    )
 
 
 def in_process_ab(blocks, steps, out, extra):
     """bench/distributed/ddp_ab.py's job (P8's) as a table."""
     result = ab_job(blocks, steps, out, extra)
     off, on, groups = result["untraced_ms"], result["traced_ms"], result["group_overheads"]
-    print(f"### DDP step, in-process A/B ({' '.join(extra) or 'train.py defaults'}), {blocks} blocks "
-          f"of {steps} steps, slower rank per step\n")
+    print(
+        f"### DDP step, in-process A/B ({' '.join(extra) or 'train.py defaults'}), {blocks} blocks "
+        f"of {steps} steps, slower rank per step\n"
+    )
     print("| arm | ms/step (median) | overhead | per A B B A group: median (min … max) |")
     print("|---|---|---|---|")
     print(f"| untraced | {off:.2f} | — | — |")
-    print(f"| traced (fqntrace.profile) | {on:.2f} | {100 * (on / off - 1):+.1f}% | "
-          f"{100 * statistics.median(groups):+.1f}% ({100 * min(groups):+.1f} … {100 * max(groups):+.1f}%) |\n")
+    print(
+        f"| traced (fqntrace.profile) | {on:.2f} | {100 * (on / off - 1):+.1f}% | "
+        f"{100 * statistics.median(groups):+.1f}% ({100 * min(groups):+.1f} … {100 * max(groups):+.1f}%) |\n"
+    )
     return result
 
 
 def comm_table(steps, out):
-    torchrun(["--mode", "fsdp", "--steps", str(steps)], fqntrace=os.path.join(out, "fsdp.{rank}.json"),
-             formats="summary")
+    torchrun(
+        ["--mode", "fsdp", "--steps", str(steps)],
+        fqntrace=os.path.join(out, "fsdp.{rank}.json"),
+        formats="summary",
+    )
     summary = json.load(open(os.path.join(out, "fsdp.0.summary.json")))
     print(f"### FSDP2, rank 0, {steps} steps (from fsdp.0.summary.json)\n")
     print("| module | phase | collectives | comm_bytes | comm_ms |")
@@ -94,8 +107,10 @@ def comm_table(steps, out):
         for phase in ("forward", "backward", "recompute"):
             cell = row.get(phase) or {}
             if cell.get("collectives") or cell.get("comm_ms"):
-                print(f"| {fqn} | {phase} | {cell['collectives']} | {cell['comm_bytes']} | "
-                      f"{cell['comm_ms']:.2f} |")
+                print(
+                    f"| {fqn} | {phase} | {cell['collectives']} | {cell['comm_bytes']} | "
+                    f"{cell['comm_ms']:.2f} |"
+                )
     print()
 
 
@@ -108,10 +123,17 @@ def main():
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-comm", action="store_true", help="no FSDP communication table")
     parser.add_argument("--json", default="", help="write the in-process A/B's numbers here")
-    parser.add_argument("--ab-blocks", type=int, default=0,
-                        help="also run ddp_ab.py: this many blocks (a multiple of 4) of 4 steps")
-    parser.add_argument("--train-args", default="",
-                        help="extra train.py arguments for the overhead runs, e.g. '--batch 16 --seq 128'")
+    parser.add_argument(
+        "--ab-blocks",
+        type=int,
+        default=0,
+        help="also run ddp_ab.py: this many blocks (a multiple of 4) of 4 steps",
+    )
+    parser.add_argument(
+        "--train-args",
+        default="",
+        help="extra train.py arguments for the overhead runs, e.g. '--batch 16 --seq 128'",
+    )
     args = parser.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="fqntrace-dist-")
     os.makedirs(out, exist_ok=True)

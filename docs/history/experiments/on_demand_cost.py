@@ -18,6 +18,7 @@ another process; per capture, the time from the request's creation to its first 
 ranks: torchrun, 2 gloo ranks, --captures captures during one run; both ranks' step numbers per
 capture, validate on every file, the cross-rank summary printed. Prints JSON.
 """
+
 import argparse
 import concurrent.futures
 import glob
@@ -83,6 +84,7 @@ def mlp_step():
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+
     return step
 
 
@@ -108,20 +110,35 @@ def child(what, steps, warmup):
 def callgrind_one(mode, what, steps, warmup, outdir):
     tag = f"{mode}.{what}"
     trace = os.path.join(outdir, f"{tag}.json")
-    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
-           f"--callgrind-out-file={os.path.join(outdir, 'cg.' + tag)}.%p", sys.executable,
-           os.path.abspath(__file__), "child", "--what", what, "--steps", str(steps),
-           "--warmup", str(warmup)]
-    proc = subprocess.run(cmd, env=mode_env(mode, trace), cwd=outdir, capture_output=True,
-                          text=True, timeout=7200)
+    cmd = [
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        "--separate-threads=yes",
+        f"--callgrind-out-file={os.path.join(outdir, 'cg.' + tag)}.%p",
+        sys.executable,
+        os.path.abspath(__file__),
+        "child",
+        "--what",
+        what,
+        "--steps",
+        str(steps),
+        "--warmup",
+        str(warmup),
+    ]
+    proc = subprocess.run(
+        cmd, env=mode_env(mode, trace), cwd=outdir, capture_output=True, text=True, timeout=7200
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"callgrind {tag} failed:\n{proc.stderr[-3000:]}")
     files = sorted(f for f in os.listdir(outdir) if f.startswith(f"cg.{tag}.") and "-" in f)
     main = next(f for f in files if f.endswith("-01"))
     written = sorted(os.path.basename(p) for p in glob.glob(os.path.join(outdir, f"{tag}*.json")))
-    return mode, {"loop_thread_ir_per_step": totals(os.path.join(outdir, main)) / steps,
-                  "all_threads_ir_per_step": sum(totals(os.path.join(outdir, f)) for f in files) / steps,
-                  "files": written}
+    return mode, {
+        "loop_thread_ir_per_step": totals(os.path.join(outdir, main)) / steps,
+        "all_threads_ir_per_step": sum(totals(os.path.join(outdir, f)) for f in files) / steps,
+        "files": written,
+    }
 
 
 def cmd_callgrind(args):
@@ -129,7 +146,9 @@ def cmd_callgrind(args):
     outdir = tempfile.mkdtemp(prefix="ondemand-cg-")
     results = {}
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        for mode, r in pool.map(lambda m: callgrind_one(m, args.what, args.steps, args.warmup, outdir), modes):
+        for mode, r in pool.map(
+            lambda m: callgrind_one(m, args.what, args.steps, args.warmup, outdir), modes
+        ):
             results[mode] = r
     base = results.get("untraced")
     if base:
@@ -137,7 +156,9 @@ def cmd_callgrind(args):
             if not isinstance(r, dict):
                 continue
             for key in ("loop_thread_ir_per_step", "all_threads_ir_per_step"):
-                r[key.replace("_ir_per_step", "_added_pct")] = round(100.0 * (r[key] / base[key] - 1), 3)
+                r[key.replace("_ir_per_step", "_added_pct")] = round(
+                    100.0 * (r[key] / base[key] - 1), 3
+                )
     if args.keep:
         results["outdir"] = outdir
     else:
@@ -148,10 +169,9 @@ def cmd_callgrind(args):
 def cmd_ab(args):
     """Armed (B) against untraced (A) in one process: the A/B harness (bench/ab.py) over blocks
     of the demo step, each block's mean step."""
-    import torch
-
     import fqntrace
     import fqntrace._hooks
+    import torch
 
     torch.set_num_threads(1)
     step = demo_step()
@@ -171,21 +191,29 @@ def cmd_ab(args):
     shutil.rmtree(outdir, ignore_errors=True)
     untraced, armed = ab.arms(blocks)
     ratios, noise = ab.group_changes(blocks), ab.null_changes(blocks)
-    return {"block_steps": args.block_steps, "blocks": args.blocks,
-            "ms_per_step": {"untraced": [round(v, 3) for v in untraced],
-                            "armed": [round(v, 3) for v in armed]},
-            "armed_added_pct_per_quartet": [round(r, 2) for r in ratios],
-            "armed_added_pct_median": round(statistics.median(ratios), 2),
-            "untraced_vs_untraced_pct": [round(r, 2) for r in noise],
-            "noise_pct_median_abs": round(statistics.median(abs(r) for r in noise), 2)}
+    return {
+        "block_steps": args.block_steps,
+        "blocks": args.blocks,
+        "ms_per_step": {
+            "untraced": [round(v, 3) for v in untraced],
+            "armed": [round(v, 3) for v in armed],
+        },
+        "armed_added_pct_per_quartet": [round(r, 2) for r in ratios],
+        "armed_added_pct_median": round(statistics.median(ratios), 2),
+        "untraced_vs_untraced_pct": [round(r, 2) for r in noise],
+        "noise_pct_median_abs": round(statistics.median(abs(r) for r in noise), 2),
+    }
 
 
 def run_demo(steps, env, cwd):
-    code = ("import sys; sys.path.insert(0, %r)\nimport torch\ntorch.set_num_threads(1)\n"
-            "from run_mode import demo_step\nstep = demo_step()\nfor _ in range(%d): step()\n"
-            % (BENCH, steps))
-    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=3600)
+    code = (
+        "import sys; sys.path.insert(0, %r)\nimport torch\ntorch.set_num_threads(1)\n"
+        "from run_mode import demo_step\nstep = demo_step()\nfor _ in range(%d): step()\n"
+        % (BENCH, steps)
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True, timeout=3600
+    )
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-3000:])
     return proc
@@ -207,7 +235,9 @@ def shares(path):
 
 
 def cmd_shares(args):
-    outdir = os.path.abspath(args.keep) if args.keep else tempfile.mkdtemp(prefix="ondemand-shares-")
+    outdir = (
+        os.path.abspath(args.keep) if args.keep else tempfile.mkdtemp(prefix="ondemand-shares-")
+    )
     os.makedirs(outdir, exist_ok=True)
     full = os.path.join(outdir, "full.json")
     on = os.path.join(outdir, "always_on.json")
@@ -219,12 +249,23 @@ def cmd_shares(args):
     rows = []
     for fqn in sorted(a, key=lambda f: -a[f]):
         if a[fqn] > 2.0:
-            rows.append({"fqn": fqn, "full_pct": round(a[fqn], 2), "windows_pct": round(b.get(fqn, 0.0), 2),
-                         "diff_pp": round(b.get(fqn, 0.0) - a[fqn], 2)})
+            rows.append(
+                {
+                    "fqn": fqn,
+                    "full_pct": round(a[fqn], 2),
+                    "windows_pct": round(b.get(fqn, 0.0), 2),
+                    "diff_pp": round(b.get(fqn, 0.0) - a[fqn], 2),
+                }
+            )
     captures = sorted(glob.glob(os.path.join(outdir, "always_on.capture-*.json")))
-    result = {"steps": args.steps, "full_steps": sa["steps"]["count"], "window_steps": sb["steps"]["count"],
-              "rows_above_2pct": rows, "max_abs_diff_pp": max(abs(r["diff_pp"]) for r in rows),
-              "slow_captures": len(captures)}
+    result = {
+        "steps": args.steps,
+        "full_steps": sa["steps"]["count"],
+        "window_steps": sb["steps"]["count"],
+        "rows_above_2pct": rows,
+        "max_abs_diff_pp": max(abs(r["diff_pp"]) for r in rows),
+        "slow_captures": len(captures),
+    }
     if not args.keep:
         shutil.rmtree(outdir, ignore_errors=True)
     return result
@@ -232,14 +273,30 @@ def cmd_shares(args):
 
 def start_loop(cwd, *extra, torchrun=False, env_extra=None):
     env = clean_env()
-    env.update({"OMP_NUM_THREADS": "1", "FQNTRACE": "traces/run.{rank}.json", "FQNTRACE_STEPS": "demand"})
+    env.update(
+        {"OMP_NUM_THREADS": "1", "FQNTRACE": "traces/run.{rank}.json", "FQNTRACE_STEPS": "demand"}
+    )
     env.update(env_extra or {})
-    cmd = [sys.executable, LOOP, "--steps", "10000000", "--until-file", os.path.join(cwd, "stop"), *extra]
+    cmd = [
+        sys.executable,
+        LOOP,
+        "--steps",
+        "10000000",
+        "--until-file",
+        os.path.join(cwd, "stop"),
+        *extra,
+    ]
     if torchrun:
-        cmd = [os.path.join(os.path.dirname(sys.executable), "torchrun"), "--standalone",
-               "--nproc_per_node=2", *cmd[1:]]
+        cmd = [
+            os.path.join(os.path.dirname(sys.executable), "torchrun"),
+            "--standalone",
+            "--nproc_per_node=2",
+            *cmd[1:],
+        ]
     os.makedirs(os.path.join(cwd, "traces"), exist_ok=True)
-    return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def wait_records(cwd, n):
@@ -260,17 +317,30 @@ def wait_records(cwd, n):
 
 def capture_cli(cwd, *args):
     env = clean_env()
-    return subprocess.run([sys.executable, "-m", "fqntrace", "capture", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "fqntrace", "capture", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def first_step_wall(path):
     with open(path) as f:
         trace = json.load(f)
-    steps = sorted((e["ts"], e["dur"]) for e in trace["traceEvents"]
-                   if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#"))
+    steps = sorted(
+        (e["ts"], e["dur"])
+        for e in trace["traceEvents"]
+        if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+    )
     base = trace["baseTimeNanoseconds"] / 1e9
-    return base + steps[0][0] / 1e6, statistics.median(d for _, d in steps) / 1e6, trace["capture"]["id"]
+    return (
+        base + steps[0][0] / 1e6,
+        statistics.median(d for _, d in steps) / 1e6,
+        trace["capture"]["id"],
+    )
 
 
 def cmd_latency(args):
@@ -285,19 +355,31 @@ def cmd_latency(args):
                 rows.append({"capture": n, "failed": proc.stderr.strip()[-300:]})
                 continue
             request = json.load(open(os.path.join(cwd, "traces", ".fqntrace", "request.json")))
-            start, step_s, cid = first_step_wall(os.path.join(cwd, "traces", f"run.0.capture-{n}.json"))
+            start, step_s, cid = first_step_wall(
+                os.path.join(cwd, "traces", f"run.0.capture-{n}.json")
+            )
             assert cid == request["id"]
-            rows.append({"capture": n, "latency_s": round(start - request["created"], 3),
-                         "step_s": round(step_s, 4),
-                         "within_target": start - request["created"] <= 1.0 + step_s})
+            rows.append(
+                {
+                    "capture": n,
+                    "latency_s": round(start - request["created"], 3),
+                    "step_s": round(step_s, 4),
+                    "within_target": start - request["created"] <= 1.0 + step_s,
+                }
+            )
     finally:
         open(os.path.join(cwd, "stop"), "w").close()
         job.communicate(timeout=120)
     shutil.rmtree(cwd, ignore_errors=True)
     lat = [r["latency_s"] for r in rows if "latency_s" in r]
-    return {"sleep_s": args.sleep, "captures": rows, "latency_median_s": statistics.median(lat) if lat else None,
-            "latency_max_s": max(lat) if lat else None,
-            "within_target": sum(1 for r in rows if r.get("within_target")), "of": len(rows)}
+    return {
+        "sleep_s": args.sleep,
+        "captures": rows,
+        "latency_median_s": statistics.median(lat) if lat else None,
+        "latency_max_s": max(lat) if lat else None,
+        "within_target": sum(1 for r in rows if r.get("within_target")),
+        "of": len(rows),
+    }
 
 
 def cmd_ranks(args):
@@ -308,8 +390,11 @@ def cmd_ranks(args):
         wait_records(cwd, 2)
         for n in range(1, args.captures + 1):
             proc = capture_cli(cwd, "traces/run.{rank}.json", "--steps", "3", "--roundup", "5")
-            row = {"capture": n, "rc": proc.returncode,
-                   "cross_rank_summary": "DistributedDataParallel" in proc.stdout}
+            row = {
+                "capture": n,
+                "rc": proc.returncode,
+                "cross_rank_summary": "DistributedDataParallel" in proc.stdout,
+            }
             steps, valid = [], []
             for r in (0, 1):
                 path = os.path.join(cwd, "traces", f"run.{r}.capture-{n}.json")
@@ -318,13 +403,28 @@ def cmd_ranks(args):
                     valid.append(False)
                     continue
                 trace = json.load(open(path))
-                steps.append(sorted(int(e["name"].split("#")[1]) for e in trace["traceEvents"]
-                                    if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")))
-                v = subprocess.run([sys.executable, "-m", "fqntrace", "validate", path],
-                                   capture_output=True, text=True, env=clean_env())
+                steps.append(
+                    sorted(
+                        int(e["name"].split("#")[1])
+                        for e in trace["traceEvents"]
+                        if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+                    )
+                )
+                v = subprocess.run(
+                    [sys.executable, "-m", "fqntrace", "validate", path],
+                    capture_output=True,
+                    text=True,
+                    env=clean_env(),
+                )
                 valid.append(v.returncode == 0)
-            row.update({"steps_rank0": steps[0], "steps_rank1": steps[1], "same_steps": steps[0] == steps[1] and steps[0] is not None,
-                        "both_validate": all(valid)})
+            row.update(
+                {
+                    "steps_rank0": steps[0],
+                    "steps_rank1": steps[1],
+                    "same_steps": steps[0] == steps[1] and steps[0] is not None,
+                    "both_validate": all(valid),
+                }
+            )
             if proc.returncode != 0:
                 row["stderr"] = proc.stderr.strip()[-300:]
             rows.append(row)
@@ -332,9 +432,18 @@ def cmd_ranks(args):
         open(os.path.join(cwd, "stop"), "w").close()
         out, err = job.communicate(timeout=300)
     shutil.rmtree(cwd, ignore_errors=True)
-    good = sum(1 for r in rows if r["rc"] == 0 and r["same_steps"] and r["both_validate"] and r["cross_rank_summary"])
-    return {"sleep_s": args.sleep, "captures": rows, "good": good, "of": len(rows),
-            "job_ranks_done": [f"rank {r} done" in out for r in (0, 1)]}
+    good = sum(
+        1
+        for r in rows
+        if r["rc"] == 0 and r["same_steps"] and r["both_validate"] and r["cross_rank_summary"]
+    )
+    return {
+        "sleep_s": args.sleep,
+        "captures": rows,
+        "good": good,
+        "of": len(rows),
+        "job_ranks_done": [f"rank {r} done" in out for r in (0, 1)],
+    }
 
 
 def main():
@@ -367,8 +476,13 @@ def main():
     args = ap.parse_args()
     if args.cmd == "child":
         return child(args.what, args.steps, args.warmup)
-    result = {"callgrind": cmd_callgrind, "ab": cmd_ab, "shares": cmd_shares,
-              "latency": cmd_latency, "ranks": cmd_ranks}[args.cmd](args)
+    result = {
+        "callgrind": cmd_callgrind,
+        "ab": cmd_ab,
+        "shares": cmd_shares,
+        "latency": cmd_latency,
+        "ranks": cmd_ranks,
+    }[args.cmd](args)
     print(json.dumps(result, indent=1))
 
 

@@ -20,6 +20,7 @@ the modules alone (Global left out of the whole); the backward nodes whose modul
 the full trace's (pairs of node name and module, counted); and trace bytes per step.
 Run without FQNTRACE set.
 """
+
 import argparse
 import collections
 import json
@@ -29,21 +30,24 @@ import subprocess
 import sys
 import tempfile
 
-import torch
-
 import fqntrace
+import torch
 
 # The bench modules it runs on (bench/ab.py, bench/run_mode.py): a one-off experiment kept here
 # with the history, runnable as it is.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench"))
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench")
+)
 import ab  # noqa: E402
 from run_mode import HELPER_DIR, demo_step  # noqa: E402
+
 
 class EmptySampledObserver:
     """The sampled mode's callbacks doing nothing, put in and taken out around a block."""
 
     def __init__(self, p):
         import ctypes
+
         os.environ["FQNTRACE_BENCH_SAMPLE"] = repr(p)
         path = os.path.join(HELPER_DIR, "libempty_sampled_observer.so")
         torch.ops.load_library(path)  # installs at load: taken out until a block wants it
@@ -77,24 +81,40 @@ def cost(p, blocks, steps, folder, null=False, floor=False):
 
     untraced, traced = ab.arms(ab.run(blocks, block))
     traced_ms, untraced_ms = statistics.median(traced), statistics.median(untraced)
-    return {"p": p, "steps_per_arm": len(traced), "traced_ms": round(traced_ms, 3),
-            "untraced_ms": round(untraced_ms, 3),
-            "added_pct": round(ab.change_pct(untraced, traced), 2), "null": null, "floor": floor}
+    return {
+        "p": p,
+        "steps_per_arm": len(traced),
+        "traced_ms": round(traced_ms, 3),
+        "untraced_ms": round(untraced_ms, 3),
+        "added_pct": round(ab.change_pct(untraced, traced), 2),
+        "null": null,
+        "floor": floor,
+    }
 
 
 def run_demo(path, steps, **env):
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
     full_env.update({"FQNTRACE": path, **env})
-    subprocess.run([sys.executable, "-m", "fqntrace.demo", "--steps", str(steps)], env=full_env,
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "fqntrace.demo", "--steps", str(steps)],
+        env=full_env,
+        check=True,
+        capture_output=True,
+    )
 
 
 def shares(path, without_global=False):
-    out = subprocess.run([sys.executable, "-m", "fqntrace", "summary", path, "--json"],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "fqntrace", "summary", path, "--json"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     modules = json.loads(out)["modules"]
-    ms = {fqn: sum(m[phase]["self_ms"] for phase in ("forward", "backward", "recompute"))
-          for fqn, m in modules.items()}
+    ms = {
+        fqn: sum(m[phase]["self_ms"] for phase in ("forward", "backward", "recompute"))
+        for fqn, m in modules.items()
+    }
     if without_global:
         ms.pop("Global", None)
     total = sum(ms.values())
@@ -119,19 +139,28 @@ def accuracy(p, steps, folder):
     out = {"p": p, "steps": steps}
     for without_global in (False, True):
         full, samp = shares(paths["full"], without_global), shares(paths["sampled"], without_global)
-        rows = {fqn: (round(full[fqn], 2), round(samp.get(fqn, 0), 2)) for fqn in full
-                if full[fqn] > 2}
+        rows = {
+            fqn: (round(full[fqn], 2), round(samp.get(fqn, 0), 2)) for fqn in full if full[fqn] > 2
+        }
         worst = max((abs(s - f) for fqn, (f, s) in rows.items() if fqn != "Global"), default=0)
         out["without_global" if without_global else "with_global"] = {
-            "rows": rows, "worst_module_pp": round(worst, 2)}
+            "rows": rows,
+            "worst_module_pp": round(worst, 2),
+        }
     full_nodes, sampled_nodes = nodes(paths["full"]), nodes(paths["nospans"])
     named = sum(n for (_, fqn), n in full_nodes.items() if fqn != "Global")
     same = sum(min(n, sampled_nodes[key]) for key, n in full_nodes.items() if key[1] != "Global")
-    out["backward_nodes_named_as_full"] = {"full_non_global": named, "same_in_sampled": same,
-                                           "pct": round(100 * same / named, 3)}
+    out["backward_nodes_named_as_full"] = {
+        "full_non_global": named,
+        "same_in_sampled": same,
+        "pct": round(100 * same / named, 3),
+    }
     size = {k: os.path.getsize(v) for k, v in paths.items()}
-    out["bytes_per_step"] = {"full": size["full"] // steps, "sampled": size["sampled"] // steps,
-                             "pct": round(100 * size["sampled"] / size["full"], 2)}
+    out["bytes_per_step"] = {
+        "full": size["full"] // steps,
+        "sampled": size["sampled"] // steps,
+        "pct": round(100 * size["sampled"] / size["full"], 2),
+    }
     return out
 
 
@@ -142,8 +171,11 @@ def main():
     parser.add_argument("--steps", type=int, default=20, help="steps per A/B block")
     parser.add_argument("--run-steps", type=int, default=200, help="steps of each accuracy run")
     parser.add_argument("--null", action="store_true", help="both A/B arms traced")
-    parser.add_argument("--floor", action="store_true",
-                        help="the traced arm runs the sampled mode's callbacks doing nothing")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="the traced arm runs the sampled mode's callbacks doing nothing",
+    )
     parser.add_argument("--only", choices=["cost", "accuracy"])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -161,10 +193,12 @@ def main():
         return
     if "cost" in results:
         c = results["cost"]
-        print(f"demo step, in-process A/B ({c['steps_per_arm']} steps an arm{', null' if c['null'] else ''}): "
-              f"untraced {c['untraced_ms']} ms, "
-              f"{'empty callbacks' if c['floor'] else 'sampled'} p={c['p']} {c['traced_ms']} ms: "
-              f"{c['added_pct']:+.2f} %")
+        print(
+            f"demo step, in-process A/B ({c['steps_per_arm']} steps an arm{', null' if c['null'] else ''}): "
+            f"untraced {c['untraced_ms']} ms, "
+            f"{'empty callbacks' if c['floor'] else 'sampled'} p={c['p']} {c['traced_ms']} ms: "
+            f"{c['added_pct']:+.2f} %"
+        )
     if "accuracy" in results:
         a = results["accuracy"]
         for key in ("with_global", "without_global"):
@@ -173,8 +207,10 @@ def main():
                 print(f"  {fqn:40s} {full:6.2f} → {samp:6.2f}  ({samp - full:+.2f} pp)")
             print(f"  worst module: {a[key]['worst_module_pp']} pp")
         n = a["backward_nodes_named_as_full"]
-        print(f"backward nodes named as in the full trace: {n['same_in_sampled']} of "
-              f"{n['full_non_global']} ({n['pct']} %)")
+        print(
+            f"backward nodes named as in the full trace: {n['same_in_sampled']} of "
+            f"{n['full_non_global']} ({n['pct']} %)"
+        )
         b = a["bytes_per_step"]
         print(f"trace bytes per step: full {b['full']}, sampled {b['sampled']} ({b['pct']} %)")
 

@@ -13,6 +13,7 @@ With ``--scheduler ADDRESS`` the files are summarized on a Dask cluster instead 
 (summarize_on_cluster: each file by a worker that sees it, so the traces are read where they
 are; only the summaries, a few hundred kB each, travel), then reduced here the same way.
 """
+
 import concurrent.futures
 import gc
 import glob
@@ -92,8 +93,10 @@ def summarize_files(paths, jobs=None, note=lambda message: None):
     return _collect(paths, results, note)
 
 
-DASK_HINT = ("summary --scheduler needs Dask's distributed scheduler: pip install "
-             "'fqntrace[dask]' (on this machine and on every worker)")
+DASK_HINT = (
+    "summary --scheduler needs Dask's distributed scheduler: pip install "
+    "'fqntrace[dask]' (on this machine and on every worker)"
+)
 
 
 def _files_seen(patterns):
@@ -123,16 +126,21 @@ def summarize_on_cluster(patterns, address, note=lambda message: None):
     try:
         client = Client(address, timeout=30)
     except (OSError, TimeoutError, ValueError) as error:
-        raise TraceError(f"cannot reach the Dask scheduler at {address} ({error}); start one "
-                         "with `dask scheduler` and a worker next to the traces with `dask worker "
-                         f"{address}`") from None
+        raise TraceError(
+            f"cannot reach the Dask scheduler at {address} ({error}); start one "
+            "with `dask scheduler` and a worker next to the traces with `dask worker "
+            f"{address}`"
+        ) from None
     with client:
         seen = client.run(_files_seen, list(patterns))  # {worker: per pattern [(path, ...)]}
         if not seen:
-            raise TraceError(f"the Dask cluster at {address} has no workers; start one next to "
-                             f"the traces: dask worker {address}")
-        hosts = {w: info.get("host", w) for w, info in
-                 client.scheduler_info().get("workers", {}).items()}
+            raise TraceError(
+                f"the Dask cluster at {address} has no workers; start one next to "
+                f"the traces: dask worker {address}"
+            )
+        hosts = {
+            w: info.get("host", w) for w, info in client.scheduler_info().get("workers", {}).items()
+        }
         paths, jobs, done = [], [], set()
         for k, pattern in enumerate(patterns):
             where = {}  # (path, size, mtime) -> the workers that see that file
@@ -140,9 +148,11 @@ def summarize_on_cluster(patterns, address, note=lambda message: None):
                 for item in per_pattern[k]:
                     where.setdefault(tuple(item), []).append(worker)
             if not where:
-                raise TraceError(f"{pattern}: no worker of the Dask cluster at {address} sees "
-                                 "a file that matches; start a worker on the node that holds "
-                                 f"the traces: dask worker {address}")
+                raise TraceError(
+                    f"{pattern}: no worker of the Dask cluster at {address} sees "
+                    "a file that matches; start a worker on the node that holds "
+                    f"the traces: dask worker {address}"
+                )
             for item in sorted(where):
                 if item in done:
                     continue  # named by an earlier pattern too
@@ -156,8 +166,11 @@ def summarize_on_cluster(patterns, address, note=lambda message: None):
         for path, candidates in jobs:
             worker = min(candidates, key=lambda w: (load.get(w, 0), w))  # spread the files
             load[worker] = load.get(worker, 0) + 1
-            futures.append(client.submit(_summarize_one, path, workers=[worker],
-                                         allow_other_workers=False, pure=False))
+            futures.append(
+                client.submit(
+                    _summarize_one, path, workers=[worker], allow_other_workers=False, pure=False
+                )
+            )
         results = client.gather(futures)
     return paths, _collect(paths, results, note)
 
@@ -182,8 +195,10 @@ def _rank_ids(paths, summaries, note):
     ranks = [s.get("rank") for s in summaries]
     if all(isinstance(r, int) for r in ranks) and len(set(ranks)) == len(ranks):
         return ranks
-    note("the traces do not name distinct ranks (distributedInfo.rank); numbering them 0.."
-         f"{len(paths) - 1} in the order given")
+    note(
+        "the traces do not name distinct ranks (distributedInfo.rank); numbering them 0.."
+        f"{len(paths) - 1} in the order given"
+    )
     return list(range(len(paths)))
 
 
@@ -223,45 +238,71 @@ def cross_rank(paths, summaries, note=lambda message: None):
     modules = {}
     straggler = None
     for fqn in fqns:
-        entry = {"module_type": next((s["modules"][fqn].get("module_type") for s in
-                                      by_rank.values() if fqn in s["modules"]
-                                      and s["modules"][fqn].get("module_type")), ""),
-                 "calls": {str(r): (s["modules"].get(fqn) or {}).get("calls", 0)
-                           for r, s in by_rank.items()}}
+        entry = {
+            "module_type": next(
+                (
+                    s["modules"][fqn].get("module_type")
+                    for s in by_rank.values()
+                    if fqn in s["modules"] and s["modules"][fqn].get("module_type")
+                ),
+                "",
+            ),
+            "calls": {
+                str(r): (s["modules"].get(fqn) or {}).get("calls", 0) for r, s in by_rank.items()
+            },
+        }
         for phase in PHASES:
             per_rank = {}
             for r, s in by_rank.items():
                 p = phase_of(s, fqn, phase)
-                per_rank[r] = {"total_ms": number(p, "total_ms"), "self_ms": number(p, "self_ms"),
-                               "comm_ms": number(p, "comm_ms"),
-                               "collectives": number(p, "collectives")}
+                per_rank[r] = {
+                    "total_ms": number(p, "total_ms"),
+                    "self_ms": number(p, "self_ms"),
+                    "comm_ms": number(p, "comm_ms"),
+                    "collectives": number(p, "collectives"),
+                }
             median, top, low, slowest = _spread({r: v["total_ms"] for r, v in per_rank.items()})
             s_median, s_top, _, s_slowest = _spread({r: v["self_ms"] for r, v in per_rank.items()})
             entry[phase] = {
-                "median_ms": _ms(median), "max_ms": _ms(top), "min_ms": _ms(low),
-                "slowest_rank": slowest, "over_median_ms": _ms(top - median),
-                "self_median_ms": _ms(s_median), "self_max_ms": _ms(s_top),
+                "median_ms": _ms(median),
+                "max_ms": _ms(top),
+                "min_ms": _ms(low),
+                "slowest_rank": slowest,
+                "over_median_ms": _ms(top - median),
+                "self_median_ms": _ms(s_median),
+                "self_max_ms": _ms(s_top),
                 "self_slowest_rank": s_slowest,
                 "comm_ms": {str(r): v["comm_ms"] for r, v in per_rank.items()},
                 "ranks": {str(r): v for r, v in per_rank.items()},
             }
             gap = s_top - s_median
             if gap > 0 and (straggler is None or gap > straggler["over_median_ms"]):
-                straggler = {"module": fqn, "phase": phase, "rank": s_slowest,
-                             "over_median_ms": _ms(gap), "self_ms": _ms(s_top),
-                             "median_self_ms": _ms(s_median)}
+                straggler = {
+                    "module": fqn,
+                    "phase": phase,
+                    "rank": s_slowest,
+                    "over_median_ms": _ms(gap),
+                    "self_ms": _ms(s_top),
+                    "median_self_ms": _ms(s_median),
+                }
         modules[fqn] = entry
-    steps = {r: s.get("step_ms", 0) if trace_events.is_number(s.get("step_ms")) else 0
-             for r, s in by_rank.items()}
+    steps = {
+        r: s.get("step_ms", 0) if trace_events.is_number(s.get("step_ms")) else 0
+        for r, s in by_rank.items()
+    }
     median, top, low, slowest = _spread(steps)
     return {
         "ranks": [ranks[i] for i in order],
         "traces": {str(ranks[i]): paths[i] for i in order},
-        "step_ms": {"median_ms": _ms(median), "max_ms": _ms(top), "min_ms": _ms(low),
-                    "slowest_rank": slowest, "ranks": {str(r): v for r, v in steps.items()}},
+        "step_ms": {
+            "median_ms": _ms(median),
+            "max_ms": _ms(top),
+            "min_ms": _ms(low),
+            "slowest_rank": slowest,
+            "ranks": {str(r): v for r, v in steps.items()},
+        },
         "complete": all(s.get("complete") is not False for s in summaries),
         "dropped_events": {str(r): s.get("dropped_events", 0) for r, s in by_rank.items()},
         "straggler": straggler,
         "modules": modules,
     }
-

@@ -35,6 +35,7 @@ Fallback (a one-line `note`): with fewer steps than MIN_STEPS on a side, or samp
 median (or of the whole-run totals without steps) against PCT, with no test. `totals=True`
 (`--totals`) compares whole-run totals the same way.
 """
+
 from fqntrace.analysis import stats, step_times, trace_events
 from fqntrace.analysis.errors import TraceError
 from fqntrace.analysis.trace_events import PHASES
@@ -64,19 +65,21 @@ def module_times(summary, per_step=None):
     for fqn, entry in modules.items():
         if not isinstance(entry, dict):
             continue
-        row = {"module_type": str(entry.get("module_type") or ""),
-               "calls": int(_number(entry.get("calls")))}
+        row = {
+            "module_type": str(entry.get("module_type") or ""),
+            "calls": int(_number(entry.get("calls"))),
+        }
         for phase in PHASES:
             p = entry.get(phase) if isinstance(entry.get(phase), dict) else {}
             tops = p.get("top_ops") if isinstance(p.get("top_ops"), list) else []
-            row[phase] = {"self_ms": float(_number(p.get("step_self_median_ms" if per_step
-                                                         else "self_ms"))),
-                          "total_ms": float(_number(p.get("step_median_ms" if per_step
-                                                          else "total_ms"))),
-                          "ops": int(_number(p.get("ops"))),
-                          "flops": int(_number(p.get("flops"))),
-                          "top_ops": [t for t in tops if isinstance(t, dict)],
-                          "step_mad_ms": float(_number(p.get("step_mad_ms")))}
+            row[phase] = {
+                "self_ms": float(_number(p.get("step_self_median_ms" if per_step else "self_ms"))),
+                "total_ms": float(_number(p.get("step_median_ms" if per_step else "total_ms"))),
+                "ops": int(_number(p.get("ops"))),
+                "flops": int(_number(p.get("flops"))),
+                "top_ops": [t for t in tops if isinstance(t, dict)],
+                "step_mad_ms": float(_number(p.get("step_mad_ms"))),
+            }
             if "device_ms" in p:  # an annotated torch.profiler trace with kernels
                 row[phase]["device_ms"] = float(_number(p.get("device_ms")))
             cpu_key = "step_cpu_median_ms" if per_step else "cpu_ms"
@@ -84,8 +87,11 @@ def module_times(summary, per_step=None):
                 row[phase]["cpu_ms"] = float(_number(p.get(cpu_key)))
         for key in ("step_self_ms", "step_self_cpu_ms"):
             samples = entry.get(key)
-            row[key] = ([float(v) for v in samples if trace_events.is_number(v)]
-                        if per_step and isinstance(samples, list) else None)
+            row[key] = (
+                [float(v) for v in samples if trace_events.is_number(v)]
+                if per_step and isinstance(samples, list)
+                else None
+            )
         spread = entry.get("step_spread_pct")
         row["step_spread_pct"] = spread if trace_events.is_number(spread) else None
         row["noisy"] = entry.get("noisy") is True
@@ -100,15 +106,26 @@ def module_times(summary, per_step=None):
 
 
 def _parent_only(fqn, rows):
-    row = {"module_type": "", "calls": 0, "step_self_ms": None, "step_self_cpu_ms": None,
-           "step_spread_pct": None, "noisy": False}
-    children = [r for f, r in rows.items() if f.startswith(fqn + ".")
-                and "." not in f[len(fqn) + 1:]]
+    row = {
+        "module_type": "",
+        "calls": 0,
+        "step_self_ms": None,
+        "step_self_cpu_ms": None,
+        "step_spread_pct": None,
+        "noisy": False,
+    }
+    children = [
+        r for f, r in rows.items() if f.startswith(fqn + ".") and "." not in f[len(fqn) + 1 :]
+    ]
     for phase in PHASES:
-        row[phase] = {"self_ms": 0.0, "total_ms": sum(c[phase]["total_ms"] for c in children),
-                      "ops": sum(c[phase]["ops"] for c in children),
-                      "flops": sum(c[phase]["flops"] for c in children), "top_ops": [],
-                      "step_mad_ms": 0.0}
+        row[phase] = {
+            "self_ms": 0.0,
+            "total_ms": sum(c[phase]["total_ms"] for c in children),
+            "ops": sum(c[phase]["ops"] for c in children),
+            "flops": sum(c[phase]["flops"] for c in children),
+            "top_ops": [],
+            "step_mad_ms": 0.0,
+        }
     # No ops of its own: zero self time in every step (a sample the test can still compare).
     for key in ("step_self_ms", "step_self_cpu_ms"):
         counts = [len(c[key]) for c in children if c[key] is not None]
@@ -152,18 +169,27 @@ def _mode(base, new, totals, base_name, new_name):
     n_base, n_new = _step_count(base), _step_count(new)
     if n_base == 0 or n_new == 0:
         which = " and ".join(n for n, c in ((base_name, n_base), (new_name, n_new)) if c == 0)
-        return "totals", (f"{which}: no training steps (ProfilerStep ranges) kept; comparing "
-                          "whole-run totals without a significance test (record at least "
-                          f"{MIN_STEPS + 1} steps for the statistical gate)")
+        return "totals", (
+            f"{which}: no training steps (ProfilerStep ranges) kept; comparing "
+            "whole-run totals without a significance test (record at least "
+            f"{MIN_STEPS + 1} steps for the statistical gate)"
+        )
     if n_base < MIN_STEPS or n_new < MIN_STEPS:
-        return "median", (f"{min(n_base, n_new)} step(s) kept on a side, fewer than {MIN_STEPS}: "
-                          "comparing per-step medians without a significance test (record more "
-                          "steps or leave fewer out with --exclude-steps)")
-    if not any(isinstance(e, dict) and isinstance(e.get("step_self_ms"), list)
-               for side in (base, new) for e in (side.get("modules") or {}).values()):
-        return "median", ("no per-step samples (a .summary.json from the core has medians only): "
-                          "comparing per-step medians without a significance test; pass the "
-                          "traces for the statistical gate")
+        return "median", (
+            f"{min(n_base, n_new)} step(s) kept on a side, fewer than {MIN_STEPS}: "
+            "comparing per-step medians without a significance test (record more "
+            "steps or leave fewer out with --exclude-steps)"
+        )
+    if not any(
+        isinstance(e, dict) and isinstance(e.get("step_self_ms"), list)
+        for side in (base, new)
+        for e in (side.get("modules") or {}).values()
+    ):
+        return "median", (
+            "no per-step samples (a .summary.json from the core has medians only): "
+            "comparing per-step medians without a significance test; pass the "
+            "traces for the statistical gate"
+        )
     return "test", None
 
 
@@ -173,12 +199,24 @@ WALL_SAMPLES = "step_self_ms"
 
 
 def _has_cpu(summary):
-    return any(isinstance(e, dict) and isinstance(e.get(CPU_SAMPLES), list)
-               for e in (summary.get("modules") or {}).values())
+    return any(
+        isinstance(e, dict) and isinstance(e.get(CPU_SAMPLES), list)
+        for e in (summary.get("modules") or {}).values()
+    )
 
 
-def compare(base, new, threshold=None, min_share=DEFAULT_MIN_SHARE_PCT, base_name="BASE",
-            new_name="NEW", alpha=DEFAULT_ALPHA, totals=False, absolute=False, measure="cpu"):
+def compare(
+    base,
+    new,
+    threshold=None,
+    min_share=DEFAULT_MIN_SHARE_PCT,
+    base_name="BASE",
+    new_name="NEW",
+    alpha=DEFAULT_ALPHA,
+    totals=False,
+    absolute=False,
+    measure="cpu",
+):
     """The diff of two summaries as a dict (the `--json` shape). measure: "cpu" tests thread
     CPU time where both sides recorded it (else wall time), "wall" always wall time. Raises
     TraceError when the two sides trace different models (no root module in common)."""
@@ -191,9 +229,11 @@ def compare(base, new, threshold=None, min_share=DEFAULT_MIN_SHARE_PCT, base_nam
         raise TraceError(f"{empty}: no modules in this trace; diff needs two traced runs")
     roots_a, roots_b = root_names(a), root_names(b)
     if roots_a and roots_b and not roots_a & roots_b:
-        raise TraceError(f"{base_name} traces {', '.join(sorted(roots_a))} and {new_name} traces "
-                         f"{', '.join(sorted(roots_b))}: different models; diff two runs of "
-                         "the same model")
+        raise TraceError(
+            f"{base_name} traces {', '.join(sorted(roots_a))} and {new_name} traces "
+            f"{', '.join(sorted(roots_b))}: different models; diff two runs of "
+            "the same model"
+        )
     total_a, total_b = _op_ms(base, a, per_step), _op_ms(new, b, per_step)
     corrected = speed_corrected(a, b) if mode == "test" and not absolute else None
     corrected_cpu = speed_corrected(a, b, CPU_SAMPLES) if cpu and not absolute else None
@@ -224,36 +264,56 @@ def compare(base, new, threshold=None, min_share=DEFAULT_MIN_SHARE_PCT, base_nam
         }
         samples = CPU_SAMPLES if cpu and fqn != "Global" else WALL_SAMPLES
         fix = corrected_cpu if samples == CPU_SAMPLES else corrected
-        row.update(_test(mode, ra, rb, alpha, row, fix.get(fqn) if fix is not None else None,
-                         samples))
-        big_enough = (status == "both" and (
+        row.update(
+            _test(mode, ra, rb, alpha, row, fix.get(fqn) if fix is not None else None, samples)
+        )
+        big_enough = status == "both" and (
             (total_a > 0 and 100.0 * self_a / total_a >= min_share)
-            or (total_b > 0 and 100.0 * self_b / total_b >= min_share)))
+            or (total_b > 0 and 100.0 * self_b / total_b >= min_share)
+        )
         row["gated"] = bool(big_enough)
-        row["regressed"] = bool(threshold is not None and big_enough
-                                and _over_threshold(row, mode, threshold))
+        row["regressed"] = bool(
+            threshold is not None and big_enough and _over_threshold(row, mode, threshold)
+        )
         row["verdict"] = _verdict(row, mode)
         rows.append(row)
     if mode == "test":
         # Modules over the threshold first, then significant changes by evidence (the change
         # they surely made, _evidence), then the rest by the change of the median.
-        rows.sort(key=lambda r: (not r["regressed"], not r["significant"],
-                                 -abs(r["evidence_ms"] or 0.0),
-                                 -abs(r["change_ms"] if r["significant"] else r["self_change_ms"]),
-                                 r["status"] != "both", r["fqn"]))
+        rows.sort(
+            key=lambda r: (
+                not r["regressed"],
+                not r["significant"],
+                -abs(r["evidence_ms"] or 0.0),
+                -abs(r["change_ms"] if r["significant"] else r["self_change_ms"]),
+                r["status"] != "both",
+                r["fqn"],
+            )
+        )
     else:
         rows.sort(key=lambda r: (-abs(r["self_change_ms"]), r["status"] != "both", r["fqn"]))
     return {
-        "base": {"trace": str(base.get("trace") or base_name), "op_ms": round(total_a, 6),
-                 "steps": _step_count(base)},
-        "new": {"trace": str(new.get("trace") or new_name), "op_ms": round(total_b, 6),
-                "steps": _step_count(new)},
+        "base": {
+            "trace": str(base.get("trace") or base_name),
+            "op_ms": round(total_a, 6),
+            "steps": _step_count(base),
+        },
+        "new": {
+            "trace": str(new.get("trace") or new_name),
+            "op_ms": round(total_b, 6),
+            "steps": _step_count(new),
+        },
         "per_step": per_step,
         "mode": mode,
         "note": note,
         "alpha": alpha,
-        "measure": (("cpu_" + ("speed_corrected" if corrected_cpu is not None else "ms"))
-                    if cpu else "speed_corrected" if corrected is not None else "ms"),
+        "measure": (
+            ("cpu_" + ("speed_corrected" if corrected_cpu is not None else "ms"))
+            if cpu
+            else "speed_corrected"
+            if corrected is not None
+            else "ms"
+        ),
         "step": _step_change(base, new, alpha) if mode == "test" else None,
         "op_change_ms": round(total_b - total_a, 6),
         "op_change_pct": _round(_pct(total_a, total_b)),
@@ -307,8 +367,10 @@ def speed_corrected(a, b, key=WALL_SAMPLES):
         if pair is None or len(a[f][key]) != len(pair[0]) or len(b[f][key]) != len(pair[1]):
             out[f] = None
             continue
-        out[f] = tuple([v / s for v, s in zip(side[f][key], speed)]
-                       for side, speed in ((a, pair[0]), (b, pair[1])))
+        out[f] = tuple(
+            [v / s for v, s in zip(side[f][key], speed)]
+            for side, speed in ((a, pair[0]), (b, pair[1]))
+        )
     return out
 
 
@@ -317,9 +379,16 @@ def _test(mode, ra, rb, alpha, row, corrected=None, samples=WALL_SAMPLES):
     the change of the medians / totals alone. The test compares the module's own time per step
     (`samples`: wall or CPU) at BASE's speed (`corrected`: speed_corrected()'s pair for it), else
     in plain ms; the estimate in ms is the change at BASE's median."""
-    out = {"change_ms": row["self_change_ms"], "change_pct": row["self_change_pct"],
-           "interval_ms": None, "interval_pct": None, "p_value": None, "significant": None,
-           "measure": None, "evidence_ms": None}
+    out = {
+        "change_ms": row["self_change_ms"],
+        "change_pct": row["self_change_pct"],
+        "interval_ms": None,
+        "interval_pct": None,
+        "p_value": None,
+        "significant": None,
+        "measure": None,
+        "evidence_ms": None,
+    }
     if mode != "test" or not (ra and rb and ra[samples] and rb[samples]):
         return out
     a, b = ra[samples], rb[samples]
@@ -337,15 +406,17 @@ def _test(mode, ra, rb, alpha, row, corrected=None, samples=WALL_SAMPLES):
     def to_ms(p):
         return None if p is None else round(p / 100.0 * base_ms, 6)
 
-    out.update({
-        "change_ms": to_ms(pct[0]) if pct[0] is not None else round(c.shift, 6),
-        "change_pct": _round(pct[0]),
-        "interval_ms": None if pct[1] is None else [to_ms(pct[1]), to_ms(pct[2])],
-        "interval_pct": None if pct[1] is None else [_round(pct[1]), _round(pct[2])],
-        "p_value": float(f"{c.p_value:.4g}"),
-        "significant": c.significant(alpha),
-        "measure": measure,
-    })
+    out.update(
+        {
+            "change_ms": to_ms(pct[0]) if pct[0] is not None else round(c.shift, 6),
+            "change_pct": _round(pct[0]),
+            "interval_ms": None if pct[1] is None else [to_ms(pct[1]), to_ms(pct[2])],
+            "interval_pct": None if pct[1] is None else [_round(pct[1]), _round(pct[2])],
+            "p_value": float(f"{c.p_value:.4g}"),
+            "significant": c.significant(alpha),
+            "measure": measure,
+        }
+    )
     if samples == CPU_SAMPLES:  # what the change is a change of, beside the wall-time columns
         out["cpu_ms"] = [round(base_ms, 6), round(stats.median(rb[samples]), 6)]
     out["evidence_ms"] = _evidence(out["interval_ms"])
@@ -382,10 +453,15 @@ def _step_change(base, new, alpha):
         return None
     c = stats.Comparison(op_a, op_b, alpha)
     pct = [c.pct(v) for v in (c.shift, c.low, c.high)]
-    return {"base_ms": round(c.base_median, 6), "new_ms": round(c.new_median, 6),
-            "change_ms": round(c.shift, 6), "change_pct": _round(pct[0]),
-            "interval_pct": None if pct[1] is None else [_round(pct[1]), _round(pct[2])],
-            "p_value": float(f"{c.p_value:.4g}"), "significant": c.significant(alpha)}
+    return {
+        "base_ms": round(c.base_median, 6),
+        "new_ms": round(c.new_median, 6),
+        "change_ms": round(c.shift, 6),
+        "change_pct": _round(pct[0]),
+        "interval_pct": None if pct[1] is None else [_round(pct[1]), _round(pct[2])],
+        "p_value": float(f"{c.p_value:.4g}"),
+        "significant": c.significant(alpha),
+    }
 
 
 def confidence(alpha):
@@ -399,13 +475,16 @@ def _over_threshold(row, mode, threshold):
     whose steps were preempted unevenly moves the estimate, not the interval's far side).
     Without: the change of the medians / totals is over it."""
     if mode == "test":
-        return bool(row["significant"]) and row["interval_pct"] is not None \
+        return (
+            bool(row["significant"])
+            and row["interval_pct"] is not None
             and row["interval_pct"][0] > threshold
+        )
     return row["change_pct"] is not None and row["change_pct"] > threshold
 
 
 def _verdict(row, mode):
-    """"slower" / "faster" / "same" (no significant change) / "" (not compared): the one word
+    """ "slower" / "faster" / "same" (no significant change) / "" (not compared): the one word
     `report BASE NEW` colours by."""
     if row["status"] != "both":
         return ""
@@ -464,28 +543,46 @@ def render(result, limit=None):
     names never push the columns apart) and a legend."""
     rows = result["rows"]
     tested = result["mode"] == "test"
-    phases = [p for p in PHASES if any(
-        (r["base"] and r["base"][p]["total_ms"]) or (r["new"] and r["new"][p]["total_ms"])
-        for r in rows)] or ["forward"]
+    phases = [
+        p
+        for p in PHASES
+        if any(
+            (r["base"] and r["base"][p]["total_ms"]) or (r["new"] and r["new"][p]["total_ms"])
+            for r in rows
+        )
+    ] or ["forward"]
     lines = []
     pct = result["op_change_pct"]
     unit = "ms op time per step (median)" if result["per_step"] else "ms op time"
-    lines.append(f"base {result['base']['trace']}: {result['base']['op_ms']:.3f} {unit}; "
-                 f"new {result['new']['trace']}: {result['new']['op_ms']:.3f} ms "
-                 f"({_signed(result['op_change_ms'])} ms"
-                 + (f", {pct:+.1f}%" if pct is not None else "") + ")")
+    lines.append(
+        f"base {result['base']['trace']}: {result['base']['op_ms']:.3f} {unit}; "
+        f"new {result['new']['trace']}: {result['new']['op_ms']:.3f} ms "
+        f"({_signed(result['op_change_ms'])} ms"
+        + (f", {pct:+.1f}%" if pct is not None else "")
+        + ")"
+    )
     if result["per_step"]:
-        lines.append(f"steps kept: base {result['base']['steps']}, new {result['new']['steps']}"
-                     + (f"; self time per step compared by a Mann-Whitney U test, alpha "
-                        f"{result['alpha']:g}" if tested else ""))
+        lines.append(
+            f"steps kept: base {result['base']['steps']}, new {result['new']['steps']}"
+            + (
+                f"; self time per step compared by a Mann-Whitney U test, alpha {result['alpha']:g}"
+                if tested
+                else ""
+            )
+        )
     step = result.get("step")
     if step:
-        lines.append(f"op time per step: {step['base_ms']:.3f} -> {step['new_ms']:.3f} ms, "
-                     f"{_signed(step['change_pct'], '%')} {_interval(step)}% "
-                     f"p {_p(step['p_value'])}"
-                     + (" (every module alike: the machine's speed or a change everywhere; the "
-                        "rows compare each module at BASE's speed)"
-                        if result["measure"].endswith("speed_corrected") else ""))
+        lines.append(
+            f"op time per step: {step['base_ms']:.3f} -> {step['new_ms']:.3f} ms, "
+            f"{_signed(step['change_pct'], '%')} {_interval(step)}% "
+            f"p {_p(step['p_value'])}"
+            + (
+                " (every module alike: the machine's speed or a change everywhere; the "
+                "rows compare each module at BASE's speed)"
+                if result["measure"].endswith("speed_corrected")
+                else ""
+            )
+        )
     if result["note"]:
         lines.append("note: " + result["note"])
     lines.append("")
@@ -508,41 +605,67 @@ def render(result, limit=None):
             cells.append(_ms(r["base"][p]["total_ms"] if r["base"] else 0).rjust(num_w))
             cells.append(_ms(r["new"][p]["total_ms"] if r["new"] else 0).rjust(num_w))
         both = r["status"] == "both"
-        cells += [_signed(r["change_ms"]).rjust(num_w),
-                  (_signed(r["change_pct"], "%") if both else "").rjust(pct_w)]
+        cells += [
+            _signed(r["change_ms"]).rjust(num_w),
+            (_signed(r["change_pct"], "%") if both else "").rjust(pct_w),
+        ]
         if tested:
-            cells += [(_interval(r) + "%" if r["interval_pct"] else "").rjust(iv_w),
-                      _p(r["p_value"]).rjust(p_w)]
+            cells += [
+                (_interval(r) + "%" if r["interval_pct"] else "").rjust(iv_w),
+                _p(r["p_value"]).rjust(p_w),
+            ]
         else:
             total_pct = _signed(r["total_change_pct"], "%") if both else ""
             cells += [_signed(r["total_change_ms"]).rjust(num_w), total_pct.rjust(pct_w)]
         mark = {"both": "", "base_only": "  (only in base)", "new_only": "  (only in new)"}
-        flag = "  << over threshold" if r["regressed"] else (
-            f"  (not significantly over {result['threshold_pct']:g}%)" if tested and both
-            and r["significant"] is not None and result["threshold_pct"] is not None
-            and r["gated"] and (r["change_pct"] or 0) > result["threshold_pct"] else "")
+        flag = (
+            "  << over threshold"
+            if r["regressed"]
+            else (
+                f"  (not significantly over {result['threshold_pct']:g}%)"
+                if tested
+                and both
+                and r["significant"] is not None
+                and result["threshold_pct"] is not None
+                and r["gated"]
+                and (r["change_pct"] or 0) > result["threshold_pct"]
+                else ""
+            )
+        )
         cells.append(" " + trace_events.printable(r["fqn"]) + mark[r["status"]] + flag)
         lines.append(" ".join(cells))
     if limit is not None and len(rows) > limit:
         lines.append(f"... {len(rows) - limit} more modules (--all shows every one)")
     lines.append("")
-    what = ("median per step, module and submodules" if result["per_step"]
-            else "op time of the module and its submodules")
+    what = (
+        "median per step, module and submodules"
+        if result["per_step"]
+        else "op time of the module and its submodules"
+    )
     if tested:
-        at = (" at BASE's speed (each step's speed read from all modules)"
-              if result["measure"].endswith("speed_corrected") else "")
-        own = ("thread CPU time in its own code (Global: its ops' wall time)"
-               if result["measure"].startswith("cpu_") else "ops")
-        lines.append(f"ms per phase: {what}; self Δ: change of the module's own {own} per step"
-                     f"{at}: Hodges-Lehmann shift, its interval and the U test's p-value; "
-                     "significant changes first")
+        at = (
+            " at BASE's speed (each step's speed read from all modules)"
+            if result["measure"].endswith("speed_corrected")
+            else ""
+        )
+        own = (
+            "thread CPU time in its own code (Global: its ops' wall time)"
+            if result["measure"].startswith("cpu_")
+            else "ops"
+        )
+        lines.append(
+            f"ms per phase: {what}; self Δ: change of the module's own {own} per step"
+            f"{at}: Hodges-Lehmann shift, its interval and the U test's p-value; "
+            "significant changes first"
+        )
     else:
         lines.append(f"ms per phase: {what}; self: its own ops, all phases; rows by |self Δms|")
     if result["threshold_pct"] is not None:
         n = len(result["regressions"])
-        lines.append(f"threshold {result['threshold_pct']:g}%: {n} module(s) slower by more "
-                     f"than {result['threshold_pct']:g}%"
-                     + (f" (the whole {confidence(result['alpha'])} interval above it)"
-                        if tested else "")
-                     + f"; modules with at least {result['min_share_pct']:g}% of op time")
+        lines.append(
+            f"threshold {result['threshold_pct']:g}%: {n} module(s) slower by more "
+            f"than {result['threshold_pct']:g}%"
+            + (f" (the whole {confidence(result['alpha'])} interval above it)" if tested else "")
+            + f"; modules with at least {result['min_share_pct']:g}% of op time"
+        )
     return lines

@@ -1,4 +1,5 @@
 """The errors the analysis verbs report: each is one line for the user, saying what to do."""
+
 import json
 
 

@@ -1,6 +1,7 @@
 """Following a growing trace file (`top`): what a running job appends, a read at a time, parsed
 with the stream's header, tail and event decoder (tracestream) and inflated by the same gzip
 inflater (trace_bytes), so a followed file and a file read whole mean the same."""
+
 import json
 import os
 import re
@@ -8,9 +9,19 @@ import zlib
 
 from fqntrace.analysis.errors import TraceError
 from fqntrace.analysis.trace_bytes import GzipInflater, as_text
-from fqntrace.analysis.tracestream import (BATCH_ERRORS, CHROME, DECODER, FOOTER_MARK, JSONL,
-                                           decode_batch, format_by_name, header_fields, is_gzip,
-                                           parse_chrome_header, parse_chrome_tail)
+from fqntrace.analysis.tracestream import (
+    BATCH_ERRORS,
+    CHROME,
+    DECODER,
+    FOOTER_MARK,
+    JSONL,
+    decode_batch,
+    format_by_name,
+    header_fields,
+    is_gzip,
+    parse_chrome_header,
+    parse_chrome_tail,
+)
 
 # The header of a Chrome trace is its first line, up to this key (the events follow it).
 _TRACE_EVENTS_KEY = re.compile(r'"traceEvents"\s*:\s*\[')
@@ -105,7 +116,7 @@ class Follower:
         if end < 0:
             self._partial = data
             return b"", 0, restarted
-        self._partial = data[end + 1:]
+        self._partial = data[end + 1 :]
         return data, end, restarted
 
     def _inflate(self, data):
@@ -137,7 +148,7 @@ class Follower:
         if start >= end:
             return events, 0
         mark = data.find(FOOTER_MARK if self.format == JSONL else b"\n]", start, end)
-        if self.format == CHROME and data[start:start + 1] == b"]":
+        if self.format == CHROME and data[start : start + 1] == b"]":
             mark = start
         stop = end if mark < 0 else data.rfind(b"\n", start, mark + 1) + 1 or start
         taken = block_sink(data, start, stop) if stop > start else 0
@@ -194,7 +205,7 @@ class Follower:
         whole line's object (a JSON Lines header line); {} when it is neither."""
         match = _TRACE_EVENTS_KEY.search(line)
         if match:
-            header = parse_chrome_header(line[:match.end()])
+            header = parse_chrome_header(line[: match.end()])
         else:
             try:
                 obj = json.loads(line)

@@ -7,14 +7,17 @@ Notebook and VS Code all render an iframe in a trusted output). That costs plotl
 displayed chart; `chart=False` shows the table alone. Without plotly the table is shown with one
 line saying how to get the chart. Every name from the trace is escaped: it is data, not markup.
 """
+
 import html
 
 from fqntrace.analysis import report
 from fqntrace.analysis.errors import TraceError
 
 FRAME_HEIGHT_PX = 760
-_STYLE = ("font: 12px/1.35 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; "
-          "white-space: pre; overflow-x: auto; margin: 6px 0")
+_STYLE = (
+    "font: 12px/1.35 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; "
+    "white-space: pre; overflow-x: auto; margin: 6px 0"
+)
 
 
 def _escape(text):
@@ -27,9 +30,11 @@ def chart_frame(trace):
         page = report.render_html(trace.report_data(), report.page_title(trace.paths))
     except TraceError as error:  # no plotly, or nothing to draw (no modules)
         return f'<div style="color:#a33">fqntrace: no chart: {_escape(error)}</div>'
-    return (f'<iframe class="fqntrace-report" srcdoc="{_escape(page)}" '
-            f'style="width:100%; height:{FRAME_HEIGHT_PX}px; border:1px solid #ddd; '
-            'resize:vertical"></iframe>')
+    return (
+        f'<iframe class="fqntrace-report" srcdoc="{_escape(page)}" '
+        f'style="width:100%; height:{FRAME_HEIGHT_PX}px; border:1px solid #ddd; '
+        'resize:vertical"></iframe>'
+    )
 
 
 def render(trace, chart=True, depth=None):
@@ -39,7 +44,8 @@ def render(trace, chart=True, depth=None):
         parts.append(f'<div style="color:#a33">fqntrace: note: {_escape(note)}</div>')
     if chart:
         parts.append(chart_frame(trace))
-    parts.append(f'<pre class="fqntrace-table" style="{_STYLE}">'
-                 f'{_escape(trace.table(depth=depth))}</pre>')
+    parts.append(
+        f'<pre class="fqntrace-table" style="{_STYLE}">{_escape(trace.table(depth=depth))}</pre>'
+    )
     parts.append("</div>")
     return "\n".join(parts)

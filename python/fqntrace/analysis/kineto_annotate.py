@@ -15,6 +15,7 @@ Used in the traced process when torch.profiler exports (fqntrace._kineto_hook, a
 the drain) and by `python -m fqntrace annotate KINETO FQNTRACE -o OUT` for traces made apart
 (attribution read from fqntrace's trace of the same run). Standard library only.
 """
+
 import json
 
 from fqntrace.analysis import errors, trace_write, tracestream, whole_file
@@ -43,8 +44,11 @@ class Counts:
     def line(self):
         def share(done, total):
             return f"{done}/{total} ({100.0 * done / total:.1f} %)" if total else "0/0"
-        text = (f"cpu_ops {share(self.cpu_ops_annotated, self.cpu_ops)}, user annotations "
-                f"{share(self.annotations_annotated, self.annotations)}")
+
+        text = (
+            f"cpu_ops {share(self.cpu_ops_annotated, self.cpu_ops)}, user annotations "
+            f"{share(self.annotations_annotated, self.annotations)}"
+        )
         if self.device:
             text += f", device events {share(self.device_annotated, self.device)}"
         return text
@@ -139,8 +143,11 @@ def attribution_from_trace(path):
             rf = _int(args.get(RF_ID))
             if rf and isinstance(args.get("fqn"), str) and args.get("phase") in PHASES:
                 module_type = args.get("module_type")
-                found[rf] = (args["fqn"], args["phase"],
-                             module_type if isinstance(module_type, str) else None)
+                found[rf] = (
+                    args["fqn"],
+                    args["phase"],
+                    module_type if isinstance(module_type, str) else None,
+                )
     return found
 
 
@@ -150,11 +157,15 @@ def load_kineto(path):
     try:
         doc = json.loads(text)
     except ValueError as error:
-        raise TraceError(f"{path}: not valid JSON ({errors.describe_json_error(error)}); give "
-                         "the file torch.profiler's export_chrome_trace wrote") from None
+        raise TraceError(
+            f"{path}: not valid JSON ({errors.describe_json_error(error)}); give "
+            "the file torch.profiler's export_chrome_trace wrote"
+        ) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        raise TraceError(f"{path}: not a Chrome trace (no traceEvents list); give the file "
-                         "torch.profiler's export_chrome_trace wrote")
+        raise TraceError(
+            f"{path}: not a Chrome trace (no traceEvents list); give the file "
+            "torch.profiler's export_chrome_trace wrote"
+        )
     return doc
 
 
@@ -176,9 +187,11 @@ def annotate_files(kineto_path, fqntrace_path, output):
     doc = load_kineto(kineto_path)  # the profiler's file first: its problems are the likelier
     attribution = attribution_from_trace(fqntrace_path)
     if not attribution:
-        raise TraceError(f"{fqntrace_path}: no event carries a \"Record function id\"; the trace "
-                         "must come from the same run, traced with FQNTRACE while torch.profiler "
-                         "recorded (fqntrace asks for the ids only then)")
+        raise TraceError(
+            f"{fqntrace_path}: no event carries a \"Record function id\"; the trace "
+            "must come from the same run, traced with FQNTRACE while torch.profiler "
+            "recorded (fqntrace asks for the ids only then)"
+        )
     counts = annotate_events(doc["traceEvents"], attribution)
     write_kineto(output, doc)
     return counts, len(attribution)

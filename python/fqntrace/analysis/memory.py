@@ -13,6 +13,7 @@ docs/memory.md, fed in file order:
 
 A free whose allocation is not in the trace counts as freed, never against live bytes.
 """
+
 from fqntrace.analysis.trace_events import PHASES, ancestors
 
 FIELDS = ("alloc_bytes", "freed_bytes", "peak_bytes", "activation_bytes", "grad_bytes")
@@ -28,11 +29,11 @@ def _numbers():
 
 class MemoryStats:
     def __init__(self):
-        self.nodes = {}    # fqn -> {phase: numbers}
-        self.chains = {}   # fqn -> [self, parent, ..., root] as node dicts
-        self.runs = {}     # thread -> [[node, phase, start_seq, live, peak]]
-        self.live = {}     # (pid, address) -> (bytes, seq, thread, node, phase); a merged trace
-                           # has several processes, whose addresses may repeat
+        self.nodes = {}  # fqn -> {phase: numbers}
+        self.chains = {}  # fqn -> [self, parent, ..., root] as node dicts
+        self.runs = {}  # thread -> [[node, phase, start_seq, live, peak]]
+        self.live = {}  # (pid, address) -> (bytes, seq, thread, node, phase); a merged trace
+        # has several processes, whose addresses may repeat
         self.seq = 0
         self.seen = False
         self.live_grad = {}  # id(node) -> backward bytes still alive at finish() (gradients)
@@ -59,7 +60,12 @@ class MemoryStats:
     def add(self, e):
         """A "[memory]" event (is_memory_event)."""
         args = e["args"]
-        fqn, phase, ptr, size = args.get("fqn"), args.get("phase"), args.get("Addr"), args.get("Bytes")
+        fqn, phase, ptr, size = (
+            args.get("fqn"),
+            args.get("phase"),
+            args.get("Addr"),
+            args.get("Bytes"),
+        )
         if not isinstance(fqn, str) or phase not in PHASES or type(size) is not int:
             return
         self.seen = True

@@ -16,6 +16,7 @@ copies the rest, after checking those bytes are exactly what this module's Pytho
 write. A block it cannot rewrite exactly (another layout, an unusual number or escape) goes to
 the Python loop below, from there to the end of that input; the output is the same either way.
 """
+
 import json
 import os
 from typing import NamedTuple
@@ -53,8 +54,10 @@ def merge_traces(paths, output, note=lambda message: None):
     path_of_rank = {}
     for r in ranks:
         if r.rank in path_of_rank:
-            raise TraceError(f"{path_of_rank[r.rank]} and {r.path} are both rank {r.rank} "
-                             "(distributedInfo.rank); merge takes one trace per rank")
+            raise TraceError(
+                f"{path_of_rank[r.rank]} and {r.path} are both rank {r.rank} "
+                "(distributedInfo.rank); merge takes one trace per rank"
+            )
         path_of_rank[r.rank] = r.path
     ranks.sort(key=lambda r: r.rank)
     base_min = min(r.base_ns for r in ranks)
@@ -64,8 +67,15 @@ def merge_traces(paths, output, note=lambda message: None):
         "baseTimeNanoseconds": base_min,
         "displayTimeUnit": "ms",
         "traceName": "merged: " + ", ".join(os.path.basename(r.path) for r in ranks),
-        "ranks": [{"rank": r.rank, "file": r.path, "baseTimeNanoseconds": r.base_ns,
-                   "complete": not r.incomplete} for r in ranks],
+        "ranks": [
+            {
+                "rank": r.rank,
+                "file": r.path,
+                "baseTimeNanoseconds": r.base_ns,
+                "complete": not r.incomplete,
+            }
+            for r in ranks
+        ],
     }
     counts = {"events": 0, "slices": 0}
     if any(not (0 <= r.rank < 1 << 62 and abs(r.base_ns - base_min) < 1 << 62) for r in ranks):
@@ -87,8 +97,9 @@ def _merged_text(header, ranks, base_min, counts, merger):
         yield separator + _encode_event(e)
         separator = ",\n"
         counts["events"] += 1
-    yield '\n], "fqntrace": ' + json.dumps(_tail(ranks, counts["slices"]),
-                                            ensure_ascii=False) + "}\n"
+    yield (
+        '\n], "fqntrace": ' + json.dumps(_tail(ranks, counts["slices"]), ensure_ascii=False) + "}\n"
+    )
 
 
 try:  # one call per event, in the core's compact layout; times as the core writes them
@@ -237,17 +248,21 @@ def _scan_rank(path, note, merger):
             stream.feed(block, event)
             pids.update(merger.take_pids())
     if stream.cut:
-        note(f"{path} is cut off; merging its {stream.events_read} complete events "
-             "(repaired in memory, the file is left as it is)")
+        note(
+            f"{path} is cut off; merging its {stream.events_read} complete events "
+            "(repaired in memory, the file is left as it is)"
+        )
     rank = stream.rank
     if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
         raise TraceError(f"{path}: no distributedInfo.rank; merge needs each input's rank")
     base = stream.header.get("baseTimeNanoseconds")
     if not isinstance(base, int) or isinstance(base, bool):
-        raise TraceError(f"{path}: no baseTimeNanoseconds; merge needs it to align the "
-                         "ranks' clocks")
-    return RankTrace(rank, path, base, stream.header, stream.tail, stream.cut, stream.incomplete,
-                     sorted(pids))
+        raise TraceError(
+            f"{path}: no baseTimeNanoseconds; merge needs it to align the ranks' clocks"
+        )
+    return RankTrace(
+        rank, path, base, stream.header, stream.tail, stream.cut, stream.incomplete, sorted(pids)
+    )
 
 
 def _process_rows(r):
@@ -255,21 +270,33 @@ def _process_rows(r):
     label = f"rank {r.rank}, {os.path.basename(r.path)}"
     if r.pids:
         label += ", pid " + " ".join(r.pids)
-    return [{"ph": "M", "name": "process_name", "pid": r.rank, "tid": 0,
-             "args": {"name": f"rank {r.rank}"}},
-            {"ph": "M", "name": "process_labels", "pid": r.rank, "tid": 0,
-             "args": {"labels": label}},
-            {"ph": "M", "name": "process_sort_index", "pid": r.rank, "tid": 0,
-             "args": {"sort_index": r.rank}}]
+    return [
+        {
+            "ph": "M",
+            "name": "process_name",
+            "pid": r.rank,
+            "tid": 0,
+            "args": {"name": f"rank {r.rank}"},
+        },
+        {"ph": "M", "name": "process_labels", "pid": r.rank, "tid": 0, "args": {"labels": label}},
+        {
+            "ph": "M",
+            "name": "process_sort_index",
+            "pid": r.rank,
+            "tid": 0,
+            "args": {"sort_index": r.rank},
+        },
+    ]
 
 
 def _distributed_info(ranks):
     """rank 0 of a world as large as the largest rank or world_size seen; the backend when every
     input names the same one."""
     infos = [r.header.get("distributedInfo", {}) for r in ranks]
-    world = max([r.rank + 1 for r in ranks] +
-                [info.get("world_size", 0) for info in infos
-                 if isinstance(info.get("world_size"), int)])
+    world = max(
+        [r.rank + 1 for r in ranks]
+        + [info.get("world_size", 0) for info in infos if isinstance(info.get("world_size"), int)]
+    )
     info = {}
     backends = {i.get("backend") for i in infos}
     if len(backends) == 1 and isinstance(next(iter(backends)), str):
@@ -283,8 +310,12 @@ def _tail(ranks, n_slices):
     for r in ranks:
         value = r.tail.get("dropped_events") if isinstance(r.tail, dict) else None
         dropped += value if isinstance(value, int) else 0
-    tail = {"events": n_slices, "dropped_events": dropped,
-            "complete": all(not r.incomplete for r in ranks), "merged": True}
+    tail = {
+        "events": n_slices,
+        "dropped_events": dropped,
+        "complete": all(not r.incomplete for r in ranks),
+        "merged": True,
+    }
     if any(r.cut or (isinstance(r.tail, dict) and r.tail.get("repaired")) for r in ranks):
         tail["repaired"] = True
     return tail

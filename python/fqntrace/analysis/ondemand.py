@@ -9,6 +9,7 @@ rounded up to a multiple of --roundup. The request is written beside the records
 renamed into place; then the records are polled until every target has finished its capture,
 refused, died, or the timeout passed.
 """
+
 import glob
 import json
 import math
@@ -18,9 +19,18 @@ import time
 import uuid
 
 from fqntrace.analysis.errors import TraceError
-from fqntrace.analysis.ondemand_status import (FINISHED, HINT, REQUEST_NAME, STATUS_SUFFIX,
-                                               by_rank, load_json, locate, none_found,
-                                               read_status, readable)
+from fqntrace.analysis.ondemand_status import (
+    FINISHED,
+    HINT,
+    REQUEST_NAME,
+    STATUS_SUFFIX,
+    by_rank,
+    load_json,
+    locate,
+    none_found,
+    read_status,
+    readable,
+)
 from fqntrace.analysis.trace_events import is_number, printable
 
 NOTIFY_DELAY_S = 0.5  # a process watching its folder with inotify, on this host, sees it in this
@@ -46,8 +56,9 @@ def live_targets(where, note):
         else:
             live.append(status)
     if not live:
-        raise TraceError(f"no live process to capture {searched}: every record is stale or "
-                         f"unreadable; {HINT}")
+        raise TraceError(
+            f"no live process to capture {searched}: every record is stale or unreadable; {HINT}"
+        )
     return live
 
 
@@ -72,8 +83,9 @@ def request_in_progress(folder, now):
     if not is_number(expires) or expires <= now:
         return None
     request_id = request.get("id")
-    statuses = [read_status(p) for p in glob.glob(os.path.join(glob.escape(folder),
-                                                               "*" + STATUS_SUFFIX))]
+    statuses = [
+        read_status(p) for p in glob.glob(os.path.join(glob.escape(folder), "*" + STATUS_SUFFIX))
+    ]
     by_key = {s.key(): s for s in statuses if s.error is None}
     waiting = []
     for target in request.get("targets") or []:
@@ -81,15 +93,16 @@ def request_in_progress(folder, now):
             continue
         status = by_key.get((str(target.get("host", "")), target.get("pid")))
         # A target whose record is gone or stale will never answer: it holds nothing up.
-        if status is not None and not status.staleness(now) and \
-                not _finished(status, request_id):
+        if status is not None and not status.staleness(now) and not _finished(status, request_id):
             waiting.append(status)
     if not waiting:
         return None
     more = f" and {len(waiting) - 1} more" if len(waiting) > 1 else ""
-    return (f"{printable(os.path.join(folder, REQUEST_NAME))} holds request "
-            f"{printable(request_id)}, which {waiting[0].who()}{more} has not finished (it "
-            f"expires in {expires - now:.0f} s); wait for it to end")
+    return (
+        f"{printable(os.path.join(folder, REQUEST_NAME))} holds request "
+        f"{printable(request_id)}, which {waiting[0].who()}{more} has not finished (it "
+        f"expires in {expires - now:.0f} s); wait for it to end"
+    )
 
 
 def check_free(targets, now):
@@ -97,8 +110,10 @@ def check_free(targets, now):
     for status in targets:
         busy = status.busy()
         if busy:
-            raise TraceError(f"{status.who()} is capturing already ({busy}); wait until it is "
-                             "done (python -m fqntrace ps)")
+            raise TraceError(
+                f"{status.who()} is capturing already ({busy}); wait until it is "
+                "done (python -m fqntrace ps)"
+            )
     for folder in sorted({os.path.dirname(s.path) for s in targets}):
         why = request_in_progress(folder, now)
         if why:
@@ -161,9 +176,11 @@ def write_requests(request, targets):
             except OSError:
                 pass
         failed = os.path.dirname(error.filename) if error.filename else folder
-        raise TraceError(f"{printable(failed)}: cannot write the capture request "
-                         f"({error.strerror or error}); run capture as the job's user, or make "
-                         "the folder writable") from None
+        raise TraceError(
+            f"{printable(failed)}: cannot write the capture request "
+            f"({error.strerror or error}); run capture as the job's user, or make "
+            "the folder writable"
+        ) from None
 
 
 def _shown(path):
@@ -200,8 +217,9 @@ class _Watch:
             return None  # caught midway twice: the next poll reads it again
         answer = current.answer(request_id)
         if answer is not None and answer.get("answer") == "refused":
-            return self._end(f"refused: {printable(answer.get('why') or 'no reason given')}",
-                             progress)
+            return self._end(
+                f"refused: {printable(answer.get('why') or 'no reason given')}", progress
+            )
         entry = current.capture(request_id)
         if answer is not None or entry is not None:
             self._say("accepted", f"{label} accepted", progress)
@@ -213,8 +231,9 @@ class _Watch:
             self.file = current.resolve(entry["file"])
             return self._end("done", progress, f"done: {_shown(self.file)}")
         if state in FINISHED:
-            error = entry.get("error") or ("its capture names no file" if state == "done"
-                                           else "no error given")
+            error = entry.get("error") or (
+                "its capture names no file" if state == "done" else "no error given"
+            )
             return self._end(f"failed: {printable(error)}", progress)
         stale = current.staleness(now)
         if stale:
@@ -225,8 +244,10 @@ class _Watch:
         if "accepted" not in self.said:
             self.outcome = f"did not answer in {timeout:.0f} s"
         else:
-            self.outcome = (f"did not finish in {timeout:.0f} s (its capture "
-                            f"{printable(self.state or 'not started')})")
+            self.outcome = (
+                f"did not finish in {timeout:.0f} s (its capture "
+                f"{printable(self.state or 'not started')})"
+            )
 
 
 class Result:
@@ -239,7 +260,8 @@ class Result:
         self.problems = [f"{w.status.who()} {w.outcome}" for w in watches if w.outcome != "done"]
         self.all_passed = bool(watches) and all(
             (w.outcome or "").startswith("refused: step") and "has passed" in w.outcome
-            for w in watches)
+            for w in watches
+        )
 
 
 def _announce(request_id, at_step, steps, seconds, n):
@@ -250,8 +272,17 @@ def _announce(request_id, at_step, steps, seconds, n):
     return f"request {request_id}: steps {at_step}..{at_step + steps - 1} on {processes}{more}"
 
 
-def capture(where, steps=None, roundup=None, at=None, seconds=None, memory=False, timeout=None,
-            note=lambda message: None, progress=lambda line: None):
+def capture(
+    where,
+    steps=None,
+    roundup=None,
+    at=None,
+    seconds=None,
+    memory=False,
+    timeout=None,
+    note=lambda message: None,
+    progress=lambda line: None,
+):
     """Asks the live processes ``where`` names (a pattern, a folder, a pid) to record steps
     ``steps`` from the next multiple of ``roundup`` they can reach (or from step ``at``), or
     ``seconds`` from now; waits for them (``timeout``: default_timeout). Returns a Result;
@@ -280,15 +311,28 @@ def _ask(where, steps, roundup, at, seconds, memory, timeout, note, progress, wi
         else:
             ahead = max(targets, key=lambda s: s.step)
             if at <= ahead.step:
-                raise TraceError(f"step {at} is already past on {ahead.who()} (at step "
-                                 f"{ahead.step}); give a later --at, or leave it out")
+                raise TraceError(
+                    f"step {at} is already past on {ahead.who()} (at step "
+                    f"{ahead.step}); give a later --at, or leave it out"
+                )
             at_step = at
     if timeout is None:
         timeout = default_timeout(targets, now, delay, at_step, steps, seconds)
     request_id = uuid.uuid4().hex
-    write_requests({"fqntrace_request": 1, "id": request_id, "created": now,
-                    "expires": now + timeout, "targets": [], "at_step": at_step, "steps": steps,
-                    "seconds": seconds, "memory": bool(memory)}, targets)
+    write_requests(
+        {
+            "fqntrace_request": 1,
+            "id": request_id,
+            "created": now,
+            "expires": now + timeout,
+            "targets": [],
+            "at_step": at_step,
+            "steps": steps,
+            "seconds": seconds,
+            "memory": bool(memory),
+        },
+        targets,
+    )
     progress(_announce(request_id, at_step, steps, seconds, len(targets)))
     watches = [_Watch(s) for s in targets]
     deadline = now + timeout

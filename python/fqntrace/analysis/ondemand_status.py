@@ -6,6 +6,7 @@ A job started with FQNTRACE_STEPS=demand keeps, per process, one JSON record in
 pointer `/tmp/fqntrace-<uid>/<pid>` holding that record's absolute path. Everything read from a
 record is data: names are shown through trace_events.printable.
 """
+
 import fnmatch
 import glob
 import json
@@ -145,8 +146,10 @@ class Status:
         """What it is recording, in words, or None when no capture runs."""
         for entry in self.captures():
             if entry.get("state") in BUSY:
-                return (f"capture {printable(entry.get('file', '?'))} is "
-                        f"{printable(entry.get('state'))}")
+                return (
+                    f"capture {printable(entry.get('file', '?'))} is "
+                    f"{printable(entry.get('state'))}"
+                )
         if self.data.get("state") == "capturing":
             return "it is capturing"
         return None
@@ -201,16 +204,19 @@ def from_pid(pid):
     try:
         path = _pointer_target(pointer)
     except FileNotFoundError:
-        raise TraceError(f"pid {pid} is not an armed fqntrace process on this host (no "
-                         f"{pointer}); {HINT}") from None
+        raise TraceError(
+            f"pid {pid} is not an armed fqntrace process on this host (no {pointer}); {HINT}"
+        ) from None
     except OSError as error:
         raise TraceError(f"{pointer}: cannot read it ({error.strerror or error})") from None
     status = read_status(path)
     if status.gone:
         raise TraceError(f"pid {pid} has exited: its status record {printable(path)} is gone")
     if status.error is None and status.pid != pid:
-        raise TraceError(f"pid {pid} is not an armed fqntrace process on this host: "
-                         f"{pointer} is left over and names the record of pid {status.pid}")
+        raise TraceError(
+            f"pid {pid} is not an armed fqntrace process on this host: "
+            f"{pointer} is left over and names the record of pid {status.pid}"
+        )
     return status
 
 
@@ -248,11 +254,14 @@ def _from_pattern(pattern):
             if status.error is not None:  # only its file name can tell whose it is
                 if fnmatch.fnmatchcase(os.path.basename(path), name_glob):
                     found.append(status)
-            elif (status.data.get("pattern") == pattern or fnmatch.fnmatchcase(
-                    status.resolve(status.data.get("trace", "")), wanted)):
+            elif status.data.get("pattern") == pattern or fnmatch.fnmatchcase(
+                status.resolve(status.data.get("trace", "")), wanted
+            ):
                 found.append(status)
-    places = ", ".join(f"{f}/" for f in folders) or \
-        f"{os.path.join(os.path.dirname(as_glob), STATUS_FOLDER)}/ (no such folder)"
+    places = (
+        ", ".join(f"{f}/" for f in folders)
+        or f"{os.path.join(os.path.dirname(as_glob), STATUS_FOLDER)}/ (no such folder)"
+    )
     return found, f"for traces {pattern} in {places}"
 
 
@@ -287,12 +296,20 @@ def _rate_text(status):
 def ps_row(status, now):
     captures = status.captures()
     last = captures[-1] if captures else None
-    capture = (f"{printable(last.get('file', '?'))} {printable(last.get('state', '?'))}"
-               if last else "-")
+    capture = (
+        f"{printable(last.get('file', '?'))} {printable(last.get('state', '?'))}" if last else "-"
+    )
     state = status.staleness(now) or printable(status.data.get("state", "?"))
-    return ("-" if status.rank is None else str(status.rank), str(status.pid),
-            printable(status.host), str(status.step), _rate_text(status), state, capture,
-            printable(status.data.get("trace", "?")))
+    return (
+        "-" if status.rank is None else str(status.rank),
+        str(status.pid),
+        printable(status.host),
+        str(status.step),
+        _rate_text(status),
+        state,
+        capture,
+        printable(status.data.get("trace", "?")),
+    )
 
 
 def ps_lines(where=None, note=lambda message: None):
@@ -307,7 +324,9 @@ def ps_lines(where=None, note=lambda message: None):
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
     lines = []
     for row in rows:
-        cells = [row[i].rjust(widths[i]) if i in RIGHT else row[i].ljust(widths[i])
-                 for i in range(len(COLUMNS))]
+        cells = [
+            row[i].rjust(widths[i]) if i in RIGHT else row[i].ljust(widths[i])
+            for i in range(len(COLUMNS))
+        ]
         lines.append("  ".join(cells).rstrip())
     return lines

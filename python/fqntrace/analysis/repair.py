@@ -9,6 +9,7 @@ are counted by the native engine, analysis/summary_engine.cpp, without being dec
 then its bytes up to that point are copied into a temporary file that replaces it: memory holds
 a read chunk, never the file.
 """
+
 import json
 
 from fqntrace.analysis import summarize, trace_bytes, trace_write, tracestream
@@ -20,15 +21,19 @@ def repair_file(path, output=None):
     with tracestream.TraceStream(path) as stream:
         n_events, n_slices = _count(stream)  # damage is reported before "not ours"
         _check_is_ours(path, {**stream.header, **stream.after_events})
-        fmt, cut, partial, keep_end = (stream.format, stream.cut, stream.dropped_partial,
-                                       stream.keep_end)
+        fmt, cut, partial, keep_end = (
+            stream.format,
+            stream.cut,
+            stream.dropped_partial,
+            stream.keep_end,
+        )
     if not cut:
         extra = f" (nothing written to {output})" if output else ""
         return f"already complete: {n_events} events{extra}"
     target = output or path
-    trace_write.write_atomic_chunks(target,
-                                    _repaired_chunks(path, fmt, keep_end, n_slices, partial),
-                                    like=path)
+    trace_write.write_atomic_chunks(
+        target, _repaired_chunks(path, fmt, keep_end, n_slices, partial), like=path
+    )
     return _repaired_line(n_events, partial, target, output)
 
 
@@ -72,8 +77,9 @@ def _repaired_chunks(path, fmt, keep_end, n_slices, dropped_partial):
         while left > 0:
             data = source.read()
             if not data:
-                raise TraceError(f"{path}: the file changed while it was being repaired; "
-                                 "run repair again")
+                raise TraceError(
+                    f"{path}: the file changed while it was being repaired; run repair again"
+                )
             data = data[:left]
             left -= len(data)
             yield data  # bytes: written back exactly, never decoded
@@ -84,11 +90,20 @@ def _repaired_chunks(path, fmt, keep_end, n_slices, dropped_partial):
 
 def _closing(fmt, n_slices, dropped_partial):
     if fmt == tracestream.JSONL:
-        footer = {"ph": "footer", "events": n_slices, "complete": False, "repaired": True,
-                  "dropped_lines": 1 if dropped_partial else 0}
+        footer = {
+            "ph": "footer",
+            "events": n_slices,
+            "complete": False,
+            "repaired": True,
+            "dropped_lines": 1 if dropped_partial else 0,
+        }
         return "\n" + json.dumps(footer) + "\n"
-    tail = {"events": n_slices, "complete": False, "repaired": True,
-            "dropped_lines": 1 if dropped_partial else 0}
+    tail = {
+        "events": n_slices,
+        "complete": False,
+        "repaired": True,
+        "dropped_lines": 1 if dropped_partial else 0,
+    }
     return "\n], \"fqntrace\": " + json.dumps(tail) + "}\n"
 
 
@@ -102,9 +117,15 @@ def _check_is_ours(path, header):
     """Only a file the core began (its header is there) is closed: completing anything else
     would write a file that is still not a trace."""
     info = header.get("distributedInfo") if isinstance(header, dict) else None
-    if (not isinstance(header, dict) or header.get("schemaVersion") != 1
-            or not isinstance(info, dict) or not isinstance(info.get("rank"), int)
-            or not isinstance(info.get("world_size"), int)
-            or not isinstance(header.get("baseTimeNanoseconds"), int)):
-        raise TraceError(f"{path}: not an fqntrace trace (its header lacks schemaVersion 1, "
-                         "distributedInfo or baseTimeNanoseconds); nothing repaired")
+    if (
+        not isinstance(header, dict)
+        or header.get("schemaVersion") != 1
+        or not isinstance(info, dict)
+        or not isinstance(info.get("rank"), int)
+        or not isinstance(info.get("world_size"), int)
+        or not isinstance(header.get("baseTimeNanoseconds"), int)
+    ):
+        raise TraceError(
+            f"{path}: not an fqntrace trace (its header lacks schemaVersion 1, "
+            "distributedInfo or baseTimeNanoseconds); nothing repaired"
+        )

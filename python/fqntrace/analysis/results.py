@@ -10,6 +10,7 @@ Tables are pandas DataFrames when pandas is installed (the `fqntrace[notebook]` 
 `frame=False` gives the same rows as a list of dicts, which is all this module needs itself.
 No torch here: results load where only the analysis half is installed.
 """
+
 import os
 import sys
 
@@ -17,16 +18,38 @@ from fqntrace.analysis import crossrank, diff, report, step_times, table, trace_
 from fqntrace.analysis.errors import TraceError
 from fqntrace.analysis.trace_events import PHASES
 
-PANDAS_HINT = ("needs pandas, which is not installed here: pip install 'fqntrace[notebook]' (or "
-               "pip install pandas); frame=False gives the same rows as a list of dicts")
+PANDAS_HINT = (
+    "needs pandas, which is not installed here: pip install 'fqntrace[notebook]' (or "
+    "pip install pandas); frame=False gives the same rows as a list of dicts"
+)
 
 # Column order of the tables; keys a trace has beyond these (memory, device time) follow them.
 _MODULE_KEYS = ("fqn", "module_type", "depth", "phase", "calls")
-_PHASE_KEYS = ("total_ms", "self_ms", "step_median_ms", "step_self_median_ms", "step_mad_ms",
-               "ops", "self_ops", "flops", "self_flops", "comm_ms", "comm_bytes", "collectives")
+_PHASE_KEYS = (
+    "total_ms",
+    "self_ms",
+    "step_median_ms",
+    "step_self_median_ms",
+    "step_mad_ms",
+    "ops",
+    "self_ops",
+    "flops",
+    "self_flops",
+    "comm_ms",
+    "comm_bytes",
+    "collectives",
+)
 _PER_MODULE_KEYS = ("step_spread_pct", "noisy")
-_CROSS_KEYS = ("median_ms", "max_ms", "min_ms", "slowest_rank", "over_median_ms",
-               "self_median_ms", "self_max_ms", "self_slowest_rank")
+_CROSS_KEYS = (
+    "median_ms",
+    "max_ms",
+    "min_ms",
+    "slowest_rank",
+    "over_median_ms",
+    "self_median_ms",
+    "self_max_ms",
+    "self_slowest_rank",
+)
 
 
 def _frame(rows, what, columns=None):
@@ -73,8 +96,13 @@ def module_rows(summary, rank=None, depth=None):
             if not isinstance(p, dict) or (phase != "forward" and _phase_is_empty(p)):
                 continue
             row = {} if rank is None else {"rank": rank}
-            row.update(fqn=fqn, module_type=m.get("module_type") or "", depth=level,
-                       phase=phase, calls=m.get("calls", 0))
+            row.update(
+                fqn=fqn,
+                module_type=m.get("module_type") or "",
+                depth=level,
+                phase=phase,
+                calls=m.get("calls", 0),
+            )
             row.update((k, v) for k, v in p.items() if _is_scalar(v))
             row.update((k, m[k]) for k in _PER_MODULE_KEYS if k in m)
             rows.append(row)
@@ -105,8 +133,12 @@ def cross_rank_rows(result, depth=None):
                 continue
             if phase != "forward" and not any(p.get(k) for k in ("max_ms", "self_max_ms")):
                 continue
-            row = {"fqn": fqn, "module_type": m.get("module_type") or "", "depth": level,
-                   "phase": phase}
+            row = {
+                "fqn": fqn,
+                "module_type": m.get("module_type") or "",
+                "depth": level,
+                "phase": phase,
+            }
             row.update((k, p[k]) for k in _CROSS_KEYS if k in p)
             for r, values in (p.get("ranks") or {}).items():
                 row[f"total_ms_rank{r}"] = values.get("total_ms")
@@ -118,12 +150,18 @@ def diff_rows(result):
     """One dict per row of a diff (diff.compare), intervals and per-phase times flat."""
     rows = []
     for r in result["rows"]:
-        row = {"fqn": r["fqn"], "module_type": r.get("module_type") or "",
-               "status": r.get("status"), "verdict": r.get("verdict")}
+        row = {
+            "fqn": r["fqn"],
+            "module_type": r.get("module_type") or "",
+            "status": r.get("status"),
+            "verdict": r.get("verdict"),
+        }
         for key in ("change_ms", "change_pct"):
             row[key] = r.get(key)
-        for key, low_high in (("interval_ms", r.get("interval_ms")),
-                              ("interval_pct", r.get("interval_pct"))):
+        for key, low_high in (
+            ("interval_ms", r.get("interval_ms")),
+            ("interval_pct", r.get("interval_pct")),
+        ):
             low, high = low_high if isinstance(low_high, (list, tuple)) else (None, None)
             row[key + "_low"], row[key + "_high"] = low, high
         for key in ("p_value", "significant", "gated", "regressed", "measure"):
@@ -145,8 +183,9 @@ def _as_paths(paths):
         paths = [paths]
     paths = [os.fspath(p) for p in paths]
     if not paths:
-        raise TraceError("load() needs a trace: a path, a pattern such as 'run.*.json', or a "
-                         "list of them")
+        raise TraceError(
+            "load() needs a trace: a path, a pattern such as 'run.*.json', or a list of them"
+        )
     return crossrank.expand_paths(paths)
 
 
@@ -162,8 +201,9 @@ def _step_set(steps):
             raise ValueError("step numbers are whole numbers >= 0")
         return numbers
     except (TypeError, ValueError) as error:
-        raise ValueError(f"fqntrace: exclude_steps={steps!r}: {error}; e.g. \"0\", \"0-2\", "
-                         "\"none\" or {0, 1}") from None
+        raise ValueError(
+            f"fqntrace: exclude_steps={steps!r}: {error}; e.g. \"0\", \"0-2\", \"none\" or {{0, 1}}"
+        ) from None
 
 
 def _say(message):
@@ -189,8 +229,10 @@ class Trace:
 
         # report.load_run with use_sibling=False: the numbers `summary --json` prints (not a
         # <stem>.summary.json beside the trace), and the per-step op times the report draws.
-        self._loaded = [(p,) + report.load_run(p, hear, self.exclude_steps, use_sibling=False)
-                        for p in self.paths]
+        self._loaded = [
+            (p,) + report.load_run(p, hear, self.exclude_steps, use_sibling=False)
+            for p in self.paths
+        ]
         self._per_file = [summary for _, summary, _ in self._loaded]
         if len(self.paths) == 1:
             self.json = self._per_file[0]
@@ -219,8 +261,11 @@ class Trace:
         if not frame:
             return rows
         # The phase keys a trace lacks (per-step ones without steps) are no columns.
-        columns = [c for c in _columns(rows, first)
-                   if c not in _PHASE_KEYS or any(c in row for row in rows)]
+        columns = [
+            c
+            for c in _columns(rows, first)
+            if c not in _PHASE_KEYS or any(c in row for row in rows)
+        ]
         return _frame(rows, ".summary()", columns)
 
     def steps(self, frame=True):
@@ -237,24 +282,51 @@ class Trace:
         """Several ranks: per module and phase the median, max and min over the ranks, the
         slowest rank, and each rank's total (`summary --json` over the same files)."""
         if not self.several:
-            raise ValueError("fqntrace: ranks() compares several traces; load them together: "
-                             "fqntrace.load(['run.0.json', 'run.1.json']) or 'run.*.json'")
+            raise ValueError(
+                "fqntrace: ranks() compares several traces; load them together: "
+                "fqntrace.load(['run.0.json', 'run.1.json']) or 'run.*.json'"
+            )
         rows = cross_rank_rows(self.json, depth)
-        return _frame(rows, ".ranks()", _columns(rows, ("fqn", "module_type", "depth", "phase")
-                                                  + _CROSS_KEYS)) if frame else rows
+        return (
+            _frame(
+                rows,
+                ".ranks()",
+                _columns(rows, ("fqn", "module_type", "depth", "phase") + _CROSS_KEYS),
+            )
+            if frame
+            else rows
+        )
 
-    def compare(self, other, threshold=None, alpha=diff.DEFAULT_ALPHA,
-                min_share=diff.DEFAULT_MIN_SHARE_PCT, absolute=False, totals=False,
-                measure="cpu"):
+    def compare(
+        self,
+        other,
+        threshold=None,
+        alpha=diff.DEFAULT_ALPHA,
+        min_share=diff.DEFAULT_MIN_SHARE_PCT,
+        absolute=False,
+        totals=False,
+        measure="cpu",
+    ):
         """`diff` of this trace (BASE) and `other` (NEW: a Trace or a path): its JSON dict."""
         if not isinstance(other, Trace):
             other = Trace(other, exclude_steps=self.exclude_steps)
         if self.several or other.several:
-            raise ValueError("fqntrace: diff compares one trace with one trace (a rank with the "
-                             "same rank of another run)")
-        return diff.compare(self.json, other.json, threshold=threshold, min_share=min_share,
-                            base_name=self.paths[0], new_name=other.paths[0], alpha=alpha,
-                            totals=totals, absolute=absolute, measure=measure)
+            raise ValueError(
+                "fqntrace: diff compares one trace with one trace (a rank with the "
+                "same rank of another run)"
+            )
+        return diff.compare(
+            self.json,
+            other.json,
+            threshold=threshold,
+            min_share=min_share,
+            base_name=self.paths[0],
+            new_name=other.paths[0],
+            alpha=alpha,
+            totals=totals,
+            absolute=absolute,
+            measure=measure,
+        )
 
     def diff(self, other, threshold=None, frame=True, **options):
         """diff's table, this trace as BASE and `other` as NEW: one row per module with its
@@ -267,10 +339,15 @@ class Trace:
         if not frame:
             return rows
         out = _frame(rows, ".diff()", _columns(rows, ()))
-        out.attrs.update(regressions=list(result["regressions"]),
-                         passed=not result["regressions"], threshold_pct=result["threshold_pct"],
-                         mode=result["mode"], measure=result.get("measure"),
-                         note=result["note"], alpha=result["alpha"])
+        out.attrs.update(
+            regressions=list(result["regressions"]),
+            passed=not result["regressions"],
+            threshold_pct=result["threshold_pct"],
+            mode=result["mode"],
+            measure=result.get("measure"),
+            note=result["note"],
+            alpha=result["alpha"],
+        )
         return out
 
     def report_data(self):
@@ -304,8 +381,9 @@ class Trace:
         try:
             return inline_view.render(self, chart=self.display_chart, depth=self.display_depth)
         except Exception as error:  # a notebook shows the text view instead of our traceback
-            sys.stderr.write(f"fqntrace: no HTML view ({type(error).__name__}: {error}); "
-                             "please report it\n")
+            sys.stderr.write(
+                f"fqntrace: no HTML view ({type(error).__name__}: {error}); please report it\n"
+            )
             return None
 
 
@@ -316,4 +394,3 @@ def load(paths, exclude_steps=step_times.DEFAULT_EXCLUDED):
     the per-step numbers ("0", "0-2", "none", or a set of numbers; default: step 0, as the CLI).
     Raises fqntrace.TraceError with a one-line message for a file it cannot read."""
     return Trace(paths, exclude_steps=exclude_steps)
-

@@ -26,6 +26,7 @@ that was not picked. So a module's time here is what the complete ranges measure
 
 docs/sampling.md says when to use which mode and how close the two come on a real model.
 """
+
 import math
 from typing import NamedTuple
 
@@ -41,8 +42,10 @@ NESTED_BYTES = 512
 # What a module's time is in a sampled summary, where it differs from a full trace's op time
 # (the JSON's "time_definition", said by the table's notes and the report): a full, windowed or
 # captured trace counts op time, so Global there has no Python between ops in it.
-TIME_DEFINITION = ("scope wall time (forward, recompute: Python between ops included), autograd "
-                   "node time (backward); ops outside every scope estimated from the sampled ones")
+TIME_DEFINITION = (
+    "scope wall time (forward, recompute: Python between ops included), autograd "
+    "node time (backward); ops outside every scope estimated from the sampled ones"
+)
 _Z95 = 1.959963984540054
 
 
@@ -67,6 +70,7 @@ class _Thread:
 class _Loose(NamedTuple):
     """What the estimate needs of a loose op, kept instead of its whole event: a long job's
     settled ops wait for the end (the shallowest stack depth is known only then)."""
+
     pid: object
     fqn: str
     phase: object
@@ -76,8 +80,9 @@ class _Loose(NamedTuple):
 def _loose(e):
     args = e["args"]
     depth = args.get("stack_depth")
-    return _Loose(e.get("pid"), args["fqn"], args.get("phase"),
-                  depth if type(depth) is int else None)
+    return _Loose(
+        e.get("pid"), args["fqn"], args.get("phase"), depth if type(depth) is int else None
+    )
 
 
 def _pop_enclosed(items, start, end, tol=trace_events.NEST_TOLERANCE_NS):
@@ -125,7 +130,7 @@ class SampledSummary:
         dur = end - start
         self._time(op.pid, op.fqn, op.phase, start, round(dur / self.p))
         key = (op.fqn, op.phase)
-        self.variance[key] = self.variance.get(key, 0.0) + (1 - self.p) / self.p ** 2 * dur * dur
+        self.variance[key] = self.variance.get(key, 0.0) + (1 - self.p) / self.p**2 * dur * dur
 
     def _settle_loose(self, thread, start=None, end=None):
         """Counts the loose ops that nothing can enclose any more: all of them, or those outside
@@ -147,8 +152,13 @@ class SampledSummary:
             return
         args = e.get("args")
         ts, dur = e.get("ts"), e.get("dur")
-        if (type(args) is not dict or type(args.get("fqn")) is not str
-                or not trace_events.is_number(ts) or not trace_events.is_number(dur) or dur < 0):
+        if (
+            type(args) is not dict
+            or type(args.get("fqn")) is not str
+            or not trace_events.is_number(ts)
+            or not trace_events.is_number(dur)
+            or dur < 0
+        ):
             return
         start = round(ts * 1000)
         end = start + round(dur * 1000)
@@ -173,11 +183,16 @@ class SampledSummary:
             if fqn == "Global" and record is not None and "Fwd thread id" not in args:
                 _pop_enclosed(thread.loose, start, end)  # the outer op's time holds theirs
                 thread.loose.append((start, end, _loose(e)))
-        elif e.get("cat") == "user_annotation" and not args.get("async_work") and (
-                "module_type" in args or fqn == "Global"):
+        elif (
+            e.get("cat") == "user_annotation"
+            and not args.get("async_work")
+            and ("module_type" in args or fqn == "Global")
+        ):
             # a module scope, or a user scope outside every module: complete, counted by its
             # own wall time (less the complete ranges inside it, counted on their own)
-            inner = _pop_enclosed(thread.walls, start, end) + _pop_enclosed(thread.nodes, start, end)
+            inner = _pop_enclosed(thread.walls, start, end) + _pop_enclosed(
+                thread.nodes, start, end
+            )
             _pop_enclosed(thread.loose, start, end)
             self._time(e.get("pid"), fqn, phase, start, max(ns - sum(d for _, _, d in inner), 0))
             thread.walls.append((start, end, ns))
@@ -194,8 +209,12 @@ class SampledSummary:
         if not self.node_spans or type(args) is not dict:
             return
         node_ns, ts = args.get("node_ns"), e.get("ts")
-        if (type(node_ns) is int and node_ns > 0 and type(args.get("fqn")) is str
-                and trace_events.is_number(ts)):
+        if (
+            type(node_ns) is int
+            and node_ns > 0
+            and type(args.get("fqn")) is str
+            and trace_events.is_number(ts)
+        ):
             self._time(e.get("pid"), args["fqn"], args.get("phase"), round(ts * 1000), node_ns)
 
     def _count_settled(self, thread):
@@ -220,9 +239,16 @@ class SampledSummary:
                 for top in rec["top"].values():
                     top[1] = round(top[1] * scale)
         merged = header.get("ranks")
-        out = summary_result(self.totals, header, tail, incomplete, path,
-                      merged if isinstance(merged, list) else None, self.per_step,
-                      self.exclude_steps)
+        out = summary_result(
+            self.totals,
+            header,
+            tail,
+            incomplete,
+            path,
+            merged if isinstance(merged, list) else None,
+            self.per_step,
+            self.exclude_steps,
+        )
         out["sample"] = self.p
         out["time_definition"] = TIME_DEFINITION
         for (fqn, phase), var in self.variance.items():

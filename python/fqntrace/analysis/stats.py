@@ -14,6 +14,7 @@ Plain Python, no scipy: the CLI must stay light. What is here:
 * the speed of each step (step_speeds): how fast the machine ran that step, read from every
   module at once, so that a module's time can be compared at one speed.
 """
+
 import functools
 import math
 import statistics
@@ -76,8 +77,12 @@ def _exact_counts(n1, n2):
             with_x = [0] * b + prev[b]
             with_y = cur[b - 1]
             size = max(len(with_x), len(with_y))
-            cur.append([(with_x[u] if u < len(with_x) else 0)
-                        + (with_y[u] if u < len(with_y) else 0) for u in range(size)])
+            cur.append(
+                [
+                    (with_x[u] if u < len(with_x) else 0) + (with_y[u] if u < len(with_y) else 0)
+                    for u in range(size)
+                ]
+            )
         prev = cur
     return tuple(prev[n2])
 
@@ -99,10 +104,10 @@ def mann_whitney(x, y):
         counts = _exact_counts(n1, n2)
         total = sum(counts)
         k = int(round(min(u, n1 * n2 - u)))  # the distribution is symmetric
-        p = min(1.0, 2.0 * sum(counts[:k + 1]) / total)
+        p = min(1.0, 2.0 * sum(counts[: k + 1]) / total)
         return u, p, "exact"
     n = n1 + n2
-    tie_term = sum(t ** 3 - t for t in ties) / (n * (n - 1))
+    tie_term = sum(t**3 - t for t in ties) / (n * (n - 1))
     variance = n1 * n2 / 12.0 * ((n + 1) - tie_term)
     if variance <= 0:
         return u, 1.0, "normal"
@@ -155,8 +160,19 @@ class Comparison:
     BASE (Hodges-Lehmann) with its interval, in ms and in percent of BASE's median, and the U
     test's p-value."""
 
-    __slots__ = ("base_median", "new_median", "base_mad", "new_mad", "shift", "low", "high",
-                 "p_value", "method", "n_base", "n_new")
+    __slots__ = (
+        "base_median",
+        "new_median",
+        "base_mad",
+        "new_mad",
+        "shift",
+        "low",
+        "high",
+        "p_value",
+        "method",
+        "n_base",
+        "n_new",
+    )
 
     def __init__(self, base, new, alpha=0.05):
         self.n_base, self.n_new = len(base), len(new)

@@ -6,6 +6,7 @@ An event belongs to step N when its start lies in ``[ts, ts + dur)`` of the ``Pr
 range of its process, on any thread (the rule HTA applies). Events before the first step range or
 after the last belong to no step.
 """
+
 import bisect
 import re
 import statistics
@@ -32,7 +33,9 @@ def parse_step_list(text):
         part = part.strip()
         first, dash, last = part.partition("-")
         if not first.isdigit() or (dash and not last.isdigit()):
-            raise ValueError(f"expected step numbers such as 0 or 0,1 or 0-2, or none; got {part!r}")
+            raise ValueError(
+                f"expected step numbers such as 0 or 0,1 or 0-2, or none; got {part!r}"
+            )
         lo, hi = int(first), int(last) if dash else int(first)
         if hi < lo:
             raise ValueError(f"{part!r}: the range goes backwards")
@@ -73,9 +76,14 @@ def read_step_ranges(path):
     if found is None:
         with tracestream.TraceStream(path) as stream:
             found = list(stream)  # only the step ranges are kept below
-    timed = ((e, to_ns(e["ts"]), to_ns(e["ts"]) + to_ns(e["dur"])) for e in found
-             if isinstance(e, dict) and e.get("ph") == "X" and trace_events.is_number(e.get("ts"))
-             and trace_events.is_number(e.get("dur")))
+    timed = (
+        (e, to_ns(e["ts"]), to_ns(e["ts"]) + to_ns(e["dur"]))
+        for e in found
+        if isinstance(e, dict)
+        and e.get("ph") == "X"
+        and trace_events.is_number(e.get("ts"))
+        and trace_events.is_number(e.get("dur"))
+    )
     return step_ranges(timed) or None
 
 
@@ -144,21 +152,36 @@ class StepTimes:
         per_step = []
         for s in all_steps:
             op_ns = sum(self._times.get(s, {}).values())
-            row = {"step": s, "ms": ms(self.durations[s]), "op_ms": ms(op_ns),
-                   "excluded": s in exclude}
+            row = {
+                "step": s,
+                "ms": ms(self.durations[s]),
+                "op_ms": ms(op_ns),
+                "excluded": s in exclude,
+            }
             if self._cpu:
                 row["cpu_ms"] = ms(sum(self._cpu.get(s, {}).values()))
             per_step.append(row)
-        out = {"count": len(kept), "recorded": len(all_steps),
-               "excluded": sorted(s for s in all_steps if s in exclude), "per_step": per_step}
+        out = {
+            "count": len(kept),
+            "recorded": len(all_steps),
+            "excluded": sorted(s for s in all_steps if s in exclude),
+            "per_step": per_step,
+        }
         if kept:
             lengths = [self.durations[s] / 1e6 for s in kept]
             median = statistics.median(lengths)
-            out.update({"median_ms": round(median, 6), "min_ms": round(min(lengths), 6),
-                        "max_ms": round(max(lengths), 6),
-                        "mad_ms": round(statistics.median(abs(v - median) for v in lengths), 6),
-                        "median_op_ms": round(statistics.median(
-                            sum(self._times.get(s, {}).values()) / 1e6 for s in kept), 6)})
+            out.update(
+                {
+                    "median_ms": round(median, 6),
+                    "min_ms": round(min(lengths), 6),
+                    "max_ms": round(max(lengths), 6),
+                    "mad_ms": round(statistics.median(abs(v - median) for v in lengths), 6),
+                    "median_op_ms": round(
+                        statistics.median(sum(self._times.get(s, {}).values()) / 1e6 for s in kept),
+                        6,
+                    ),
+                }
+            )
         # Per module: the median over the kept steps of its time in each (0 in a step it did not
         # run in), for itself and with its submodules (each fqn's time added to its ancestors).
         subtrees = _subtrees(self._times, kept)

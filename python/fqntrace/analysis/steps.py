@@ -5,6 +5,7 @@ The numbers are those a streamed summary kept per step (step_times.StepTimes: ea
 self time in the step whose range holds its start, whatever its thread), so a step's numbers add
 up as the whole trace's do. A trace without step ranges has no steps (an empty list).
 """
+
 from fqntrace.analysis.trace_events import PHASES, lineage, ms
 
 
@@ -25,7 +26,12 @@ def per_step_from(times):
             for module in lineage(fqn):  # each module's time counts in its ancestors
                 row = modules.setdefault(module, [0, 0, 0])
                 row[k] += ns
-        out.append({"step": number, "ms": ms(times.durations[number]),
-                    "op_ms": {p: round(v, 6) for p, v in op_ms.items()},
-                    "modules": {f: [ms(ns) for ns in row] for f, row in modules.items()}})
+        out.append(
+            {
+                "step": number,
+                "ms": ms(times.durations[number]),
+                "op_ms": {p: round(v, 6) for p, v in op_ms.items()},
+                "modules": {f: [ms(ns) for ns in row] for f, row in modules.items()},
+            }
+        )
     return out

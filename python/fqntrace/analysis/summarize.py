@@ -26,15 +26,24 @@ Rules (<stem>.summary.json is `summary --json` of the finished trace, fqntrace/_
 * Memory (FQNTRACE_MEMORY: "[memory]" events): alloc_bytes, freed_bytes, peak_bytes,
   activation_bytes, grad_bytes per phase, by fqntrace.analysis.memory's rules (docs/memory.md).
 """
+
 import json
 import os
 from typing import NamedTuple
 
-from fqntrace.analysis import (errors, memory, sampled, step_times, trace_events, tracestream,
-                               whole_file)
+from fqntrace.analysis import (
+    errors,
+    memory,
+    sampled,
+    step_times,
+    trace_events,
+    tracestream,
+    whole_file,
+)
 from fqntrace.analysis.errors import TraceError
 from fqntrace.analysis.summary_totals import Totals, event_name, summary_result
 from fqntrace.analysis.trace_events import PHASES
+
 
 def _valid_slices(events):
     """The X events that carry time and a module: numeric ts, dur >= 0, args.fqn a string."""
@@ -42,8 +51,13 @@ def _valid_slices(events):
         if not isinstance(e, dict) or e.get("ph") != "X" or trace_events.is_module_view(e):
             continue
         args = e.get("args")
-        if (trace_events.is_number(e.get("ts")) and trace_events.is_number(e.get("dur"))
-                and e["dur"] >= 0 and isinstance(args, dict) and isinstance(args.get("fqn"), str)):
+        if (
+            trace_events.is_number(e.get("ts"))
+            and trace_events.is_number(e.get("dur"))
+            and e["dur"] >= 0
+            and isinstance(args, dict)
+            and isinstance(args.get("fqn"), str)
+        ):
             yield e
 
 
@@ -79,11 +93,18 @@ def _summarize_whole(trace, exclude_steps):
         try:
             engine = _native.Engine(True, _flat_ranges(ranges))  # fed as JSON Lines blocks
             for k in range(0, len(events), _BLOCK_EVENTS):
-                block = b"\n".join([encode_event(e) for e in events[k:k + _BLOCK_EVENTS]])
+                block = b"\n".join([encode_event(e) for e in events[k : k + _BLOCK_EVENTS]])
                 if engine.feed_block(block, 0, len(block)) < 0:
                     raise _NativeCannot(trace.path)
-            return _native_result(engine, ranges, exclude_steps, trace.header, trace.tail,
-                                  trace.incomplete, trace.path)
+            return _native_result(
+                engine,
+                ranges,
+                exclude_steps,
+                trace.header,
+                trace.tail,
+                trace.incomplete,
+                trace.path,
+            )
         except (_NativeCannot, TypeError, ValueError, UnicodeError, OverflowError):
             pass  # an event the engine does not take, or partial overlaps: the Python loop
     per_step = step_times.StepTimes.from_ranges(ranges) if ranges else None
@@ -145,6 +166,7 @@ class NotPostOrder(Exception):
 
 class Group(NamedTuple):
     """The ops of one owner (phase, fqn) on a pending subtree's frontier."""
+
     dur_ns: int  # their summed duration
     excluded_ns: int  # the time of counted ops below them, taken out of whichever op counts
     contributions: dict  # (op name, step) -> [self_ns, count]: what they add if they count
@@ -175,9 +197,12 @@ def _merge_groups(into, groups):
                 t[0] += ns
                 t[1] += count
         # A collective's work range shares the owner but adds no time: the op's record wins.
-        into[owner] = Group(mine.dur_ns + g.dur_ns, mine.excluded_ns + g.excluded_ns,
-                            mine.contributions,
-                            g.phase_totals if mine.phase_totals is None else mine.phase_totals)
+        into[owner] = Group(
+            mine.dur_ns + g.dur_ns,
+            mine.excluded_ns + g.excluded_ns,
+            mine.contributions,
+            g.phase_totals if mine.phase_totals is None else mine.phase_totals,
+        )
 
 
 class StreamSummary:
@@ -217,8 +242,13 @@ class StreamSummary:
         args = e.get("args")
         ts = e.get("ts")
         dur = e.get("dur")
-        if (type(args) is not dict or type(args.get("fqn")) is not str
-                or not trace_events.is_number(ts) or not trace_events.is_number(dur) or dur < 0):
+        if (
+            type(args) is not dict
+            or type(args.get("fqn")) is not str
+            or not trace_events.is_number(ts)
+            or not trace_events.is_number(dur)
+            or dur < 0
+        ):
             return
         start = round(ts * 1000)
         end = start + round(dur * 1000)
@@ -244,9 +274,14 @@ class StreamSummary:
             c = stack[-1]
             if c.start < start or c.end > end + self.TOL or not (c.start < end or c.start == start):
                 break
-            if c.start == start and c.end == end and depth is not None and c.depth is not None \
-                    and self.in_end_order \
-                    and c.depth < depth:
+            if (
+                c.start == start
+                and c.end == end
+                and depth is not None
+                and c.depth is not None
+                and self.in_end_order
+                and c.depth < depth
+            ):
                 raise NotPostOrder(key)  # an outer range written before its inner one
             children.append(stack.pop())
         if is_op:
@@ -260,7 +295,9 @@ class StreamSummary:
                     else:
                         excluded += g.excluded_ns
             step = None if self.per_step is None else self.per_step.step_of(e.get("pid"), start)
-            contrib = {} if p is None else {(event_name(e), step): [max(end - start - excluded, 0), 1]}
+            contrib = (
+                {} if p is None else {(event_name(e), step): [max(end - start - excluded, 0), 1]}
+            )
             groups = {owner: Group(end - start, excluded, contrib, p)}
         else:
             groups = {}
@@ -310,9 +347,16 @@ class StreamSummary:
     def result(self, header, tail, incomplete, path):
         self.commit_pending()
         merged = header.get("ranks")
-        return summary_result(self.totals, header, tail, incomplete, path,
-                       merged if isinstance(merged, list) else None, self.per_step,
-                       self.exclude_steps)
+        return summary_result(
+            self.totals,
+            header,
+            tail,
+            incomplete,
+            path,
+            merged if isinstance(merged, list) else None,
+            self.per_step,
+            self.exclude_steps,
+        )
 
     exclude_steps = step_times.DEFAULT_EXCLUDED
 
@@ -325,8 +369,9 @@ def summarize_stream(path, note=lambda message: None, exclude_steps=step_times.D
     return summarize_with_steps(path, note, exclude_steps)[0]
 
 
-def summarize_with_steps(path, note=lambda message: None,
-                         exclude_steps=step_times.DEFAULT_EXCLUDED):
+def summarize_with_steps(
+    path, note=lambda message: None, exclude_steps=step_times.DEFAULT_EXCLUDED
+):
     """(summary, step_times.StepTimes or None) of a trace file: a sampled trace by its estimates
     (sampled.py); any other read as a stream by the native engine, or StreamSummary where the
     engine is not built or cannot take an event; a file whose threads are not in end order
@@ -351,8 +396,11 @@ def summarize_with_steps(path, note=lambda message: None,
 
 def _summarize_sampled(stream, p, ranges, note, exclude_steps):
     """FQNTRACE_SAMPLE: exact ranges and scaled ops (sampled.py)."""
-    acc = sampled.SampledSummary(p, step_times.StepTimes.from_ranges(ranges) if ranges else None,
-                                 stream.header.get("sampleNodeSpans") is True)
+    acc = sampled.SampledSummary(
+        p,
+        step_times.StepTimes.from_ranges(ranges) if ranges else None,
+        stream.header.get("sampleNodeSpans") is True,
+    )
     acc.exclude_steps = exclude_steps
     for batch, _ in stream.batches():
         for e in batch:
@@ -396,9 +444,11 @@ _slow_noted = False
 def _note_slow(note):
     global _slow_noted
     _slow_noted = True
-    note("the native summary module is not built in this installation (it is where simdjson's "
-         "headers are there at install time: libsimdjson-dev, then reinstall fqntrace); "
-         "summarizing in Python, about 10x slower")
+    note(
+        "the native summary module is not built in this installation (it is where simdjson's "
+        "headers are there at install time: libsimdjson-dev, then reinstall fqntrace); "
+        "summarizing in Python, about 10x slower"
+    )
 
 
 class _NativeCannot(Exception):
@@ -428,8 +478,11 @@ class _NativeMemory(memory.MemoryStats):
 
 
 def _flat_ranges(ranges):
-    return [(_dict_key(pid), start, end, step) for pid, rs in (ranges or {}).items()
-            for start, end, step in rs]
+    return [
+        (_dict_key(pid), start, end, step)
+        for pid, rs in (ranges or {}).items()
+        for start, end, step in rs
+    ]
 
 
 def _summarize_native(path, ranges, note, exclude_steps):
@@ -455,8 +508,9 @@ def _summarize_native(path, ranges, note, exclude_steps):
 
         stream.feed(block, event)
         _note_cut(stream, note)
-        return _native_result(engine, ranges, exclude_steps, stream.header, stream.tail,
-                              stream.incomplete, path)
+        return _native_result(
+            engine, ranges, exclude_steps, stream.header, stream.tail, stream.incomplete, path
+        )
 
 
 def _native_result(engine, ranges, exclude_steps, header, tail, incomplete, path):
@@ -480,19 +534,33 @@ def _totals_from(sums):
     totals = Totals()
     for fqn, module_type, calls, first_seen, phases in sums["modules"]:
         totals.first_seen[fqn] = first_seen
-        totals.modules[fqn] = {"module_type": module_type, "calls": calls, "phases": {
-            phase: {"self_ns": r[0], "self_ops": r[1], "self_flops": r[2], "comm_ns": r[3],
-                    "comm_bytes": r[4], "collectives": r[5], "device_ns": r[6], "top": r[7],
-                    "cpu_ns": r[8]}
-            for phase, r in zip(PHASES, phases)}}
+        totals.modules[fqn] = {
+            "module_type": module_type,
+            "calls": calls,
+            "phases": {
+                phase: {
+                    "self_ns": r[0],
+                    "self_ops": r[1],
+                    "self_flops": r[2],
+                    "comm_ns": r[3],
+                    "comm_bytes": r[4],
+                    "collectives": r[5],
+                    "device_ns": r[6],
+                    "top": r[7],
+                    "cpu_ns": r[8],
+                }
+                for phase, r in zip(PHASES, phases)
+            },
+        }
     totals.device_seen = sums["device_seen"]
     totals.cpu_seen = sums["cpu_seen"]
     totals.declared_types = sums["declared_types"]
     mem = totals.memory = _NativeMemory()
     mem.seen = sums["memory_seen"]
     for fqn, numbers, live_grad in sums["memory_nodes"]:
-        node = mem.nodes[fqn] = {phase: dict(zip(memory.FIELDS, row))
-                                 for phase, row in zip(PHASES, numbers)}
+        node = mem.nodes[fqn] = {
+            phase: dict(zip(memory.FIELDS, row)) for phase, row in zip(PHASES, numbers)
+        }
         if live_grad:
             mem.live_grad[id(node)] = live_grad
     return totals
@@ -501,6 +569,7 @@ def _totals_from(sums):
 try:
     from msgspec.json import encode as encode_event
 except ImportError:  # pragma: no cover - the standard library's encoder
+
     def encode_event(e):
         """An event as the JSON text the native engine reads."""
         return json.dumps(e, allow_nan=False).encode()
@@ -511,10 +580,15 @@ def _note_cut(trace, note, n_events=None):
         if n_events is None:
             n_events = trace.events_read
         partial = " (dropped a partial last line)" if trace.dropped_partial else ""
-        hint = ("" if tracestream.is_gzip(trace.path)  # repair rewrites plain text only
-                else f"; {errors.repair_hint(trace.path)} to close the file")
-        note(f"{trace.path} is cut off (no closing tail); summarizing its {n_events} complete "
-             f"events{partial}{hint}")
+        hint = (
+            ""
+            if tracestream.is_gzip(trace.path)  # repair rewrites plain text only
+            else f"; {errors.repair_hint(trace.path)} to close the file"
+        )
+        note(
+            f"{trace.path} is cut off (no closing tail); summarizing its {n_events} complete "
+            f"events{partial}{hint}"
+        )
 
 
 def is_summary_path(path):
@@ -529,12 +603,15 @@ def load_summary(path, text=None):
         obj = json.loads(text)
     except ValueError as error:
         detail = errors.describe_json_error(error)
-        raise TraceError(f"{path}: not valid JSON ({detail}); a .summary.json "
-                         "is written whole at exit, so this one is damaged or was cut off"
-                         ) from None
+        raise TraceError(
+            f"{path}: not valid JSON ({detail}); a .summary.json "
+            "is written whole at exit, so this one is damaged or was cut off"
+        ) from None
     if not isinstance(obj, dict) or not isinstance(obj.get("modules"), dict):
-        raise TraceError(f"{path}: not a summary (no \"modules\" object); "
-                         "pass the trace (.json / .jsonl) instead")
+        raise TraceError(
+            f"{path}: not a summary (no \"modules\" object); "
+            "pass the trace (.json / .jsonl) instead"
+        )
     for fqn, entry in obj["modules"].items():
         if not isinstance(entry, dict):
             raise TraceError(f"{path}: module {fqn!r} is not an object; not an fqntrace summary")
@@ -547,8 +624,9 @@ def filter_depth(summary, depth):
     if depth is None:
         return summary
     out = dict(summary)
-    out["modules"] = {f: m for f, m in summary["modules"].items()
-                      if trace_events.fqn_depth(f) <= depth}
+    out["modules"] = {
+        f: m for f, m in summary["modules"].items() if trace_events.fqn_depth(f) <= depth
+    }
     return out
 
 

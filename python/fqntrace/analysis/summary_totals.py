@@ -1,6 +1,7 @@
 """The numbers a summary is made of: per-module sums (Totals), filled event by event, and
 summary_result(), which turns them into the summary dict. summarize.py (op time by the full
 trace's rules) and sampled.py (a sampled trace's estimates) both fill them."""
+
 from fqntrace.analysis import memory, step_times, trace_events
 from fqntrace.analysis.trace_events import PHASES, ancestors, lineage, ms, rank_of
 
@@ -9,8 +10,17 @@ ENGINE_WRAPPER = "autograd::engine::evaluate_function:"
 
 
 def new_phase():
-    return {"self_ns": 0, "self_ops": 0, "self_flops": 0, "comm_ns": 0, "comm_bytes": 0,
-            "collectives": 0, "device_ns": 0, "cpu_ns": 0, "top": {}}
+    return {
+        "self_ns": 0,
+        "self_ops": 0,
+        "self_flops": 0,
+        "comm_ns": 0,
+        "comm_bytes": 0,
+        "collectives": 0,
+        "device_ns": 0,
+        "cpu_ns": 0,
+        "top": {},
+    }
 
 
 class Totals:
@@ -52,8 +62,11 @@ class Totals:
     def module(self, fqn):
         m = self.modules.get(fqn)
         if m is None:
-            m = self.modules[fqn] = {"module_type": "", "calls": 0,
-                                     "phases": {p: new_phase() for p in PHASES}}
+            m = self.modules[fqn] = {
+                "module_type": "",
+                "calls": 0,
+                "phases": {p: new_phase() for p in PHASES},
+            }
         return m
 
     def note_start(self, fqn, start):
@@ -124,8 +137,16 @@ def event_name(e):
     return name if isinstance(name, str) else "?"
 
 
-def summary_result(totals, header, tail, incomplete, path, merged_ranks, per_step=None,
-            exclude_steps=step_times.DEFAULT_EXCLUDED):
+def summary_result(
+    totals,
+    header,
+    tail,
+    incomplete,
+    path,
+    merged_ranks,
+    per_step=None,
+    exclude_steps=step_times.DEFAULT_EXCLUDED,
+):
     modules = totals.modules
     first_seen = totals.first_seen
 
@@ -158,8 +179,10 @@ def summary_result(totals, header, tail, incomplete, path, merged_ranks, per_ste
     out_modules = {}
     for fqn in order:
         m = modules[fqn]
-        entry = {"module_type": m["module_type"] or totals.declared_types.get(fqn, ""),
-                 "calls": m["calls"]}
+        entry = {
+            "module_type": m["module_type"] or totals.declared_types.get(fqn, ""),
+            "calls": m["calls"],
+        }
         for phase in PHASES:
             p = m["phases"][phase]
             subtree = below[fqn][phase]
@@ -183,8 +206,9 @@ def summary_result(totals, header, tail, incomplete, path, merged_ranks, per_ste
             if totals.cpu_seen:
                 entry[phase]["cpu_ms"] = ms(sum(s["cpu_ns"] for s in subtree))
                 entry[phase]["self_cpu_ms"] = ms(p["cpu_ns"])
-            entry[phase]["top_ops"] = [{"name": name, "ms": ms(ns), "count": count}
-                                       for name, (ns, count) in tops]
+            entry[phase]["top_ops"] = [
+                {"name": name, "ms": ms(ns), "count": count} for name, (ns, count) in tops
+            ]
         out_modules[fqn] = entry
     out = {
         "trace": header.get("traceName", path),
@@ -201,4 +225,3 @@ def summary_result(totals, header, tail, incomplete, path, merged_ranks, per_ste
         out["rank"] = None
         out["ranks"] = [r.get("rank") for r in merged_ranks if isinstance(r, dict)]
     return out
-

@@ -8,6 +8,7 @@ counted them, forward calls. At most `width` columns: long names are cut
 with an ellipsis. When the trace has training steps, the time columns are medians per step
 (step_times.py; step 0 left out by default) and the title gives the step count and spread.
 """
+
 import os
 import re
 import sys
@@ -80,7 +81,7 @@ def _fit(text, width, ellipsis):
         return text
     if width <= len(ellipsis):
         return text[:width]
-    return text[:width - len(ellipsis)] + ellipsis
+    return text[: width - len(ellipsis)] + ellipsis
 
 
 def _format_ms(value, width):
@@ -102,7 +103,8 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
     if sort is None:
         sort = phase if phase else "tree"
     sort_phase = {"fwd": ["forward"], "bwd": ["backward"], "total": list(PHASES)}.get(
-        sort, [sort] if sort in PHASES else None)
+        sort, [sort] if sort in PHASES else None
+    )
 
     per_step = step_times.has_steps(summary)
     time_field = "step_median_ms" if per_step else "total_ms"
@@ -114,8 +116,12 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
     if per_step:
         step_ms = _number(summary["steps"].get("median_op_ms"))
     elif not step_ms:
-        step_ms = sum(_number(m.get(p, {}).get("self_ms")) for m in modules.values()
-                      for p in PHASES if isinstance(m.get(p), dict))
+        step_ms = sum(
+            _number(m.get(p, {}).get("self_ms"))
+            for m in modules.values()
+            for p in PHASES
+            if isinstance(m.get(p), dict)
+        )
 
     ell = _ellipsis()
     rows = _rows(roots, depth, key if sort_phase is not None else None)
@@ -124,21 +130,32 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
         return _fit(text, width, ell) if cut_lines else text
 
     num_w, pct_w, ops_w, calls_w, gf_w = 9, 6, 8, 6, 8
-    type_w = min(16, max([4] + [len(printable((n.entry or {}).get("module_type") or ""))
-                                for n in rows]))
+    type_w = min(
+        16, max([4] + [len(printable((n.entry or {}).get("module_type") or "")) for n in rows])
+    )
     # GFLOPs only when the trace counted them (FQNTRACE_FLOPS=1).
     show_flops = any(_phase_value(r, p, "flops") for r in roots for p in phases)
     spread_w = 6  # "±%" of a per-step table: the module's step-to-step spread, "!" when noisy
     # Device time only for an annotated torch.profiler trace with kernels (docs/trace-format.md).
-    show_device = any(isinstance(m.get(p), dict) and "device_ms" in m[p]
-                      for m in modules.values() for p in phases)
+    show_device = any(
+        isinstance(m.get(p), dict) and "device_ms" in m[p] for m in modules.values() for p in phases
+    )
     # The thread's CPU time (plugin/thread_cpu.h) when the trace recorded it: what diff tests.
     cpu_field = "step_cpu_median_ms" if per_step else "cpu_ms"
-    show_cpu = any(isinstance(m.get(p), dict) and cpu_field in m[p]
-                   for m in modules.values() for p in phases)
-    fixed = (type_w + num_w * len(phases) * (2 if show_device else 1) + pct_w + ops_w + calls_w
-             + (len(phases) * (2 if show_device else 1) + 4) + ((gf_w + 1) if show_flops else 0)
-             + ((spread_w + 1) if per_step else 0) + ((num_w + 1) if show_cpu else 0))
+    show_cpu = any(
+        isinstance(m.get(p), dict) and cpu_field in m[p] for m in modules.values() for p in phases
+    )
+    fixed = (
+        type_w
+        + num_w * len(phases) * (2 if show_device else 1)
+        + pct_w
+        + ops_w
+        + calls_w
+        + (len(phases) * (2 if show_device else 1) + 4)
+        + ((gf_w + 1) if show_flops else 0)
+        + ((spread_w + 1) if per_step else 0)
+        + ((num_w + 1) if show_cpu else 0)
+    )
     labels = []
     for node in rows:
         indent = "  " * min(node.depth, 12)
@@ -172,15 +189,25 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
     if per_step:
         st = summary["steps"]
         left_out = st.get("excluded") or []
-        lines.append(line(
-            f"{st['count']} steps, median {_number(st.get('median_ms')):.3f} ms (min "
-            f"{_number(st.get('min_ms')):.3f}, max {_number(st.get('max_ms')):.3f}, MAD "
-            f"{_number(st.get('mad_ms')):.3f}); "
-            + (f"left out: step {', '.join(str(s) for s in left_out)} (--exclude-steps)"
-               if left_out else "no step left out")))
+        lines.append(
+            line(
+                f"{st['count']} steps, median {_number(st.get('median_ms')):.3f} ms (min "
+                f"{_number(st.get('min_ms')):.3f}, max {_number(st.get('max_ms')):.3f}, MAD "
+                f"{_number(st.get('mad_ms')):.3f}); "
+                + (
+                    f"left out: step {', '.join(str(s) for s in left_out)} (--exclude-steps)"
+                    if left_out
+                    else "no step left out"
+                )
+            )
+        )
     if summary.get("complete") is False or _number(summary.get("dropped_events")):
-        lines.append(line("note: incomplete trace (cut off, repaired or events dropped): the "
-                          "numbers cover what was recorded"))
+        lines.append(
+            line(
+                "note: incomplete trace (cut off, repaired or events dropped): the "
+                "numbers cover what was recorded"
+            )
+        )
     lines.append("")
     lines.append(" ".join(header).rstrip())
     lines.append("-" * min(width, len(" ".join(header))))
@@ -194,8 +221,9 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
         cells = [name.ljust(name_w), module_type.ljust(type_w)]
         cells += [_format_ms(v, num_w).rjust(num_w) for v in values]
         if show_device:
-            cells += [_format_ms(_phase_value(node, p, "device_ms"), num_w).rjust(num_w)
-                      for p in phases]
+            cells += [
+                _format_ms(_phase_value(node, p, "device_ms"), num_w).rjust(num_w) for p in phases
+            ]
         if show_cpu:
             cpu = sum(_phase_value(node, p, cpu_field) for p in phases)
             cells.append(_format_ms(cpu, num_w).rjust(num_w))
@@ -212,21 +240,42 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
         lines.append("(no modules: the trace has no events with an fqn)")
     lines.append("")
     if per_step:
-        lines.append(line("ms/st: median op time per step, module and submodules; %: of a "
-                          "step's op time; ops, calls: all steps"))
-        lines.append(line(f"±%: spread from step to step (1.4826 MAD / median); ! over "
-                          f"{step_times.NOISY_PCT:g}%: noisy, a change smaller than the spread "
-                          "needs many steps to show (diff tests it)"))
+        lines.append(
+            line(
+                "ms/st: median op time per step, module and submodules; %: of a "
+                "step's op time; ops, calls: all steps"
+            )
+        )
+        lines.append(
+            line(
+                f"±%: spread from step to step (1.4826 MAD / median); ! over "
+                f"{step_times.NOISY_PCT:g}%: noisy, a change smaller than the spread "
+                "needs many steps to show (diff tests it)"
+            )
+        )
     else:
-        lines.append(line("ms: op time of the module and its submodules; %: share of all op "
-                          "time; calls: forward calls"))
+        lines.append(
+            line(
+                "ms: op time of the module and its submodules; %: share of all op "
+                "time; calls: forward calls"
+            )
+        )
     if show_device:
-        lines.append(line("dev: device time (kernels, copies, fills of a torch.profiler trace) "
-                          "launched by the module's ops and its submodules', whole trace"))
+        lines.append(
+            line(
+                "dev: device time (kernels, copies, fills of a torch.profiler trace) "
+                "launched by the module's ops and its submodules', whole trace"
+            )
+        )
     if show_cpu:
-        lines.append(line(f"cpu {unit}: the thread's CPU time in the module and its submodules, "
-                          "phases shown" + (" (median per step)" if per_step else "")
-                          + "; a wait for a core is not in it (Global's forward has none)"))
+        lines.append(
+            line(
+                f"cpu {unit}: the thread's CPU time in the module and its submodules, "
+                "phases shown"
+                + (" (median per step)" if per_step else "")
+                + "; a wait for a core is not in it (Global's forward has none)"
+            )
+        )
     if show_flops:
         lines.append(line("GFLOPs: FLOPs of the module and its submodules, all phases shown"))
     lines.extend(line(text) for text in sampled_notes(summary))
@@ -238,15 +287,19 @@ def sampled_notes(summary):
     p = summary.get("sample")
     if not isinstance(p, (int, float)) or isinstance(p, bool):
         return []
-    out = [f"sampled trace (FQNTRACE_SAMPLE={p:g}): a module's time is its scopes' own wall time "
-           "(fwd) and its autograd nodes' time (bwd), both complete; ops and GFLOPs are the "
-           f"sampled ops x {1 / p:g}"]
+    out = [
+        f"sampled trace (FQNTRACE_SAMPLE={p:g}): a module's time is its scopes' own wall time "
+        "(fwd) and its autograd nodes' time (bwd), both complete; ops and GFLOPs are the "
+        f"sampled ops x {1 / p:g}"
+    ]
     for fqn, entry in summary.get("modules", {}).items():
         for phase in PHASES:
             ci = (entry.get(phase) or {}).get("estimate_ci_ms")
             if isinstance(ci, (int, float)) and ci > 0:
-                out.append(f"{printable(fqn)} {phase}: includes ops outside any module or scope, estimated "
-                           f"from the sampled ones: ±{ci:.3f} ms (95 %) over the whole run")
+                out.append(
+                    f"{printable(fqn)} {phase}: includes ops outside any module or scope, estimated "
+                    f"from the sampled ones: ±{ci:.3f} ms (95 %) over the whole run"
+                )
     return out
 
 
@@ -276,8 +329,12 @@ def render_cross_rank(result, depth=None, width=TABLE_WIDTH):
     roots = _build_tree(modules)
     ranks = result.get("ranks", [])
     ell = _ellipsis()
-    phases = [p for p in PHASES if p != "recompute"
-              or any(_number((m.get(p) or {}).get("max_ms")) for m in modules.values())]
+    phases = [
+        p
+        for p in PHASES
+        if p != "recompute"
+        or any(_number((m.get(p) or {}).get("max_ms")) for m in modules.values())
+    ]
     rows = []
 
     def walk(nodes):
@@ -289,30 +346,49 @@ def render_cross_rank(result, depth=None, width=TABLE_WIDTH):
     walk(roots)
     per_rank_comm = len(ranks) <= MAX_RANK_COLUMNS
     num_w, slow_w = 8, 21
-    comm_heads = ([f"comm r{r}" for r in ranks] if per_rank_comm else ["comm med", "comm max"])
+    comm_heads = [f"comm r{r}" for r in ranks] if per_rank_comm else ["comm med", "comm max"]
     heads = []
     for p in phases:
         heads += [f"{PHASE_SHORT[p]} med", f"{PHASE_SHORT[p]} max"]
     fixed = (num_w + 1) * (len(heads) + len(comm_heads)) + slow_w + 1
-    labels = [("  " * min(n.depth, 12),
-               printable(n.fqn if n.depth == 0 else n.fqn.rsplit(".", 1)[-1])) for n in rows]
+    labels = [
+        ("  " * min(n.depth, 12), printable(n.fqn if n.depth == 0 else n.fqn.rsplit(".", 1)[-1]))
+        for n in rows
+    ]
     name_w = max([len("module")] + [len(indent) + len(label) for indent, label in labels])
     name_w = max(len("module"), min(name_w, width - fixed))
 
     step = result.get("step_ms", {})
-    lines = [_fit(f"{len(ranks)} ranks ({', '.join(str(r) for r in ranks)}): op time per rank "
-                  f"median {_number(step.get('median_ms')):.3f} ms, max "
-                  f"{_number(step.get('max_ms')):.3f} ms (rank {step.get('slowest_rank')})",
-                  width, ell)]
+    lines = [
+        _fit(
+            f"{len(ranks)} ranks ({', '.join(str(r) for r in ranks)}): op time per rank "
+            f"median {_number(step.get('median_ms')):.3f} ms, max "
+            f"{_number(step.get('max_ms')):.3f} ms (rank {step.get('slowest_rank')})",
+            width,
+            ell,
+        )
+    ]
     s = result.get("straggler")
     if s:
-        lines.append(_fit(f"straggler: rank {s['rank']} in {printable(s['module'])} ({s['phase']}): "
-                          f"+{s['over_median_ms']:.3f} ms own op time over the ranks' median",
-                          width, ell))
-    if result.get("complete") is False or any(_number(v) for v in
-                                              result.get("dropped_events", {}).values()):
-        lines.append(_fit("note: some traces are incomplete (cut off, repaired or events "
-                          "dropped): the numbers cover what was recorded", width, ell))
+        lines.append(
+            _fit(
+                f"straggler: rank {s['rank']} in {printable(s['module'])} ({s['phase']}): "
+                f"+{s['over_median_ms']:.3f} ms own op time over the ranks' median",
+                width,
+                ell,
+            )
+        )
+    if result.get("complete") is False or any(
+        _number(v) for v in result.get("dropped_events", {}).values()
+    ):
+        lines.append(
+            _fit(
+                "note: some traces are incomplete (cut off, repaired or events "
+                "dropped): the numbers cover what was recorded",
+                width,
+                ell,
+            )
+        )
     lines.append("")
     header = ["module".ljust(name_w)] + [h.rjust(num_w) for h in heads]
     header += ["slowest".ljust(slow_w)] + [h.rjust(num_w) for h in comm_heads]
@@ -324,8 +400,10 @@ def render_cross_rank(result, depth=None, width=TABLE_WIDTH):
         worst = None
         for p in phases:
             ph = entry.get(p) or {}
-            cells += [_format_ms(_number(ph.get("median_ms")), num_w).rjust(num_w),
-                      _format_ms(_number(ph.get("max_ms")), num_w).rjust(num_w)]
+            cells += [
+                _format_ms(_number(ph.get("median_ms")), num_w).rjust(num_w),
+                _format_ms(_number(ph.get("max_ms")), num_w).rjust(num_w),
+            ]
             gap = _number(ph.get("over_median_ms"))
             if gap > 0 and (worst is None or gap > worst[1]):
                 worst = (p, gap, ph)
@@ -335,8 +413,11 @@ def render_cross_rank(result, depth=None, width=TABLE_WIDTH):
             p, gap, ph = worst
             median = _number(ph.get("median_ms"))
             pct = f" ({100.0 * gap / median:+.0f}%)" if median else ""
-            cells.append(_fit(f"r{ph.get('slowest_rank')} {PHASE_SHORT[p]} +{gap:.2f}{pct}",
-                              slow_w, ell).ljust(slow_w))
+            cells.append(
+                _fit(
+                    f"r{ph.get('slowest_rank')} {PHASE_SHORT[p]} +{gap:.2f}{pct}", slow_w, ell
+                ).ljust(slow_w)
+            )
         comm = {}
         for p in PHASES:
             for r, v in ((entry.get(p) or {}).get("comm_ms") or {}).items():
@@ -345,29 +426,50 @@ def render_cross_rank(result, depth=None, width=TABLE_WIDTH):
             cells += [_format_ms(comm.get(str(r), 0), num_w).rjust(num_w) for r in ranks]
         else:
             values = sorted(comm.values()) or [0]
-            median = values[len(values) // 2] if len(values) % 2 else \
-                (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
-            cells += [_format_ms(median, num_w).rjust(num_w),
-                      _format_ms(values[-1], num_w).rjust(num_w)]
+            median = (
+                values[len(values) // 2]
+                if len(values) % 2
+                else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+            )
+            cells += [
+                _format_ms(median, num_w).rjust(num_w),
+                _format_ms(values[-1], num_w).rjust(num_w),
+            ]
         lines.append(" ".join(cells).rstrip())
     if not rows:
         lines.append("(no modules: the traces have no events with an fqn)")
     lines.append("")
-    lines.append(_fit("med / max: op time of the module and its submodules, median and maximum "
-                      "over the ranks (ms)", width, ell))
-    lines.append(_fit("slowest: the rank furthest above the median and by how much (ms); comm: "
-                      "the module's collectives' backend time per rank (ms)", width, ell))
+    lines.append(
+        _fit(
+            "med / max: op time of the module and its submodules, median and maximum "
+            "over the ranks (ms)",
+            width,
+            ell,
+        )
+    )
+    lines.append(
+        _fit(
+            "slowest: the rank furthest above the median and by how much (ms); comm: "
+            "the module's collectives' backend time per rank (ms)",
+            width,
+            ell,
+        )
+    )
     return lines
 
 
 # ---------------------------------------------------------------------------------------------
 # `summary --memory`: per module, what it allocated and held (FQNTRACE_MEMORY; docs/memory.md).
 
-MEMORY_COLUMNS = (("forward", "alloc_bytes", "fwd alloc"), ("forward", "peak_bytes", "fwd peak"),
-                  ("forward", "activation_bytes", "activations"),
-                  ("backward", "alloc_bytes", "bwd alloc"), ("backward", "peak_bytes", "bwd peak"),
-                  ("backward", "grad_bytes", "grads"),
-                  ("recompute", "activation_bytes", "recomp act"))
+MEMORY_COLUMNS = (
+    ("forward", "alloc_bytes", "fwd alloc"),
+    ("forward", "peak_bytes", "fwd peak"),
+    ("forward", "activation_bytes", "activations"),
+    ("backward", "alloc_bytes", "bwd alloc"),
+    ("backward", "peak_bytes", "bwd peak"),
+    ("backward", "grad_bytes", "grads"),
+    ("recompute", "activation_bytes", "recomp act"),
+)
 
 
 def has_memory(summary):
@@ -423,15 +525,22 @@ def render_memory_table(summary, depth=None, width=TABLE_WIDTH):
     cell = 12
     name_width = max(width - cell * len(MEMORY_COLUMNS), 16)
     ell = _ellipsis()
-    lines = [f"Memory per module: {printable(summary.get('trace', ''))}",
-             "module".ljust(name_width) + "".join(h.rjust(cell) for _, _, h in MEMORY_COLUMNS)]
+    lines = [
+        f"Memory per module: {printable(summary.get('trace', ''))}",
+        "module".ljust(name_width) + "".join(h.rjust(cell) for _, _, h in MEMORY_COLUMNS),
+    ]
     for node in rows:
-        label = "  " * node.depth + printable(node.fqn.rsplit(".", 1)[-1] if node.depth
-                                              else node.fqn)
-        cells = "".join(format_bytes(_memory_value(node, phase, field)).rjust(cell)
-                        for phase, field, _ in MEMORY_COLUMNS)
+        label = "  " * node.depth + printable(
+            node.fqn.rsplit(".", 1)[-1] if node.depth else node.fqn
+        )
+        cells = "".join(
+            format_bytes(_memory_value(node, phase, field)).rjust(cell)
+            for phase, field, _ in MEMORY_COLUMNS
+        )
         lines.append(_fit(label, name_width - 1, ell).ljust(name_width) + cells)
-    lines.append("alloc: bytes allocated by the module and its submodules; peak: most live bytes "
-                 "allocated during one run; activations: forward bytes freed in backward; grads: "
-                 "backward bytes kept after it (.grad) (docs/memory.md)")
+    lines.append(
+        "alloc: bytes allocated by the module and its submodules; peak: most live bytes "
+        "allocated during one run; activations: forward bytes freed in backward; grads: "
+        "backward bytes kept after it (.grad) (docs/memory.md)"
+    )
     return lines

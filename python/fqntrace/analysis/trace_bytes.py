@@ -6,6 +6,7 @@ read, member after member. The core sync-flushes the compressor at every periodi
 gzip stream cut off by a crash ends where its data ends, and is then read as any cut-off text
 (GzipFile would raise EOFError and lose the last read instead).
 """
+
 import zlib
 
 from fqntrace.analysis.errors import TraceError
@@ -105,8 +106,10 @@ class ByteSource:
             return self._inflater.inflate(CHUNK_BYTES)
         except zlib.error as error:
             if not self._inflater.inflated_any:
-                raise TraceError(f"{self.path}: damaged gzip data ({error}); the file was not "
-                                 "written by fqntrace or was overwritten") from None
+                raise TraceError(
+                    f"{self.path}: damaged gzip data ({error}); the file was not "
+                    "written by fqntrace or was overwritten"
+                ) from None
             self._inflater.pending = b""
             self._done = True  # damaged compressed data: keep what was decoded
             return b""

@@ -3,6 +3,7 @@ while reading: what a file without a trace header is, where a damaged file's JSO
 and the line and column of a byte offset. Each reads the file again (through
 trace_bytes.ByteSource), so reading the core's lines counts nothing.
 """
+
 import codecs
 import json
 
@@ -26,21 +27,26 @@ def no_header(path, start, whole):
             json_error = describe_json_error(error)
         else:
             if not isinstance(document, dict):
-                return NotATrace(f"{path}: not a trace (the JSON is a "
-                                 f"{type(document).__name__}, not an object with "
-                                 "traceEvents)", document)
+                return NotATrace(
+                    f"{path}: not a trace (the JSON is a "
+                    f"{type(document).__name__}, not an object with "
+                    "traceEvents)",
+                    document,
+                )
             if not isinstance(document.get("traceEvents"), list):
                 return NotATrace(f"{path}: not a trace (no traceEvents list)", document)
     if not start.lstrip().startswith(b"{"):
         detail = f" ({json_error})" if json_error else ""
         return DamagedTrace(f"{path}: not valid JSON{detail}; not a trace file", json_error)
     stripped = text.strip() if text is not None else ""
-    return DamagedTrace(f"{path}: no valid header (the file must start with "
-                        "'{\"schemaVersion\": 1, ... \"traceEvents\": ['); it was cut off "
-                        "before the header was complete or is not an fqntrace trace, nothing "
-                        "to recover", json_error,
-                        header_cut=stripped.startswith('{"schemaVersion"')
-                        and "\n" not in stripped)
+    return DamagedTrace(
+        f"{path}: no valid header (the file must start with "
+        "'{\"schemaVersion\": 1, ... \"traceEvents\": ['); it was cut off "
+        "before the header was complete or is not an fqntrace trace, nothing "
+        "to recover",
+        json_error,
+        header_cut=stripped.startswith('{"schemaVersion"') and "\n" not in stripped,
+    )
 
 
 def positions(path, *offsets):
@@ -57,14 +63,14 @@ def positions(path, *offsets):
                 data = rest or source.read()
                 if not data:
                     break
-                rest = data[offset - done:]
-                data = data[:offset - done]
+                rest = data[offset - done :]
+                data = data[: offset - done]
                 done += len(data)
                 newline = data.rfind(b"\n")
                 if newline >= 0:
                     line += data.count(b"\n")
                     decoder.reset()  # a newline never splits a character
-                    column = 1 + len(decoder.decode(data[newline + 1:]))
+                    column = 1 + len(decoder.decode(data[newline + 1 :]))
                 else:
                     column += len(decoder.decode(data))
             found.append((line, column))

@@ -5,6 +5,7 @@ table, where compiled code ran, fqn paths and the header's rank.
 Times: ``ts`` / ``dur`` are microseconds with three decimals; everything here works in integer
 nanoseconds (:func:`to_ns`) so nesting checks and sums are exact.
 """
+
 import functools
 
 PHASES = ("forward", "backward", "recompute")
@@ -148,8 +149,9 @@ class CompiledCode:
         ranges = {}
         for e in slices:
             name = e.get("name")
-            if isinstance(name, str) and (name in COMPILED_CODE_NAMES
-                                          or name.startswith(COMPILED_REGION_PREFIX)):
+            if isinstance(name, str) and (
+                name in COMPILED_CODE_NAMES or name.startswith(COMPILED_REGION_PREFIX)
+            ):
                 ranges.setdefault(thread_key(e), []).append((e["ts"], e["ts"] + e["dur"]))
         self._starts = {}
         self._ends = {}

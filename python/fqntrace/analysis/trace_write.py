@@ -1,6 +1,7 @@
 """Writing trace files: a whole file replaced at once (never half written, gzip when the name
 ends in .gz), and events in the core's layout (one line each, times in microseconds with three
 decimals)."""
+
 import json
 import os
 import tempfile
@@ -43,8 +44,9 @@ def write_atomic_chunks(path, chunks, like=None):
         compressor = zlib.compressobj(6, zlib.DEFLATED, 31) if gzipped else None  # 31: gzip
         with os.fdopen(fd, "wb") as f:
             for text in chunks:  # str, or bytes already encoded (merge's native blocks)
-                data = text if type(text) is bytes else text.encode("utf-8",
-                                                                    errors="surrogateescape")
+                data = (
+                    text if type(text) is bytes else text.encode("utf-8", errors="surrogateescape")
+                )
                 f.write(compressor.compress(data) if gzipped else data)
             if gzipped:
                 f.write(compressor.flush())
@@ -77,8 +79,13 @@ def _link_unnamed(fd, folder, name):
     not follow /proc/self/fd's link, unless a dir_fd is given."""
     folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.link(f"/proc/self/fd/{fd}", os.path.basename(name), src_dir_fd=folder_fd,
-                dst_dir_fd=folder_fd, follow_symlinks=True)
+        os.link(
+            f"/proc/self/fd/{fd}",
+            os.path.basename(name),
+            src_dir_fd=folder_fd,
+            dst_dir_fd=folder_fd,
+            follow_symlinks=True,
+        )
     finally:
         os.close(folder_fd)
 

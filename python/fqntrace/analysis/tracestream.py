@@ -28,6 +28,7 @@ Lines' general path) and the byte offset just past the last complete event (``ke
 decompressed text). The line and column of damage are counted only when it is reported
 (``trace_damage``).
 """
+
 import codecs
 import functools
 import json
@@ -39,6 +40,7 @@ from fqntrace.analysis.trace_bytes import ByteSource, as_text, check_not_binary
 
 try:  # a decoder made for bulk JSON: ~2x the standard library's speed on the core's lines
     from msgspec.json import decode as decode_batch
+
     BATCH_ERRORS = (ValueError, __import__("msgspec").DecodeError)
 except ImportError:  # pragma: no cover - the standard library's C decoder, same results
     decode_batch = json.loads
@@ -97,8 +99,9 @@ def parse_chrome_tail(rest):
     from the ']' closing traceEvents on, a missing ',' after it supplied; ValueError when it is
     no valid tail."""
     after = _TAIL_PREFIX.match(rest).end()
-    obj = json.loads(_EMPTY_TAIL + (", " if rest[after:after + 1] not in (",", "}") else "") +
-                     rest[after:])
+    obj = json.loads(
+        _EMPTY_TAIL + (", " if rest[after : after + 1] not in (",", "}") else "") + rest[after:]
+    )
     tail = obj.get("fqntrace")
     return (tail if isinstance(tail, dict) else {}), header_fields(obj, CHROME)
 
@@ -132,8 +135,9 @@ class TraceStream:
             self._fill_bytes()
             check_not_binary(path, self._bbuf)
             self.format = self._detect()
-            self.header = self._read_chrome_header() if self.format == CHROME else \
-                self._read_jsonl_header()
+            self.header = (
+                self._read_chrome_header() if self.format == CHROME else self._read_jsonl_header()
+            )
         except BaseException:
             self.close()
             raise
@@ -162,8 +166,9 @@ class TraceStream:
 
     def _json_error(self, pos, reason):
         """Where the JSON first breaks, found when asked (validate says it)."""
-        return functools.partial(trace_damage.json_error_at, self.path, self._byte_offset_at(pos),
-                                 reason)
+        return functools.partial(
+            trace_damage.json_error_at, self.path, self._byte_offset_at(pos), reason
+        )
 
     def _fill_bytes(self):
         """Appends the next chunk to the byte buffer (dropping what was consumed)."""
@@ -174,7 +179,7 @@ class TraceStream:
             self._beof = True
             return False
         self._offset += self._bpos
-        self._bbuf = self._bbuf[self._bpos:] + chunk
+        self._bbuf = self._bbuf[self._bpos :] + chunk
         self._bpos = 0
         return True
 
@@ -183,7 +188,7 @@ class TraceStream:
         self._text_mode = True
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
         self._text_base = self._offset + self._bpos  # byte offset of _buf[0]
-        self._buf = self._decoder.decode(self._bbuf[self._bpos:], final=self._beof)
+        self._buf = self._decoder.decode(self._bbuf[self._bpos :], final=self._beof)
         self._pos = 0
         self._counted = 0  # _buf[:_counted] is _text_bytes - _text_base bytes
         self._text_bytes = self._text_base
@@ -203,7 +208,7 @@ class TraceStream:
                 return True
             return False
         self._byte_offset_at(self._pos)
-        self._buf = self._buf[self._pos:] + self._decoder.decode(chunk)
+        self._buf = self._buf[self._pos :] + self._decoder.decode(chunk)
         self._counted -= self._pos
         self._pos = 0
         return True
@@ -211,8 +216,9 @@ class TraceStream:
     def _byte_offset_at(self, pos):
         """General path: the byte offset of _buf[pos] (pos never goes back)."""
         if pos > self._counted:
-            self._text_bytes += len(self._buf[self._counted:pos].encode("utf-8",
-                                                                         "surrogateescape"))
+            self._text_bytes += len(
+                self._buf[self._counted : pos].encode("utf-8", "surrogateescape")
+            )
             self._counted = pos
         return self._text_bytes
 
@@ -230,8 +236,9 @@ class TraceStream:
         return JSONL if isinstance(obj, dict) and obj.get("ph") == "header" else CHROME
 
     def _empty(self):
-        return TraceError(f"{self.path}: empty file (the traced program wrote nothing; "
-                          "was it killed at start?)")
+        return TraceError(
+            f"{self.path}: empty file (the traced program wrote nothing; was it killed at start?)"
+        )
 
     def batches(self):
         """Lists of events in file order, with the line of the first one when every event of
@@ -327,8 +334,7 @@ class TraceStream:
                 break
         if not self._bbuf.strip():
             raise self._empty()
-        header = None if match is None else \
-            parse_chrome_header(as_text(self._bbuf[:match.end()]))
+        header = None if match is None else parse_chrome_header(as_text(self._bbuf[: match.end()]))
         if header is None:
             raise self._no_header()
         self._consume(match.end())
@@ -358,7 +364,7 @@ class TraceStream:
                     break  # the tail: read by the general path
                 yield [], None  # the sink took a block: the caller's turn (sink_batches)
                 continue
-            block = buf[self._bpos:newline]
+            block = buf[self._bpos : newline]
             tail = block.find(b"\n]")
             if tail < 0 and _LEADING_BRACKET.match(block):  # (no copy of the block)
                 tail = 0
@@ -416,7 +422,7 @@ class TraceStream:
     def _read_chrome_tail(self):
         while self._fill():
             pass
-        rest = self._buf[self._pos:]
+        rest = self._buf[self._pos :]
         try:
             self.tail, self.after_events = parse_chrome_tail(rest)
         except ValueError:
@@ -432,25 +438,31 @@ class TraceStream:
         try:
             json.loads(_EMPTY_TAIL + rest[after:])  # as it is: no missing ',' supplied
         except ValueError as error:
-            json_error = self._json_error(self._pos + after + error.pos - len(_EMPTY_TAIL),
-                                          error.msg)
+            json_error = self._json_error(
+                self._pos + after + error.pos - len(_EMPTY_TAIL), error.msg
+            )
         else:
             json_error = None
         # The file as a whole was parsed as JSON (for the reason) only when it ends in a '}'.
         detail = f" ({json_error()})" if json_error and rest.rstrip().endswith("}") else ""
-        return DamagedTrace(f"{self.path}: the text after traceEvents (line {line}) is not a "
-                            f"valid tail{detail} and more lines follow: the file is damaged; "
-                            "repair only completes cut-off traces", json_error)
+        return DamagedTrace(
+            f"{self.path}: the text after traceEvents (line {line}) is not a "
+            f"valid tail{detail} and more lines follow: the file is damaged; "
+            "repair only completes cut-off traces",
+            json_error,
+        )
 
     def _cut_or_damaged(self, error):
-        rest = self._buf[self._pos:]
+        rest = self._buf[self._pos :]
         newline = rest.find("\n")
         if newline >= 0 and rest[newline:].strip():
             line = self._line_at(self._pos)
-            raise DamagedTrace(f"{self.path}: line {line} is not valid JSON ({error.msg}) and "
-                               "more lines follow: the file is damaged, not just cut off; repair "
-                               "only completes cut-off traces",
-                               self._json_error(error.pos, error.msg))
+            raise DamagedTrace(
+                f"{self.path}: line {line} is not valid JSON ({error.msg}) and "
+                "more lines follow: the file is damaged, not just cut off; repair "
+                "only completes cut-off traces",
+                self._json_error(error.pos, error.msg),
+            )
         self.cut = True
         self.dropped_partial = bool(rest.strip())
 
@@ -462,7 +474,7 @@ class TraceStream:
                 if self._fill_bytes():
                     continue
                 newline = len(self._bbuf)
-            line = self._bbuf[self._bpos:newline]
+            line = self._bbuf[self._bpos : newline]
             terminated = newline < len(self._bbuf)
             if not line.strip():
                 if not terminated:
@@ -473,14 +485,20 @@ class TraceStream:
                 obj = json.loads(as_text(line))
             except ValueError as error:
                 if not terminated:
-                    raise TraceError(f"{self.path}: no valid header (the first line is cut off)"
-                                     "; nothing to recover") from None
-                raise TraceError(f"{self.path}: no valid header (line {self._line} is not JSON: "
-                                 f"{error.msg}); not an fqntrace .jsonl trace") from None
+                    raise TraceError(
+                        f"{self.path}: no valid header (the first line is cut off)"
+                        "; nothing to recover"
+                    ) from None
+                raise TraceError(
+                    f"{self.path}: no valid header (line {self._line} is not JSON: "
+                    f"{error.msg}); not an fqntrace .jsonl trace"
+                ) from None
             if not isinstance(obj, dict) or obj.get("ph") != "header":
-                raise TraceError(f"{self.path}: no valid header (the first line must be "
-                                 '{"ph": "header", "schemaVersion": 1, ...}); '
-                                 "not an fqntrace .jsonl trace")
+                raise TraceError(
+                    f"{self.path}: no valid header (the first line must be "
+                    '{"ph": "header", "schemaVersion": 1, ...}); '
+                    "not an fqntrace .jsonl trace"
+                )
             self.keep_end = self._offset + newline
             self._consume(min(newline + 1, len(self._bbuf)))
             return header_fields(obj, JSONL)
@@ -499,10 +517,10 @@ class TraceStream:
                     break  # not whole events, or the footer: the general path
                 yield [], None  # the sink took a block: the caller's turn (sink_batches)
                 continue
-            block = buf[self._bpos:newline]
+            block = buf[self._bpos : newline]
             footer = block.find(FOOTER_MARK)
             if footer >= 0:  # the footer (or a line after it): the general path checks
-                block = block[:block.rfind(b"\n", 0, footer) + 1]
+                block = block[: block.rfind(b"\n", 0, footer) + 1]
                 newline = self._bpos + len(block) - 1
             stripped = block.strip()
             if stripped:
@@ -540,11 +558,11 @@ class TraceStream:
                 if self._fill():
                     continue
                 if self._pos < len(self._buf):
-                    line = self._buf[self._pos:]
+                    line = self._buf[self._pos :]
                     self._pos = len(self._buf)
                     yield line, False, self._pos
                 return
-            line = self._buf[self._pos:newline]
+            line = self._buf[self._pos : newline]
             self._pos = newline + 1
             yield line, True, newline
 
@@ -563,14 +581,18 @@ class TraceStream:
                     self.cut = True
                     self.dropped_partial = True
                     return
-                raise TraceError(f"{self.path}: line {self._line_at(end - len(line))} is not "
-                                 f"valid JSON ({error.msg}) and more lines follow: the file is "
-                                 "damaged, not just cut off; repair only completes cut-off "
-                                 "traces") from None
+                raise TraceError(
+                    f"{self.path}: line {self._line_at(end - len(line))} is not "
+                    f"valid JSON ({error.msg}) and more lines follow: the file is "
+                    "damaged, not just cut off; repair only completes cut-off "
+                    "traces"
+                ) from None
             if self.tail is not None:
-                raise TraceError(f"{self.path}: line {self._line_at(end - len(line))} follows "
-                                 "the footer line: two traces were written into one file; keep "
-                                 "one")
+                raise TraceError(
+                    f"{self.path}: line {self._line_at(end - len(line))} follows "
+                    "the footer line: two traces were written into one file; keep "
+                    "one"
+                )
             if isinstance(obj, dict) and obj.get("ph") == "footer":
                 self.tail = {k: v for k, v in obj.items() if k != "ph"}
                 skipped += 1

@@ -17,6 +17,7 @@ common case) gets its "ok" line from them. Anything they find, or leave to Pytho
 that is neither an int nor a string, compiled code with fqns lacking spans, ...), sends the file
 through the Python checks below, which name the problem exactly as without the engine.
 """
+
 import bisect
 import json
 from typing import NamedTuple
@@ -28,8 +29,9 @@ from fqntrace.analysis.trace_events import PHASES
 
 class Relaxations(NamedTuple):
     """What an incomplete trace was allowed to lack."""
+
     flows: int  # flows missing one end
-    fqns: int   # fqns whose module span is missing
+    fqns: int  # fqns whose module span is missing
 
 
 def validate_file(path):
@@ -82,16 +84,20 @@ def _reworded(path, error):
     if isinstance(error, NotATrace):
         document = error.document
         if not isinstance(document, dict):
-            return TraceError(f"{path}: the JSON is a {type(document).__name__}, expected an "
-                              "object with schemaVersion, distributedInfo and traceEvents")
+            return TraceError(
+                f"{path}: the JSON is a {type(document).__name__}, expected an "
+                "object with schemaVersion, distributedInfo and traceEvents"
+            )
         try:
             _check_top_level(document, need_events=True)  # names what is missing
         except _Problem as problem:
             return TraceError(f"{path}: {problem}")
     elif isinstance(error, DamagedTrace):
         if error.header_cut:
-            return TraceError(f"{path}: truncated inside the header line: the traced program "
-                              "stopped at start, there are no events to recover")
+            return TraceError(
+                f"{path}: truncated inside the header line: the traced program "
+                "stopped at start, there are no events to recover"
+            )
         if error.json_error is not None:
             return TraceError(f"{path}: not valid JSON ({error.json_error})")
     return error
@@ -119,8 +125,10 @@ def _check_top_level(header, need_events):
         if not isinstance(value, int) or isinstance(value, bool):
             raise _Problem(f"distributedInfo.{key} is missing or not a whole number")
     if info["world_size"] < 1 or not 0 <= info["rank"] < info["world_size"]:
-        raise _Problem(f"distributedInfo has rank {info['rank']} and world_size "
-                       f"{info['world_size']} (needs 0 <= rank < world_size)")
+        raise _Problem(
+            f"distributedInfo has rank {info['rank']} and world_size "
+            f"{info['world_size']} (needs 0 <= rank < world_size)"
+        )
     base = header.get("baseTimeNanoseconds")
     if base is not None and (not isinstance(base, int) or isinstance(base, bool) or base < 0):
         raise _Problem("baseTimeNanoseconds is not a whole number of nanoseconds >= 0")
@@ -172,8 +180,9 @@ def _check_event(trace, i, e, line=None):
                 raise _Problem(f"{here()}: args.fqn is missing or empty")
             if args.get("phase") not in PHASES:
                 phase = json.dumps(args.get("phase"))
-                raise _Problem(f"{here()}: args.phase is {phase}, expected one of forward, "
-                               "backward, recompute")
+                raise _Problem(
+                    f"{here()}: args.phase is {phase}, expected one of forward, backward, recompute"
+                )
             if "module_type" in args and not isinstance(args["module_type"], str):
                 raise _Problem(f"{here()}: args.module_type is not a string")
     elif ph in ("s", "f"):
@@ -188,8 +197,10 @@ def _check_event(trace, i, e, line=None):
         if not isinstance(e.get("name"), str):
             raise _Problem(f"{here()}: metadata event without a name")
         if e["name"] == trace_events.MODULE_ENTRY and trace_events.module_entry(e) is None:
-            raise _Problem(f"{here()}: a module table entry needs args.fqn (not empty) and "
-                           "args.module_type, both strings")
+            raise _Problem(
+                f"{here()}: a module table entry needs args.fqn (not empty) and "
+                "args.module_type, both strings"
+            )
 
 
 def _check_events(trace):
@@ -211,9 +222,11 @@ def _check_events(trace):
             end = start + trace_events.to_ns(e["dur"])
             return f"{trace_events.format_us(start)}..{trace_events.format_us(end)} us"
 
-        raise _Problem(f"slices on pid {a.get('pid')} tid {a.get('tid')} overlap without nesting: "
-                       f"{_where(trace, index_of[overlap[0]])}{_describe_event(a)} [{span(a)}] and "
-                       f"{_where(trace, index_of[overlap[1]])}{_describe_event(b)} [{span(b)}]")
+        raise _Problem(
+            f"slices on pid {a.get('pid')} tid {a.get('tid')} overlap without nesting: "
+            f"{_where(trace, index_of[overlap[0]])}{_describe_event(a)} [{span(a)}] and "
+            f"{_where(trace, index_of[overlap[1]])}{_describe_event(b)} [{span(b)}]"
+        )
 
     incomplete = trace.incomplete
     loose_flows = 0
@@ -228,26 +241,34 @@ def _check_events(trace):
         if incomplete and starts + finishes == 1:
             loose_flows += 1
             continue
-        raise _Problem(f"flow id {fid} (cat {cat}, first at {_where(trace, first)}) has {starts} "
-                       f"\"s\" and {finishes} \"f\" events; each flow needs exactly one of each")
+        raise _Problem(
+            f"flow id {fid} (cat {cat}, first at {_where(trace, first)}) has {starts} "
+            f"\"s\" and {finishes} \"f\" events; each flow needs exactly one of each"
+        )
 
     for k, e in enumerate(slices):
         parent = parents[k]
         # The module tracks' spans are a view whose depth is the fqn level (_StreamChecks._slice);
         # a trace that lost events (dropped, cut) may lack the range a depth counts.
-        if parent >= 0 and not trace.incomplete and not trace_events.is_module_view(e) \
-                and not trace_events.is_module_view(slices[parent]):
+        if (
+            parent >= 0
+            and not trace.incomplete
+            and not trace_events.is_module_view(e)
+            and not trace_events.is_module_view(slices[parent])
+        ):
             _check_depth(trace, (index_of[k], None, e), (index_of[parent], None, slices[parent]))
 
     spans = {f for f in (trace_events.module_span_fqn(e) for e in slices) if f is not None}
-    spans |= {entry[0] for entry in map(trace_events.module_entry, trace.events)
-              if entry is not None}
+    spans |= {
+        entry[0] for entry in map(trace_events.module_entry, trace.events) if entry is not None
+    }
     # Compiled code names submodules whose forward never ran as a module of its own (their
     # hooks were compiled away): names the kernels of compiled graphs carry are known, and in a
     # trace with compiled code so is any module below a module that ran (docs/compile.md).
     in_compiled = trace_events.CompiledCode(slices)
-    spans |= {e["args"]["fqn"] for e in slices
-              if e.get("cat") == "cpu_op" and in_compiled.contains(e)}
+    spans |= {
+        e["args"]["fqn"] for e in slices if e.get("cat") == "cpu_op" and in_compiled.contains(e)
+    }
     missing = set()
     for k, e in enumerate(slices):
         if e.get("cat") != "cpu_op":
@@ -260,9 +281,11 @@ def _check_events(trace):
         if incomplete:
             missing.add(fqn)
             continue
-        raise _Problem(f"{_where(trace, index_of[k])}{_describe_event(e)} has fqn "
-                       f"{json.dumps(fqn)} but the trace has no module span for it "
-                       f"(\"nn.Module: {fqn}\" with args.module_type)")
+        raise _Problem(
+            f"{_where(trace, index_of[k])}{_describe_event(e)} has fqn "
+            f"{json.dumps(fqn)} but the trace has no module span for it "
+            f"(\"nn.Module: {fqn}\" with args.module_type)"
+        )
     threads = {trace_events.thread_key(e) for e in slices}
     return len(threads), Relaxations(loose_flows, len(missing))
 
@@ -293,18 +316,22 @@ def _check_depth(trace, child, parent):
     depth, outer = _depth_of(child[2]), _depth_of(parent[2])
     if depth is None or outer is None or depth == outer + 1:
         return
-    raise _Problem(f"{_where(trace, child[0], child[1])}{_describe_event(child[2])} has depth "
-                   f"{depth} but is nested {outer + 1} deep: inside "
-                   f"{_where(trace, parent[0], parent[1])}{_describe_event(parent[2])} at depth "
-                   f"{outer}")
+    raise _Problem(
+        f"{_where(trace, child[0], child[1])}{_describe_event(child[2])} has depth "
+        f"{depth} but is nested {outer + 1} deep: inside "
+        f"{_where(trace, parent[0], parent[1])}{_describe_event(parent[2])} at depth "
+        f"{outer}"
+    )
 
 
 def _overlap_problem(trace, a, b):
     """a, b: (index, line, event) of two slices that overlap without nesting, a the earlier."""
     ea, eb = a[2], b[2]
-    return _Problem(f"slices on pid {ea.get('pid')} tid {ea.get('tid')} overlap without nesting: "
-                    f"{_where(trace, a[0], a[1])}{_describe_event(ea)} [{_span_text(ea)}] and "
-                    f"{_where(trace, b[0], b[1])}{_describe_event(eb)} [{_span_text(eb)}]")
+    return _Problem(
+        f"slices on pid {ea.get('pid')} tid {ea.get('tid')} overlap without nesting: "
+        f"{_where(trace, a[0], a[1])}{_describe_event(ea)} [{_span_text(ea)}] and "
+        f"{_where(trace, b[0], b[1])}{_describe_event(eb)} [{_span_text(eb)}]"
+    )
 
 
 class _ClosedFlows:
@@ -403,8 +430,10 @@ class _StreamChecks:
             if fqn is not None:
                 self.spans.add(fqn)
         name = e.get("name")
-        if isinstance(name, str) and (name in trace_events.COMPILED_CODE_NAMES
-                                      or name.startswith(trace_events.COMPILED_REGION_PREFIX)):
+        if isinstance(name, str) and (
+            name in trace_events.COMPILED_CODE_NAMES
+            or name.startswith(trace_events.COMPILED_REGION_PREFIX)
+        ):
             self.compiled.append(e)
         if e.get("cat") == trace_events.MODULE_VIEW_CAT:
             # The drain's backward module spans: a view on tracks of their own, written when a
@@ -427,8 +456,12 @@ class _StreamChecks:
             c = stack[-1]
             if c[0] < start or c[1] > end + tol or not (c[0] < end or c[0] == start):
                 break
-            if c[2] is not None and depth is not None and c[2] != depth + 1 \
-                    and self.depth_problem is None:
+            if (
+                c[2] is not None
+                and depth is not None
+                and c[2] != depth + 1
+                and self.depth_problem is None
+            ):
                 try:
                     _check_depth(self.trace, c[3], (i, line, e))
                 except _Problem as problem:  # said at the end, unless the trace lost events
@@ -468,27 +501,40 @@ class _StreamChecks:
                         c = counts.setdefault(key, [0, 0, (i, line)])
                         c[0 if e["ph"] == "s" else 1] += 1
             for (cat, fid), (starts, finishes, (first, line)) in sorted(
-                    counts.items(), key=lambda kv: kv[1][2][0]):
+                counts.items(), key=lambda kv: kv[1][2][0]
+            ):
                 if incomplete and starts + finishes == 1:
                     continue
-                raise _Problem(f"flow id {fid} (cat {cat}, first at {_where(trace, first, line)}) "
-                               f"has {starts} \"s\" and {finishes} \"f\" events; each flow needs "
-                               "exactly one of each")
+                raise _Problem(
+                    f"flow id {fid} (cat {cat}, first at {_where(trace, first, line)}) "
+                    f"has {starts} \"s\" and {finishes} \"f\" events; each flow needs "
+                    "exactly one of each"
+                )
         missing = {f: where for f, where in self.first_op.items() if f not in self.spans}
         if missing and self.compiled:
             in_compiled = trace_events.CompiledCode(self.compiled)
             spans = set(self.spans)
             for _, _, e in stream_again():
-                if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") == "cpu_op" \
-                        and e["args"]["fqn"] in missing and in_compiled.contains(e):
+                if (
+                    isinstance(e, dict)
+                    and e.get("ph") == "X"
+                    and e.get("cat") == "cpu_op"
+                    and e["args"]["fqn"] in missing
+                    and in_compiled.contains(e)
+                ):
                     spans.add(e["args"]["fqn"])
-            missing = {f: where for f, where in missing.items()
-                       if f not in spans and not trace_events.has_ancestor_in(f, spans)}
+            missing = {
+                f: where
+                for f, where in missing.items()
+                if f not in spans and not trace_events.has_ancestor_in(f, spans)
+            }
         if missing and not incomplete:
             fqn, (i, line, e) = min(missing.items(), key=lambda kv: kv[1][0])
-            raise _Problem(f"{_where(trace, i, line)}{_describe_event(e)} has fqn "
-                           f"{json.dumps(fqn)} but the trace has no module span for it "
-                           f"(\"nn.Module: {fqn}\" with args.module_type)")
+            raise _Problem(
+                f"{_where(trace, i, line)}{_describe_event(e)} has fqn "
+                f"{json.dumps(fqn)} but the trace has no module span for it "
+                f"(\"nn.Module: {fqn}\" with args.module_type)"
+            )
         return len(self.threads), Relaxations(len(loose), len(missing))
 
 
@@ -564,8 +610,11 @@ def _check_native(path):
         except (_NativeDeclined, TraceError):
             return None
         if stream.cut:
-            return None if engine.check_result(True) is None else \
-                _raise_if_cut(path, stream, stream.events_read)
+            return (
+                None
+                if engine.check_result(True) is None
+                else _raise_if_cut(path, stream, stream.events_read)
+            )
         incomplete = stream.incomplete
         found = engine.check_result(incomplete)
         if found is None:

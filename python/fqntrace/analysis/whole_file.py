@@ -2,6 +2,7 @@
 holds every event of a trace for a verb that needs them at once, ``read_text`` reads any JSON
 file whole (a torch.profiler trace to annotate, a summary), ``lines_with`` finds the events on
 the lines that hold a mark without decoding the others."""
+
 from fqntrace.analysis.trace_bytes import ByteSource, as_text, check_not_binary
 from fqntrace.analysis.tracestream import BATCH_ERRORS, TraceStream, decode_batch, may_miss_events
 
@@ -18,8 +19,9 @@ class LoadedTrace:
     event_lines: the 1-based line of each event, when every event has a line of its own.
     """
 
-    def __init__(self, path, fmt, header, events, tail, cut=False, dropped_partial=False,
-                 event_lines=None):
+    def __init__(
+        self, path, fmt, header, events, tail, cut=False, dropped_partial=False, event_lines=None
+    ):
         self.path = path
         self.format = fmt
         self.header = header
@@ -53,8 +55,16 @@ def load(path):
             elif lines is not None:
                 lines.extend(range(first_line, first_line + len(batch)))
         header = {**stream.header, **stream.after_events}
-        return LoadedTrace(path, stream.format, header, events, stream.tail, cut=stream.cut,
-                           dropped_partial=stream.dropped_partial, event_lines=lines)
+        return LoadedTrace(
+            path,
+            stream.format,
+            header,
+            events,
+            stream.tail,
+            cut=stream.cut,
+            dropped_partial=stream.dropped_partial,
+            event_lines=lines,
+        )
 
 
 def read_text(path):
@@ -120,6 +130,6 @@ def lines_with(path, mark):
                 if not take(chunk[start:end], False):
                     return None
                 at = chunk.find(mark, end, last)
-            rest = chunk[last + 1:]
+            rest = chunk[last + 1 :]
     finally:
         source.close()

@@ -10,6 +10,7 @@ two lines must agree (tests/python/test_compile.py).
 its counters cleared): one line per case, with "case": NAME, and the steps' ranges named
 "NAME step<i>". One interpreter for every case spares each its own start (torch, transformers).
 """
+
 import argparse
 import json
 import sys
@@ -42,8 +43,9 @@ class Block(nn.Module):
 class Net(nn.Module):
     def __init__(self, d=16, graph_break=False, checkpoint=False):
         super().__init__()
-        self.blocks = nn.ModuleList(Block(d, graph_break and i == 1, checkpoint and i == 1)
-                                    for i in range(3))
+        self.blocks = nn.ModuleList(
+            Block(d, graph_break and i == 1, checkpoint and i == 1) for i in range(3)
+        )
         self.head = nn.Linear(d, 1)
 
     def forward(self, x):
@@ -55,8 +57,9 @@ class Net(nn.Module):
 def gpt2():
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    config = GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=32,
-                        attn_implementation="eager")
+    config = GPT2Config(
+        n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=32, attn_implementation="eager"
+    )
     return GPT2LMHeadModel(config).train()
 
 
@@ -76,10 +79,16 @@ def parse(argv):
 
 def run(args, name=None):
     torch.manual_seed(0)
-    net = gpt2() if args.model == "gpt2" else Net(graph_break=args.graph_break,
-                                                  checkpoint=args.checkpoint)
-    options = {"backend": args.backend, "fullgraph": args.fullgraph,
-               "dynamic": True if args.dynamic else None}
+    net = (
+        gpt2()
+        if args.model == "gpt2"
+        else Net(graph_break=args.graph_break, checkpoint=args.checkpoint)
+    )
+    options = {
+        "backend": args.backend,
+        "fullgraph": args.fullgraph,
+        "dynamic": True if args.dynamic else None,
+    }
     model = net
     if args.form == "whole":
         model = torch.compile(net, **options)
@@ -89,8 +98,10 @@ def run(args, name=None):
         net.blocks[1].compile(**options)
     step_fn = None
     if args.form == "function":
+
         def step(x):
             return model(x).sum()
+
         step_fn = torch.compile(step, **options)
 
     opt = torch.optim.AdamW(net.parameters(), lr=1e-3)

@@ -5,6 +5,7 @@ and only its own, is larger on that rank. For the cross-rank summary test
 
     torchrun --standalone --nproc_per_node=2 straggler.py [--slow-rank 1] [--extra 20] [--steps 3]
 """
+
 import argparse
 import time
 
@@ -49,7 +50,8 @@ def main():
     rank = dist.get_rank()
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(
-        Net(64, args.extra if rank == args.slow_rank else 0))
+        Net(64, args.extra if rank == args.slow_rank else 0)
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     for _ in range(args.steps):
         loss = model(torch.randn(32, 64)).pow(2).mean()

@@ -12,6 +12,7 @@ to print it. --kill-rank R makes rank R sleep --kill-delay seconds at the start 
 --kill-step and then SIGKILL itself; the other ranks block in that step's first collective until
 torchrun tears them down. --times prints each step's wall time.
 """
+
 import argparse
 import contextlib
 import json
@@ -117,12 +118,14 @@ def dump_buckets(ddp, path):
     """DDP's buckets after its first iteration, in launch order: the module owning each
     parameter (``blocks.0.mlp.fc1``, names under the DDP wrapper) and the bucket's bytes."""
     owner = {id(p): name.rpartition(".")[0] for name, p in ddp.module.named_parameters()}
-    buckets = [{"owners": [owner[id(p)] for p in bucket.parameters()],
-                "bytes": bucket.buffer().nbytes}
-               for bucket in ddp.reducer._get_zeros_like_grad_buckets()]
+    buckets = [
+        {"owners": [owner[id(p)] for p in bucket.parameters()], "bytes": bucket.buffer().nbytes}
+        for bucket in ddp.reducer._get_zeros_like_grad_buckets()
+    ]
     with open(path, "w") as f:
-        json.dump({"buckets": buckets,
-                   "param_bytes": sum(p.nbytes for p in ddp.module.parameters())}, f)
+        json.dump(
+            {"buckets": buckets, "param_bytes": sum(p.nbytes for p in ddp.module.parameters())}, f
+        )
 
 
 def main():
@@ -154,15 +157,20 @@ def main():
             os.kill(os.getpid(), signal.SIGKILL)
         tokens = torch.randint(0, VOCAB, (args.batch, args.seq), generator=gen)
         start = time.perf_counter()
-        ranges = (contextlib.nullcontext() if args.no_step_ranges
-                  else torch.autograd.profiler.record_function(f"step {step}"))
+        ranges = (
+            contextlib.nullcontext()
+            if args.no_step_ranges
+            else torch.autograd.profiler.record_function(f"step {step}")
+        )
         with ranges:
             loss = lm_step(model, opt, tokens)
             if args.log_loss:
                 logged = loss.detach().clone()
                 dist.all_reduce(logged)
         if args.times:
-            print(f"rank {rank} step {step} ms {(time.perf_counter() - start) * 1e3:.3f}", flush=True)
+            print(
+                f"rank {rank} step {step} ms {(time.perf_counter() - start) * 1e3:.3f}", flush=True
+            )
     if args.dump_buckets and rank == 0:
         dump_buckets(model, args.dump_buckets)
     dist.barrier()

@@ -5,6 +5,7 @@ Each program prints what the user would see (results, tracebacks) on stdout; the
 untraced and traced and compares. `ECOSYSTEM_FQNS` names the file the fresh tracker's names go
 to. The pass runs inside `record_function("ecosystem.final")` so the test finds its module spans
 in the trace."""
+
 import json
 import os
 
@@ -18,7 +19,8 @@ def final_pass(model, run):
     seen = {}
     tracker = ModTracker()
     tracker.register_user_hooks(
-        pre_fw_hook=lambda m, _inputs: seen.setdefault(tracker.get_known_fqn(m), type(m).__name__))
+        pre_fw_hook=lambda m, _inputs: seen.setdefault(tracker.get_known_fqn(m), type(m).__name__)
+    )
     with torch.autograd.profiler.record_function("ecosystem.final"):
         with tracker:
             out = run()

@@ -1,9 +1,9 @@
 """accelerate: Accelerator.prepare and two training steps on CPU."""
+
 import torch
+from _common import final_pass, show
 from accelerate import Accelerator
 from torch import nn
-
-from _common import final_pass, show
 
 torch.manual_seed(0)
 accelerator = Accelerator(cpu=True)

@@ -1,5 +1,6 @@
 """An exception raised in a nested forward: the traceback the user sees, and the forward stack
 that anomaly mode prints with a backward error."""
+
 import traceback
 import warnings
 

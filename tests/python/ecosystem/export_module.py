@@ -1,10 +1,10 @@
 """torch.export: the exported program's module runs forward and backward. Its submodules keep
 their parameters but are never called (the graph is inlined), so their gradient accumulation
 belongs to modules that have no span: the trace's module table names them."""
-import torch
-from torch import nn
 
+import torch
 from _common import final_pass, show
+from torch import nn
 
 
 class Net(nn.Module):

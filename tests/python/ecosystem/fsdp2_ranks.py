@@ -2,6 +2,7 @@
 with reshard_after_forward True and False, activation checkpointing in the blocks, and a later
 model.to(). Every rank's trace must validate: FSDP2's serve scopes write nothing and must not
 count as a nesting level (args.depth)."""
+
 import os
 import socket
 import sys
@@ -9,11 +10,10 @@ import sys
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from _common import final_pass, show
 from torch import nn
 from torch.distributed.fsdp import fully_shard
 from torch.utils.checkpoint import checkpoint
-
-from _common import final_pass, show
 
 
 class Block(nn.Module):
@@ -57,8 +57,7 @@ def train(rank, reshard, checkpointed):
 def worker(rank, port):
     if rank != 0:
         os.environ.pop("ECOSYSTEM_FQNS", None)  # rank 0 writes the fresh tracker's names
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=2)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     for reshard, checkpointed in ((True, False), (False, True)):
         model, opt, x = train(rank, reshard, checkpointed)
         weight = model.head.weight.full_tensor()  # a collective: every rank takes part

@@ -1,14 +1,14 @@
 """FSDP2 (fully_shard) on one gloo rank: a training step, then model.to(), which swaps the
 sharded parameters (swap_tensors)."""
+
 import os
 import socket
 
 import torch
 import torch.distributed as dist
+from _common import final_pass, show
 from torch import nn
 from torch.distributed.fsdp import fully_shard
-
-from _common import final_pass, show
 
 with socket.socket() as s:
     s.bind(("127.0.0.1", 0))

@@ -1,8 +1,8 @@
 """Lazy modules: parameters are UninitializedParameter until the first forward."""
-import torch
-from torch import nn
 
+import torch
 from _common import final_pass, show
+from torch import nn
 
 torch.manual_seed(0)
 model = nn.Sequential(nn.LazyLinear(16), nn.ReLU(), nn.LazyLinear(3))

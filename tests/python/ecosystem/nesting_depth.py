@@ -1,4 +1,5 @@
 """The deepest chain of nested modules whose forward runs under the default recursion limit."""
+
 import sys
 
 import torch

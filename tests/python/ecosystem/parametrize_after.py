@@ -1,10 +1,10 @@
 """torch.nn.utils.parametrize registered after a warm-up: the parametrization modules are named
 under the module they parametrize (MLP.fc1.parametrizations.weight.0)."""
+
 import torch
+from _common import final_pass, show
 from torch import nn
 from torch.nn.utils import parametrize
-
-from _common import final_pass, show
 
 
 class Symmetric(nn.Module):

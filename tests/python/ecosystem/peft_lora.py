@@ -1,9 +1,9 @@
 """PEFT LoRA injected after a warm-up forward (get_peft_model replaces Linear layers)."""
+
 import torch
+from _common import final_pass, show
 from peft import LoraConfig, get_peft_model
 from torch import nn
-
-from _common import final_pass, show
 
 
 class Tiny(nn.Module):

@@ -1,4 +1,5 @@
 """The user's own torch.profiler: the rows of key_averages() and the exported trace's ranges."""
+
 import json
 import os
 import tempfile
@@ -17,6 +18,11 @@ for key, count in rows:
 path = os.path.join(tempfile.mkdtemp(), "prof.json")
 prof.export_chrome_trace(path)
 with open(path) as f:
-    names = sorted({e.get("name") for e in json.load(f)["traceEvents"]
-                    if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")})
+    names = sorted(
+        {
+            e.get("name")
+            for e in json.load(f)["traceEvents"]
+            if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")
+        }
+    )
 print("exported ranges:", names)

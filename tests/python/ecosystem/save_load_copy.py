@@ -1,12 +1,12 @@
 """Saving and loading a whole module (pickle), deepcopy, state_dict round trips, assign=True."""
+
 import copy
 import io
 import warnings
 
 import torch
-from torch import nn
-
 from _common import final_pass, show
+from torch import nn
 
 warnings.simplefilter("always")
 torch.manual_seed(0)

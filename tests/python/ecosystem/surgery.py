@@ -1,9 +1,9 @@
 """Model surgery after the first call: a head replaced, a submodule added, a ModuleList grown, a
 module removed. A fresh ModTracker names them under their parent."""
-import torch
-from torch import nn
 
+import torch
 from _common import final_pass, show
+from torch import nn
 
 
 class Net(nn.Module):

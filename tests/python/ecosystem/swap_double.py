@@ -1,9 +1,9 @@
 """torch.__future__ swap conversion: .double() swaps every parameter (swap_tensors), which refuses
 tensors with weak references; torch.utils.swap_tensors on a trained parameter likewise."""
-import torch
-from torch import nn
 
+import torch
 from _common import final_pass, show
+from torch import nn
 
 torch.manual_seed(0)
 torch.__future__.set_swap_module_params_on_conversion(True)

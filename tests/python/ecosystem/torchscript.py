@@ -1,10 +1,10 @@
 """TorchScript: a scripted model runs forward and backward. Its submodules run inside
 TorchScript, never through nn.Module.__call__, yet their parameters' gradients are accumulated:
 the trace's module table names them."""
-import torch
-from torch import nn
 
+import torch
 from _common import final_pass, show
+from torch import nn
 
 
 class Net(nn.Module):

@@ -10,6 +10,7 @@ process or, under torchrun, DDP over gloo. Nothing here mentions fqntrace unless
 --steps steps. --slow-from A: the module `slowpoke` does extra matrix products in steps A..A+K-1
 (an injected slow episode). Prints `rank R done N` (N: steps run) and the loss of the last step.
 """
+
 import argparse
 import os
 import time
@@ -39,7 +40,9 @@ class Model(nn.Module):
     def __init__(self, width):
         super().__init__()
         self.inp = nn.Linear(width, width)
-        self.blocks = nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.ReLU()) for _ in range(3)])
+        self.blocks = nn.Sequential(
+            *[nn.Sequential(nn.Linear(width, width), nn.ReLU()) for _ in range(3)]
+        )
         self.slowpoke = Slowpoke(width)
         self.out = nn.Linear(width, 1)
 
@@ -67,6 +70,7 @@ def main():
     train = model
     if distributed:
         import torch.distributed as dist
+
         dist.init_process_group("gloo")
         train = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(train.parameters(), lr=1e-3)
@@ -82,6 +86,7 @@ def main():
                 break
         if step == args.program_capture:
             import fqntrace
+
             print("program capture", fqntrace.capture(steps=3), flush=True)
         slow = args.slow_from <= step < args.slow_from + args.slow_steps
         model.slowpoke.extra = args.slow_extra if slow else 0

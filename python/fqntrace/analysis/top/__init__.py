@@ -22,4 +22,5 @@ The package, one module a job: ``live`` (the time counted per module, phase, sec
 ``sources`` (the followed files), ``tree`` (the module tree and what the user steers),
 ``screen`` (drawing it with rich), ``terminal`` (the keys and the refresh loop: ``main``).
 """
+
 from fqntrace.analysis.top.terminal import main  # noqa: F401  (cli.cmd_top's entry)

@@ -1,6 +1,7 @@
 """top's live accounting: per file, the summary's time as it is counted, kept per second of trace
 time (the recent window) and per recent step, by the native engine (NativeLiveSummary) or the
 Python loop (LiveSummary)."""
+
 import bisect
 import collections
 
@@ -37,7 +38,7 @@ class LiveWindow:
 
     def step_range(self, start, end, number):
         bisect.insort(self.step_ranges, (start, end, number))
-        del self.step_ranges[:-2 * RECENT_STEPS]
+        del self.step_ranges[: -2 * RECENT_STEPS]
         if number not in self.exclude_steps:
             self.step_self[number] = {}
             while len(self.step_self) > RECENT_STEPS:

@@ -1,4 +1,5 @@
 """Drawing top's screen with rich: the title line, the notes, the module table and its legend."""
+
 from fqntrace.analysis import sampled as sampled_trace
 from fqntrace.analysis import trace_events
 from fqntrace.analysis.top.live import CPU
@@ -31,35 +32,58 @@ def render(sources, view, window_s, rate):
     ranked = [(lab, s) for lab, s in zip(labels, ordered) if s.follower.header is not None]
     per_rank = 1 < len(ranked) <= 8
     events = sum(s.live.events for s in ordered)
-    trace_s = max(((s.live.latest_ns or 0) - (s.live.first_ns or 0)) / 1e9 for s in ordered) \
-        if ordered else 0
+    trace_s = (
+        max(((s.live.latest_ns or 0) - (s.live.first_ns or 0)) / 1e9 for s in ordered)
+        if ordered
+        else 0
+    )
     steps = [s.live.steps_per_s() for s in ordered]
     steps_text = "-"
     if any(v is not None for v in steps):
-        steps_text = " ".join(f"{lab} {v:.2f}" if len(ordered) > 1 else f"{v:.2f}"
-                              for lab, v in zip(labels, steps) if v is not None)
+        steps_text = " ".join(
+            f"{lab} {v:.2f}" if len(ordered) > 1 else f"{v:.2f}"
+            for lab, v in zip(labels, steps)
+            if v is not None
+        )
     behind = sum(s.behind() for s in ordered)
     dropped = [s.dropped() for s in ordered]
-    dropped_text = ("?" if not dropped or any(d is None for d in dropped)
-                    else str(sum(d for d in dropped if isinstance(d, int))))
+    dropped_text = (
+        "?"
+        if not dropped or any(d is None for d in dropped)
+        else str(sum(d for d in dropped if isinstance(d, int)))
+    )
     title = Text()
     title.append("fqntrace top", style="bold")
     files = f"  {len(ordered)} files" if len(ordered) != 1 else ""
-    title.append(f"{files}  trace {trace_s:.1f} s  last {window_s:g} s  steps/s {steps_text}  "
-                 f"{events:,} events ({rate:,.0f}/s)  "
-                 + (f"dropped {dropped_text}  " if dropped_text != "?" else "")
-                 + f"sort {view.sort}")
+    title.append(
+        f"{files}  trace {trace_s:.1f} s  last {window_s:g} s  steps/s {steps_text}  "
+        f"{events:,} events ({rate:,.0f}/s)  "
+        + (f"dropped {dropped_text}  " if dropped_text != "?" else "")
+        + f"sort {view.sort}"
+    )
     notes = [Text(s.message, style="yellow") for s in ordered if s.message]
-    notes += [Text(f"waiting for files matching {p} (retrying every refresh)", style="yellow")
-              for p in sources.unmatched]
+    notes += [
+        Text(f"waiting for files matching {p} (retrying every refresh)", style="yellow")
+        for p in sources.unmatched
+    ]
     if behind > 1 << 20:
-        notes.append(Text(f"reading {behind / (1 << 20):.0f} MiB behind the writer (the job "
-                          "writes events faster than this view reads them)", style="yellow"))
+        notes.append(
+            Text(
+                f"reading {behind / (1 << 20):.0f} MiB behind the writer (the job "
+                "writes events faster than this view reads them)",
+                style="yellow",
+            )
+        )
     sampled = [s for s in ordered if sampled_trace.sample_of(s.follower.header) is not None]
     if sampled:
-        notes.append(Text(f"{len(sampled)} of the traces are sampled (FQNTRACE_SAMPLE): top counts "
-                          "the ops they hold, a fraction of the job's; `python -m fqntrace summary` "
-                          "gives their module times", style="yellow"))
+        notes.append(
+            Text(
+                f"{len(sampled)} of the traces are sampled (FQNTRACE_SAMPLE): top counts "
+                "the ops they hold, a fraction of the job's; `python -m fqntrace summary` "
+                "gives their module times",
+                style="yellow",
+            )
+        )
     bad = sum(s.follower.bad_lines for s in ordered)
     if bad:
         notes.append(Text(f"{bad} lines were not valid JSON and were skipped", style="yellow"))
@@ -86,8 +110,11 @@ def render(sources, view, window_s, rate):
     recent_all = sum(sum(r.recent.values()) for r in roots)
     for i, r in enumerate(rows):
         mark = ("- " if r.fqn not in view.collapsed else "+ ") if r.children else "  "
-        name = "  " * min(r.depth, 12) + mark + (r.fqn if r.depth == 0 or r.fqn == "Global"
-                                                 else r.fqn.rsplit(".", 1)[-1])
+        name = (
+            "  " * min(r.depth, 12)
+            + mark
+            + (r.fqn if r.depth == 0 or r.fqn == "Global" else r.fqn.rsplit(".", 1)[-1])
+        )
         share = sum(r.recent.values()) / recent_all * 100 if recent_all else 0
         # A Text, not a str: rich would read a name's "[...]" as markup.
         cells = [Text(trace_events.printable(name))] + [_ms(r.recent[p]) for p in phases]
@@ -100,18 +127,28 @@ def render(sources, view, window_s, rate):
         if per_rank:
             cells += [_ms(r.per_rank.get(lab, 0)) for lab, _ in ranked]
         table.add_row(*cells, style="reverse" if i == view.selected else None)
-    legend = Text(f"ms of op time of the module and its submodules over the last {window_s:g} s "
-                  "of trace time (%: share" + (", rN: per rank" if per_rank else "") +
-                  "); \u03a3: since the start" + (
-                      "; /st: median per step over the last steps, "
-                      + _left_out(ordered[0].exclude_steps) if with_steps else "") +
-                  ("; cpu/st: the thread's CPU time, all phases" if with_cpu else "") +
-                  ".  keys: q quit, s sort, \u2191/\u2193 move, "
-                  "Enter expand/collapse, +/- all", style="dim")
+    legend = Text(
+        f"ms of op time of the module and its submodules over the last {window_s:g} s "
+        "of trace time (%: share"
+        + (", rN: per rank" if per_rank else "")
+        + "); \u03a3: since the start"
+        + (
+            "; /st: median per step over the last steps, " + _left_out(ordered[0].exclude_steps)
+            if with_steps
+            else ""
+        )
+        + ("; cpu/st: the thread's CPU time, all phases" if with_cpu else "")
+        + ".  keys: q quit, s sort, \u2191/\u2193 move, "
+        "Enter expand/collapse, +/- all",
+        style="dim",
+    )
     parts = [title] + notes + [table if rows else Text("(no module time yet)"), legend]
     return Group(*parts), rows
 
 
 def _left_out(exclude):
-    return ("step " + ", ".join(str(s) for s in sorted(exclude)[:5]) + " left out") if exclude \
+    return (
+        ("step " + ", ".join(str(s) for s in sorted(exclude)[:5]) + " left out")
+        if exclude
         else "no step left out"
+    )

@@ -1,5 +1,6 @@
 """The files top follows: one Source per file (its Follower and live summary), and Sources, the
 patterns that pick up files created later."""
+
 import glob
 import os
 import time
@@ -35,8 +36,10 @@ class Source:
             return None
         if restarted:
             self.live = new_live(self.window_s, self.exclude_steps, self.follower.format == JSONL)
-            self.message = (f"{self.path} was replaced (a new run, rotated or truncated): "
-                            "reading the new file from its start")
+            self.message = (
+                f"{self.path} was replaced (a new run, rotated or truncated): "
+                "reading the new file from its start"
+            )
         if isinstance(self.live, NativeLiveSummary):
             events, n = self.follower.poll_events(data, end, self.live.feed_block)
         else:
@@ -57,8 +60,10 @@ class Source:
         if self.follower.state == "waiting":
             self.message = f"waiting for {self.path} to be created (retrying every refresh)"
         elif self.follower.state == "damaged":
-            self.message = (f"{self.path}: the compressed data is damaged; showing what was "
-                            "read before it (waiting for the file to be replaced)")
+            self.message = (
+                f"{self.path}: the compressed data is damaged; showing what was "
+                "read before it (waiting for the file to be replaced)"
+            )
         elif self.follower.state == "ended":
             self.message = f"{self.path}: the job has ended (the trace is closed)"
         elif self.message and self.message.startswith("waiting for"):
@@ -90,8 +95,11 @@ class Sources:
         self.unmatched = []
         for pattern in self.patterns:
             if "*" in pattern or "?" in pattern or "{rank}" in pattern or "{pid}" in pattern:
-                found = [p for p in glob.glob(pattern.replace("{rank}", "*").replace("{pid}", "*"))
-                         if not summarize.is_summary_path(p)]  # a rank's summary is no trace
+                found = [
+                    p
+                    for p in glob.glob(pattern.replace("{rank}", "*").replace("{pid}", "*"))
+                    if not summarize.is_summary_path(p)
+                ]  # a rank's summary is no trace
                 if not found:
                     self.unmatched.append(pattern)
                 for path in sorted(found):
@@ -122,5 +130,7 @@ class Sources:
         return n
 
     def ordered(self):
-        return sorted(self.sources.values(),
-                      key=lambda s: (s.rank is None, s.rank if s.rank is not None else 0, s.path))
+        return sorted(
+            self.sources.values(),
+            key=lambda s: (s.rank is None, s.rank if s.rank is not None else 0, s.path),
+        )

@@ -1,5 +1,6 @@
 """top's terminal loop: `--once` prints one screen; otherwise the screen is redrawn every
 --interval, reading meanwhile, with the keys read in cbreak mode."""
+
 import os
 import select
 import sys
@@ -10,8 +11,10 @@ from fqntrace.analysis.top.screen import render
 from fqntrace.analysis.top.sources import Sources
 from fqntrace.analysis.top.tree import View
 
-INSTALL_HINT = ("fqntrace top needs the optional package rich: pip install 'fqntrace[top]' "
-                "(or: pip install rich)")
+INSTALL_HINT = (
+    "fqntrace top needs the optional package rich: pip install 'fqntrace[top]' "
+    "(or: pip install rich)"
+)
 READ_SHARE = 0.8  # of each refresh interval spent reading when the job writes faster than that
 
 
@@ -50,8 +53,8 @@ class _Keys:
         keys = []
         i = 0
         while i < len(data):
-            if data[i] == "\x1b" and data[i + 1:i + 2] == "[" and i + 2 < len(data):
-                keys.append(data[i:i + 3])
+            if data[i] == "\x1b" and data[i + 1 : i + 2] == "[" and i + 2 < len(data):
+                keys.append(data[i : i + 3])
                 i += 3
             else:
                 keys.append(data[i])
@@ -68,8 +71,9 @@ def main(args):
     from rich.console import Console
     from rich.live import Live
 
-    sources = Sources(args.traces, args.window,
-                      getattr(args, "exclude_steps", step_times.DEFAULT_EXCLUDED))
+    sources = Sources(
+        args.traces, args.window, getattr(args, "exclude_steps", step_times.DEFAULT_EXCLUDED)
+    )
     view = View(args.depth)
     console = Console()
     if args.once:
@@ -84,8 +88,10 @@ def main(args):
         screen, _ = render(sources, view, args.window, n / elapsed)
         console.print(screen)
         return 0
-    with _Keys() as keys, Live(console=console, auto_refresh=False, screen=False,
-                               transient=False) as live:
+    with (
+        _Keys() as keys,
+        Live(console=console, auto_refresh=False, screen=False, transient=False) as live,
+    ):
         rate = 0.0
         while not view.quit:
             started = time.perf_counter()

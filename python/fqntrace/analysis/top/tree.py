@@ -1,5 +1,6 @@
 """The view's model: a tree of modules with recent and since-start time per phase over every
 file, and what the user steers (order, selection, collapsed modules)."""
+
 from fqntrace.analysis import stats, trace_events
 from fqntrace.analysis.trace_events import PHASES
 
@@ -92,8 +93,11 @@ class View:
             for r in sorted(nodes, key=key) if self.sort != "tree" else nodes:
                 if r.fqn not in self.seen:
                     self.seen.add(r.fqn)
-                    if self.expand_depth is not None and r.depth >= self.expand_depth \
-                            and r.children:
+                    if (
+                        self.expand_depth is not None
+                        and r.depth >= self.expand_depth
+                        and r.children
+                    ):
                         self.collapsed.add(r.fqn)
                 out.append(r)
                 if r.fqn not in self.collapsed:
