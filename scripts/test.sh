@@ -10,6 +10,8 @@ start=$(date +%s)
 bash scripts/setup.sh
 echo "== docs name only what exists (scripts/check_docs.py)"
 .venv/bin/python scripts/check_docs.py
+echo "== lint and layout: ruff, clang-format (scripts/lint.sh; --fix rewrites)"
+bash scripts/lint.sh
 echo "== C++ tests (ctest)"
 (cd build && ctest --output-on-failure -j 2)
 echo "== C++ tests under ASan+UBSan and TSan (scripts/sanitizers.sh)"
