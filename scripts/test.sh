@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: sets everything up from nothing (idempotent), builds, checks that the docs
-# and comments name only what exists, then runs the C++ tests (GoogleTest via ctest) and the
+# and comments name only what exists and the lint and layout, then runs the C++ tests (GoogleTest via ctest) and the
 # Python tests (pytest), then the compatibility tier (the package installed into a second venv
 # with another torch, docs/install.md). Exit 0 only if all pass.
 set -euo pipefail
