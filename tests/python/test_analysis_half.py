@@ -21,6 +21,7 @@ from test_import_graph import circles  # noqa: E402
 # What `python -m fqntrace` may load: the offline readers and verbs (fqntrace.analysis).
 ANALYSIS = {
     "cli",
+    "cli_args",
     "crossrank",
     "diff",
     "kineto_annotate",
