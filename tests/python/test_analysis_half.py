@@ -24,6 +24,7 @@ ANALYSIS = {
     "cli_args",
     "crossrank",
     "diff",
+    "diff_table",
     "kineto_annotate",
     "memory",
     "merge",

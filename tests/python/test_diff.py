@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from fqntrace.analysis import diff, summarize
+from fqntrace.analysis import diff, diff_table, summarize
 from slow_block import SLOW_BLOCK, Net, Other, train
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -210,7 +210,7 @@ def test_only_a_significant_slowdown_fails_the_gate_and_ranks_first():
     assert result["rows"][0]["fqn"] == "Net.steady"
     assert result["regressions"] == ["Net.steady"]
     assert (steady["verdict"], noisy["verdict"]) == ("slower", "same")
-    text = "\n".join(diff.render(result))
+    text = "\n".join(diff_table.render(result))
     assert "Net.noisy  (not significantly over 3%)" in text
     assert "Net.steady  << over threshold" in text
     assert "1 module(s) slower by more than 3% (the whole 95% interval above it)" in text
@@ -221,7 +221,7 @@ def test_only_a_significant_slowdown_fails_the_gate_and_ranks_first():
     # Its estimate (+6%) is over 5%, but its interval reaches below 5%: not a regression.
     at_five = diff.compare(base, new, threshold=5)
     assert at_five["regressions"] == []
-    assert "Net.steady  (not significantly over 5%)" in "\n".join(diff.render(at_five))
+    assert "Net.steady  (not significantly over 5%)" in "\n".join(diff_table.render(at_five))
     assert diff.compare(base, new, threshold=10)["regressions"] == []
 
 

@@ -8,7 +8,7 @@ diff. cli.py parses the arguments and writes what these return.
 
 import json
 
-from fqntrace.analysis import crossrank, diff, summarize, table
+from fqntrace.analysis import crossrank, diff, diff_table, summarize, table
 from fqntrace.analysis.errors import UsageError
 
 
@@ -109,7 +109,7 @@ def diff_output(
     if as_json:
         text = _json_text(result)
     else:
-        text = _lines_text(diff.render(result, limit=None if show_all else 40))
+        text = _lines_text(diff_table.render(result, limit=None if show_all else 40))
     failure = None
     if result["regressions"]:
         surely = (
