@@ -34,6 +34,7 @@ ANALYSIS = {
     "step_times",
     "steps",
     "summarize",
+    "summarize_native",
     "table",
     "top",
     "top.live",

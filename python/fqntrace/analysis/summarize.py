@@ -41,6 +41,12 @@ from fqntrace.analysis import (
     whole_file,
 )
 from fqntrace.analysis.errors import TraceError
+from fqntrace.analysis.summarize_native import (
+    _flat_ranges,
+    _NativeCannot,
+    _totals_from,
+    encode_event,
+)
 from fqntrace.analysis.summary_totals import Totals, event_name, summary_result
 from fqntrace.analysis.trace_events import PHASES
 
@@ -432,7 +438,8 @@ def _summarize_loaded(path, note, exclude_steps):
 # ---------------------------------------------------------------------------------------------
 # The native engine (fqntrace.analysis._native_summary, analysis/summary_engine.cpp): the same
 # per-event rules as StreamSummary above, fed the core's event lines as bytes; the sums it returns
-# become the summary through summary_result() like StreamSummary's.
+# become the summary through summary_result() like StreamSummary's (summarize_native.py: the event
+# text the engine reads, its pid keys, its sums as Totals).
 
 try:
     from fqntrace.analysis import _native_summary as _native
@@ -449,40 +456,6 @@ def _note_slow(note):
         "headers are there at install time: libsimdjson-dev, then reinstall fqntrace); "
         "summarizing in Python, about 10x slower"
     )
-
-
-class _NativeCannot(Exception):
-    """An event the native engine cannot take: the Python loop reads the file instead."""
-
-
-def _dict_key(value):
-    """A pid as the engine keys it (as a Python dict would: 1, 1.0 and True are one key)."""
-    if isinstance(value, str):
-        return "s" + value
-    if value is None:
-        return "n"
-    if isinstance(value, bool):
-        return "i1" if value else "i0"
-    if isinstance(value, int):
-        return f"i{value}"
-    if isinstance(value, float):
-        return f"i{int(value)}" if value.is_integer() and abs(value) < 9e15 else f"f{value!r}"
-    return "o"
-
-
-class _NativeMemory(memory.MemoryStats):
-    """The engine's memory numbers, finished (its runs closed, its live gradients counted)."""
-
-    def finish(self):
-        pass
-
-
-def _flat_ranges(ranges):
-    return [
-        (_dict_key(pid), start, end, step)
-        for pid, rs in (ranges or {}).items()
-        for start, end, step in rs
-    ]
 
 
 def _summarize_native(path, ranges, note, exclude_steps):
@@ -528,51 +501,6 @@ def _native_result(engine, ranges, exclude_steps, header, tail, incomplete, path
     acc.totals = totals
     acc.exclude_steps = exclude_steps
     return acc.result(header, tail, incomplete, path), per_step
-
-
-def _totals_from(sums):
-    totals = Totals()
-    for fqn, module_type, calls, first_seen, phases in sums["modules"]:
-        totals.first_seen[fqn] = first_seen
-        totals.modules[fqn] = {
-            "module_type": module_type,
-            "calls": calls,
-            "phases": {
-                phase: {
-                    "self_ns": r[0],
-                    "self_ops": r[1],
-                    "self_flops": r[2],
-                    "comm_ns": r[3],
-                    "comm_bytes": r[4],
-                    "collectives": r[5],
-                    "device_ns": r[6],
-                    "top": r[7],
-                    "cpu_ns": r[8],
-                }
-                for phase, r in zip(PHASES, phases)
-            },
-        }
-    totals.device_seen = sums["device_seen"]
-    totals.cpu_seen = sums["cpu_seen"]
-    totals.declared_types = sums["declared_types"]
-    mem = totals.memory = _NativeMemory()
-    mem.seen = sums["memory_seen"]
-    for fqn, numbers, live_grad in sums["memory_nodes"]:
-        node = mem.nodes[fqn] = {
-            phase: dict(zip(memory.FIELDS, row)) for phase, row in zip(PHASES, numbers)
-        }
-        if live_grad:
-            mem.live_grad[id(node)] = live_grad
-    return totals
-
-
-try:
-    from msgspec.json import encode as encode_event
-except ImportError:  # pragma: no cover - the standard library's encoder
-
-    def encode_event(e):
-        """An event as the JSON text the native engine reads."""
-        return json.dumps(e, allow_nan=False).encode()
 
 
 def _note_cut(trace, note, n_events=None):

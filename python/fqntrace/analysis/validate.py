@@ -22,7 +22,7 @@ import bisect
 import json
 from typing import NamedTuple
 
-from fqntrace.analysis import summarize, trace_events, tracestream, whole_file
+from fqntrace.analysis import summarize, summarize_native, trace_events, tracestream, whole_file
 from fqntrace.analysis.errors import DamagedTrace, NotATrace, TraceError, repair_hint
 from fqntrace.analysis.trace_events import PHASES
 
@@ -599,7 +599,7 @@ def _check_native(path):
 
         def event(e):  # the general path's events (another layout): one line each
             try:
-                text = summarize.encode_event(e)
+                text = summarize_native.encode_event(e)
             except (TypeError, ValueError, UnicodeError, OverflowError):
                 raise _NativeDeclined from None
             if engine.feed_event(text) < 0:

@@ -5,7 +5,7 @@ Python loop (LiveSummary)."""
 import bisect
 import collections
 
-from fqntrace.analysis import step_times, summarize
+from fqntrace.analysis import step_times, summarize, summarize_native
 from fqntrace.analysis.trace_events import PHASES
 
 RECENT_STEPS = 20  # steps the per-step medians are taken over
@@ -186,7 +186,7 @@ class NativeLiveSummary(LiveWindow):
         """Events parsed in Python (lines of another layout): one at a time."""
         for e in events:
             try:
-                text = summarize.encode_event(e)
+                text = summarize_native.encode_event(e)
             except (TypeError, ValueError, UnicodeError, OverflowError):
                 continue  # not JSON the engine reads (a NaN): no time to count
             if self.engine.feed_event(text) == -2:
