@@ -1,5 +1,5 @@
 // validate's per-event, nesting, flow and span checks on the stream (Mode::kChecks):
-// validate._check_event and _StreamChecks.
+// validate_rules._check_event and validate_stream._StreamChecks.
 #include "analysis/engine_state.h"
 
 namespace fqntrace::analysis {

@@ -12,7 +12,7 @@
 
 namespace fqntrace::analysis::engine {
 
-// The ranges of one thread whose enclosing range has not come yet (validate._StreamChecks).
+// The ranges of one thread whose enclosing range has not come yet (validate_stream._StreamChecks).
 struct CheckThread {
   struct Range {
     int64_t start, end;
@@ -40,7 +40,7 @@ struct FlowKeyHash {
 };
 
 // The flows that had both ends: the core numbers flows 1, 2, 3, ..., so the ints are kept as
-// ranges of consecutive numbers (a handful), as validate._IdSet does.
+// ranges of consecutive numbers (a handful), as validate_stream._IdSet does.
 class ClosedFlows {
  public:
   bool contains(const FlowKey& k) const {

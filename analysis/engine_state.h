@@ -203,7 +203,7 @@ struct SummaryEngine::State {
 
   void settle();  // StreamSummary.commit_pending(outermost_only=True)
 
-  // ---- validate's checks (validate._check_event and _StreamChecks) -----------------------
+  // ---- validate's checks (validate_rules._check_event, validate_stream._StreamChecks) ----
   // False: a problem, or something only the Python checks judge (checks->python).
   bool check_event(const Event& e);
 

@@ -49,8 +49,8 @@ struct MemoryNode {
   int64_t live_grad = 0;  // backward bytes still allocated at the end (finish())
 };
 
-// validate's stream checks on files that pass (validate._StreamChecks): a verdict, or "ask the
-// Python checks", which name the problem (or judge what the engine leaves to them).
+// validate's stream checks on files that pass (validate_stream._StreamChecks): a verdict, or "ask
+// the Python checks", which name the problem (or judge what the engine leaves to them).
 struct CheckResult {
   bool judged = false;  // false: a problem, or something only the Python checks judge
   int64_t threads = 0, loose_flows = 0, missing_fqns = 0;

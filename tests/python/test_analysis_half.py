@@ -48,6 +48,8 @@ ANALYSIS = {
     "whole_file",
     "follower",
     "validate",
+    "validate_rules",
+    "validate_stream",
     "results",
     "inline_view",
     "errors",
