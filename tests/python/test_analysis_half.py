@@ -43,6 +43,7 @@ ANALYSIS = {
     "top.screen",
     "top.terminal",
     "tracestream",
+    "trace_format",
     "trace_bytes",
     "trace_damage",
     "whole_file",

@@ -9,19 +9,17 @@ import zlib
 
 from fqntrace.analysis.errors import TraceError
 from fqntrace.analysis.trace_bytes import GzipInflater, as_text
-from fqntrace.analysis.tracestream import (
-    BATCH_ERRORS,
+from fqntrace.analysis.trace_format import (
     CHROME,
-    DECODER,
     FOOTER_MARK,
     JSONL,
-    decode_batch,
     format_by_name,
     header_fields,
     is_gzip,
     parse_chrome_header,
     parse_chrome_tail,
 )
+from fqntrace.analysis.tracestream import BATCH_ERRORS, DECODER, decode_batch
 
 # The header of a Chrome trace is its first line, up to this key (the events follow it).
 _TRACE_EVENTS_KEY = re.compile(r'"traceEvents"\s*:\s*\[')

@@ -21,7 +21,7 @@ import json
 import os
 from typing import NamedTuple
 
-from fqntrace.analysis import trace_events, trace_write, tracestream
+from fqntrace.analysis import trace_events, trace_format, trace_write, tracestream
 from fqntrace.analysis.errors import TraceError
 
 try:
@@ -47,7 +47,7 @@ class RankTrace(NamedTuple):
 def merge_traces(paths, output, note=lambda message: None):
     """Merges per-rank traces into output; returns (ranks, events written). `note(message)`
     hears about inputs that are merged although cut off."""
-    if tracestream.base_name(output).lower().endswith(".jsonl"):
+    if trace_format.base_name(output).lower().endswith(".jsonl"):
         raise TraceError(f"{output}: merge writes a Chrome trace; name the output .json")
     merger = _native.Merger() if _native is not None else None
     ranks = [_scan_rank(path, note, merger) for path in paths]
@@ -134,7 +134,7 @@ def _merged_events(ranks, base_min, counts, merger):
             if merger is None:
                 batches = stream.batches()
             else:
-                merger.start_rank(r.rank, shift, stream.format == tracestream.JSONL)
+                merger.start_rank(r.rank, shift, stream.format == trace_format.JSONL)
                 written = []
 
                 def block(chunk, start, end):
@@ -235,7 +235,7 @@ def _scan_rank(path, note, merger):
             for batch, _ in stream.batches():
                 pids.update({str(e["pid"]) for e in batch if type(e) is dict and "pid" in e})
         else:
-            jsonl = stream.format == tracestream.JSONL
+            jsonl = stream.format == trace_format.JSONL
 
             def block(chunk, start, end):
                 n = merger.scan_block(chunk, start, end, jsonl)

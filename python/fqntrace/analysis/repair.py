@@ -12,7 +12,7 @@ a read chunk, never the file.
 
 import json
 
-from fqntrace.analysis import summarize, trace_bytes, trace_write, tracestream
+from fqntrace.analysis import summarize, trace_bytes, trace_format, trace_write, tracestream
 from fqntrace.analysis.errors import TraceError
 
 
@@ -47,7 +47,7 @@ def _count(stream):
             n_events += len(batch)
             n_slices += sum(1 for e in batch if _is_slice(e))
         return n_events, n_slices
-    engine = summarize._native.Engine(stream.format == tracestream.JSONL, count=True)
+    engine = summarize._native.Engine(stream.format == trace_format.JSONL, count=True)
     counted = [0, 0, 0]  # the engine's events, the general path's events and slices among them
 
     def block(chunk, start, end):
@@ -89,7 +89,7 @@ def _repaired_chunks(path, fmt, keep_end, n_slices, dropped_partial):
 
 
 def _closing(fmt, n_slices, dropped_partial):
-    if fmt == tracestream.JSONL:
+    if fmt == trace_format.JSONL:
         footer = {
             "ph": "footer",
             "events": n_slices,

@@ -27,8 +27,8 @@ from fqntrace.analysis import (
     steps,
     summarize,
     trace_events,
+    trace_format,
     trace_write,
-    tracestream,
     whole_file,
 )
 from fqntrace.analysis.errors import TraceError
@@ -91,7 +91,7 @@ def load_run(
         )
     except TraceError:
         try:  # a summary under another name (`summary --json > out.json`)
-            if os.path.getsize(path) < summarize.SUMMARY_FILE_LIMIT and not tracestream.is_gzip(
+            if os.path.getsize(path) < summarize.SUMMARY_FILE_LIMIT and not trace_format.is_gzip(
                 path
             ):
                 return summarize.load_summary(path), []

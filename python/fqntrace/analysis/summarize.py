@@ -37,6 +37,7 @@ from fqntrace.analysis import (
     sampled,
     step_times,
     trace_events,
+    trace_format,
     tracestream,
     whole_file,
 )
@@ -460,7 +461,7 @@ def _note_slow(note):
 
 def _summarize_native(path, ranges, note, exclude_steps):
     with tracestream.TraceStream(path) as stream:
-        engine = _native.Engine(stream.format == tracestream.JSONL, _flat_ranges(ranges))
+        engine = _native.Engine(stream.format == trace_format.JSONL, _flat_ranges(ranges))
 
         def block(chunk, start, end):
             n = engine.feed_block(chunk, start, end)
@@ -510,7 +511,7 @@ def _note_cut(trace, note, n_events=None):
         partial = " (dropped a partial last line)" if trace.dropped_partial else ""
         hint = (
             ""
-            if tracestream.is_gzip(trace.path)  # repair rewrites plain text only
+            if trace_format.is_gzip(trace.path)  # repair rewrites plain text only
             else f"; {errors.repair_hint(trace.path)} to close the file"
         )
         note(
@@ -572,7 +573,7 @@ def load_for_summary(path, note=lambda message: None, exclude_steps=step_times.D
     except TraceError:
         # A summary under another name (`summary --json > out.json`) is read as one.
         try:
-            if os.path.getsize(path) < SUMMARY_FILE_LIMIT and not tracestream.is_gzip(path):
+            if os.path.getsize(path) < SUMMARY_FILE_LIMIT and not trace_format.is_gzip(path):
                 return load_summary(path)
         except (OSError, TraceError):
             pass

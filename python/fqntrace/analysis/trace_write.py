@@ -10,7 +10,7 @@ import zlib
 
 from fqntrace.analysis.errors import TraceError
 from fqntrace.analysis.trace_events import format_us
-from fqntrace.analysis.tracestream import is_gzip
+from fqntrace.analysis.trace_format import is_gzip
 
 
 def write_atomic(path, text, like=None):

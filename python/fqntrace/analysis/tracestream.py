@@ -1,6 +1,7 @@
 """The one reader of trace files: every verb reads a trace through it, one batch of events at a
 time, in memory bounded by a read chunk (4 MiB) and one event, never by the file. Its bytes come
-from ``trace_bytes``; ``whole_file`` and ``follower`` (`top`) build on the format defined here.
+from ``trace_bytes``, the format's rules from ``trace_format``; ``whole_file`` and ``follower``
+(`top`) build on it.
 
 * Chrome trace (``.json``): the header up to ``"traceEvents": [``, then the events (the core
   writes one per line, joined by ``,\\n``), then the tail ``], "fqntrace": {...}}``, written only
@@ -37,6 +38,17 @@ import re
 from fqntrace.analysis import trace_damage, trace_events
 from fqntrace.analysis.errors import DamagedTrace, TraceError
 from fqntrace.analysis.trace_bytes import ByteSource, as_text, check_not_binary
+from fqntrace.analysis.trace_format import (
+    _EMPTY_TAIL,
+    _TAIL_PREFIX,
+    CHROME,
+    FOOTER_MARK,
+    JSONL,
+    format_by_name,
+    header_fields,
+    parse_chrome_header,
+    parse_chrome_tail,
+)
 
 try:  # a decoder made for bulk JSON: ~2x the standard library's speed on the core's lines
     from msgspec.json import decode as decode_batch
@@ -46,64 +58,12 @@ except ImportError:  # pragma: no cover - the standard library's C decoder, same
     decode_batch = json.loads
     BATCH_ERRORS = (ValueError,)
 
-CHROME = "chrome"
-JSONL = "jsonl"
 MAX_EVENT_CHARS = 1 << 24  # far more than any event (shapes included) takes
 DECODER = json.JSONDecoder()
-FOOTER_MARK = b'"footer"'  # in a JSON Lines footer line
 _SEPARATORS = re.compile(r"[\s,]*")
-_TAIL_PREFIX = re.compile(r"\]\s*")
 _TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
-_EMPTY_TAIL = '{"traceEvents": []'
 _END_MARK_WINDOW = 1 << 16
 _LEADING_BRACKET = re.compile(rb"\s*\]")
-
-
-def is_gzip(path):
-    """Is `path` named as a gzip file (it is written gzip-compressed; a file is read as gzip by
-    its first bytes)?"""
-    return str(path).lower().endswith(".gz")
-
-
-def base_name(path):
-    """The path without a trailing .gz: what the format is detected from."""
-    text = str(path)
-    return text[:-3] if is_gzip(text) else text
-
-
-def format_by_name(path):
-    """CHROME or JSONL as the file's name says (a .gz suffix aside), None when it says neither."""
-    name = base_name(path).lower()
-    return JSONL if name.endswith(".jsonl") else CHROME if name.endswith(".json") else None
-
-
-def header_fields(obj, fmt):
-    """A header object's fields: a Chrome trace's top level without traceEvents and the fqntrace
-    tail, a JSON Lines header line without its "ph"."""
-    left_out = ("ph",) if fmt == JSONL else ("traceEvents", "fqntrace")
-    return {k: v for k, v in obj.items() if k not in left_out}
-
-
-def parse_chrome_header(text):
-    """The header fields of a Chrome trace's text up to and including ``"traceEvents": [``, or
-    None when that is not the start of a JSON object."""
-    try:
-        obj = json.loads(text + "]}")
-    except ValueError:
-        return None
-    return header_fields(obj, CHROME) if isinstance(obj, dict) else None
-
-
-def parse_chrome_tail(rest):
-    """(the fqntrace tail, the other top-level fields after traceEvents) of a Chrome trace's text
-    from the ']' closing traceEvents on, a missing ',' after it supplied; ValueError when it is
-    no valid tail."""
-    after = _TAIL_PREFIX.match(rest).end()
-    obj = json.loads(
-        _EMPTY_TAIL + (", " if rest[after : after + 1] not in (",", "}") else "") + rest[after:]
-    )
-    tail = obj.get("fqntrace")
-    return (tail if isinstance(tail, dict) else {}), header_fields(obj, CHROME)
 
 
 class TraceStream:

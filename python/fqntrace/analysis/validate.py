@@ -20,7 +20,14 @@ through the Python checks below, which name the problem exactly as without the e
 
 import json
 
-from fqntrace.analysis import summarize, summarize_native, trace_events, tracestream, whole_file
+from fqntrace.analysis import (
+    summarize,
+    summarize_native,
+    trace_events,
+    trace_format,
+    tracestream,
+    whole_file,
+)
 from fqntrace.analysis.errors import DamagedTrace, NotATrace, TraceError
 from fqntrace.analysis.validate_rules import (
     Relaxations,
@@ -204,7 +211,7 @@ def _check_native(path):
             _check_top_level(stream.header, need_events=False)
         except _Problem:
             return None
-        engine = summarize._native.Engine(stream.format == tracestream.JSONL, checks=True)
+        engine = summarize._native.Engine(stream.format == trace_format.JSONL, checks=True)
 
         def block(chunk, start, end):
             n = engine.feed_block(chunk, start, end)

@@ -7,7 +7,7 @@ stream).
 import json
 from typing import NamedTuple
 
-from fqntrace.analysis import trace_events, tracestream
+from fqntrace.analysis import trace_events, trace_format
 from fqntrace.analysis.errors import repair_hint
 from fqntrace.analysis.trace_events import PHASES
 
@@ -51,7 +51,7 @@ def _check_top_level(header, need_events):
 
 
 def _where(trace, i, line=None):
-    label = "traceEvents" if trace.format == tracestream.CHROME else "event"
+    label = "traceEvents" if trace.format == trace_format.CHROME else "event"
     where = f"{label}[{i}]"
     lines = getattr(trace, "event_lines", None)
     if line is None and lines is not None and i < len(lines):
@@ -143,7 +143,7 @@ def _raise_if_cut(path, trace, n_events):
     """A cut trace (a stream or a loaded Trace) is reported as cut, whatever else is wrong."""
     if not trace.cut:
         return
-    if trace.format == tracestream.JSONL:
+    if trace.format == trace_format.JSONL:
         what = "its last line is partial" if trace.dropped_partial else "no footer line"
     else:
         what = "no closing tail"

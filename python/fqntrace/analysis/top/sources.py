@@ -8,7 +8,7 @@ import time
 from fqntrace.analysis import follower, step_times, summarize, trace_events
 from fqntrace.analysis.errors import TraceError
 from fqntrace.analysis.top.live import NativeLiveSummary, new_live
-from fqntrace.analysis.tracestream import JSONL
+from fqntrace.analysis.trace_format import JSONL
 
 
 class Source:
