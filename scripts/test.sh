@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test command: sets everything up from nothing (idempotent), builds, checks that the docs
-# and comments name only what exists and the lint and layout, then runs the C++ tests (GoogleTest via ctest) and the
-# Python tests (pytest), then the compatibility tier (the package installed into a second venv
-# with another torch, docs/install.md). Exit 0 only if all pass.
+# and comments name only what exists and the lint and layout (seconds), then runs the C++ tests
+# (GoogleTest via ctest) and the Python tests (pytest), then the compatibility tier (the package
+# installed into a second venv with another torch, docs/install.md). Exit 0 only if all pass.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
