@@ -53,75 +53,26 @@ def run_drain(s, tmpdir):
     """P7: drain CPU per op event from outside (bench/drain_cpu.py), drops under load per drain
     nice value (bench/drain_nice.py), and P4b: the demo's bytes per op event."""
     out = {}
-    j = os.path.join(tmpdir, "p7.json")
+
+    def script(name, out_name, *args):
+        """Runs bench/<name> with args and --json <tmpdir>/<out_name>; the numbers it wrote."""
+        j = os.path.join(tmpdir, out_name)
+        return run_json([PY, os.path.join(HERE, name), *map(str, args), "--json", j], j)
+
+    loop = ("--ops", s["p7_ops"], "--runs", s["p7_runs"])
     log(f"P7: drain CPU per op event, {s['p7_runs']} processes x {s['p7_ops']:,} ops")
-    out["cpu"] = run_json(
-        [
-            PY,
-            os.path.join(HERE, "drain_cpu.py"),
-            "--ops",
-            str(s["p7_ops"]),
-            "--runs",
-            str(s["p7_runs"]),
-            "--json",
-            j,
-        ],
-        j,
-    )
-    j = os.path.join(tmpdir, "p7gz.json")
+    out["cpu"] = script("drain_cpu.py", "p7.json", *loop)
     log(f"P7: the same with FQNTRACE=….json.gz, {s['p7_runs']} processes")
-    out["cpu_gz"] = run_json(
-        [
-            PY,
-            os.path.join(HERE, "drain_cpu.py"),
-            "--ops",
-            str(s["p7_ops"]),
-            "--runs",
-            str(s["p7_runs"]),
-            "--suffix",
-            ".json.gz",
-            "--json",
-            j,
-        ],
-        j,
-    )
+    out["cpu_gz"] = script("drain_cpu.py", "p7gz.json", *loop, "--suffix", ".json.gz")
     # The same ratio on a training loop (forward, backward with module spans, SGD): its steps
     # are longer than deflate's 32 KiB window, so cached line heads repeat from farther back.
+    train_loop = ("--workload", "train", "--ops", s["p7_train_steps"], "--runs", s["p7_runs"])
     for key, suffix in (("train_cpu", ".json"), ("train_cpu_gz", ".json.gz")):
-        j = os.path.join(tmpdir, f"p7{key}.json")
         log(f"P7: training loop, {suffix}, {s['p7_runs']} processes x {s['p7_train_steps']} steps")
-        out[key] = run_json(
-            [
-                PY,
-                os.path.join(HERE, "drain_cpu.py"),
-                "--workload",
-                "train",
-                "--ops",
-                str(s["p7_train_steps"]),
-                "--runs",
-                str(s["p7_runs"]),
-                "--suffix",
-                suffix,
-                "--json",
-                j,
-            ],
-            j,
-        )
-    j = os.path.join(tmpdir, "nice.json")
+        out[key] = script("drain_cpu.py", f"p7{key}.json", *train_loop, "--suffix", suffix)
     log(f"P7: drops under load, drain nice {s['p7_nice']}, {s['p7_nice_ops']:,} ops each")
-    out["nice"] = run_json(
-        [
-            PY,
-            os.path.join(HERE, "drain_nice.py"),
-            "--ops",
-            str(s["p7_nice_ops"]),
-            "--nice",
-            *map(str, s["p7_nice"]),
-            "--json",
-            j,
-        ],
-        j,
-    )
+    nice = ("--ops", s["p7_nice_ops"], "--nice", *s["p7_nice"])
+    out["nice"] = script("drain_nice.py", "nice.json", *nice)
     log("P4b: the demo's bytes per op event")
     out["demo"] = demo_bytes(tmpdir)
     cpu, cpu_gz = out["cpu"] or {}, out["cpu_gz"] or {}
