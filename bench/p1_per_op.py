@@ -5,7 +5,7 @@ rotating each round; medians over rounds."""
 import time
 
 from modes import P1_MODES
-from runner import log, median, quartiles, rotated
+from runner import log, median, quartiles, ratio, rotated
 
 SETTINGS = {
     "full": {"p1_rounds": 8, "p1_ops": 20000, "p1_samples": 9, "mlp_steps": 50},
@@ -105,8 +105,6 @@ def summarize_p1(p1):
             summary["mlp"][m]["best_us"] / best_mlp - 1.0
         )
     ops, mlp = summary["ops"], summary["mlp"]
-    # A ratio over a cost that noise pushed to zero or below means nothing: None ("n/a").
-    ratio = lambda a, b: a / b if b is not None and b > 0 else None  # noqa: E731
     summary["ratios"] = {
         "fqntrace_over_empty_added_ns": ratio(
             ops["fqntrace"]["added_ns"], ops["empty"]["added_ns"]

@@ -2,7 +2,7 @@
 variants alternate inside each process (bench/run_mode.py's trackers), a few processes."""
 
 from modes import TRACKER_NAMES
-from runner import log, median, quartiles
+from runner import log, median, quartiles, ratio
 
 SETTINGS = {
     "full": {"p3_processes": 2, "p3_rounds": 30, "p3_steps": 4, "p3_modules": 200},
@@ -74,7 +74,6 @@ def summarize_p3(raw, cpu, processes):
             "best_ms": min(raw[v]),
             "best_added_ms": min(raw[v]) - base_best,
         }
-    ratio = lambda a, b: a / b if b is not None and b > 0 else None  # noqa: E731
     var = out["variants"]
 
     def per_round(ours, theirs, data):

@@ -27,6 +27,12 @@ def median(values):
     return statistics.median(values) if values else None
 
 
+def ratio(a, b):
+    """a / b; None when b is missing or not above zero: a ratio over a cost that noise pushed to
+    zero or below means nothing ("n/a" in the tables)."""
+    return a / b if b is not None and b > 0 else None
+
+
 def quartiles(values):
     if len(values) < 2:
         return [values[0], values[0]] if values else [None, None]
