@@ -72,7 +72,11 @@ struct Event {
   bool has_module_type = false;
   uint32_t module_type = kNone;  // when a string
   Number cpu;                    // args.self_cpu_ns (plugin/thread_cpu.h)
-  bool async_work = false;       // truthy
+  // A sampled trace's (Mode::kSampled): args.stack_depth of an op, args.node_ns of a backward
+  // module span; exact ints
+  bool has_stack_depth = false, has_node_ns = false;
+  int64_t stack_depth = 0, node_ns = 0;
+  bool async_work = false;  // truthy
   bool has_collective = false, has_fwd_thread = false;
   bool bytes_int = false, flops_int = false, size_int = false;
   int64_t bytes = 0, flops = 0, size = 0;

@@ -280,6 +280,10 @@ bool SummaryEngine::State::parse_args(od::value v, Event& e, bool& unsupported) 
       e.addr_key = strings.id(key_string);
     } else if (key == "Bytes") {
       if (!integer(x, false, e.size_int, e.size, unsupported)) return false;
+    } else if (key == "stack_depth") {
+      if (!integer(x, false, e.has_stack_depth, e.stack_depth, unsupported)) return false;
+    } else if (key == "node_ns") {
+      if (!integer(x, false, e.has_node_ns, e.node_ns, unsupported)) return false;
     } else if (!skip(x)) {
       return false;
     }
@@ -490,6 +494,8 @@ void SummaryEngine::State::clear_args(Event& e) const {
   e.bytes_int = e.flops_int = e.size_int = false;
   e.bytes = e.flops = e.size = 0;
   e.addr_key = addr_none;
+  e.has_stack_depth = e.has_node_ns = false;
+  e.stack_depth = e.node_ns = 0;
 }
 
 long SummaryEngine::State::feed(const char* data, size_t size, bool block) {

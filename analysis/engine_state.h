@@ -3,6 +3,7 @@
 //   engine_frontier.cpp  one event through its thread's frame stack (StreamSummary.add)
 //   engine_totals.cpp    what a counted range adds: module totals, per-step time, memory
 //   engine_checks.cpp    validate's stream checks (Mode::kChecks)
+//   engine_sampled.cpp   a sampled trace's rules (Mode::kSampled)
 //   summary_engine.cpp   the modes (sums, checks, top's live log, count) and the public API
 // Internal to the engine: only those files include it.
 #pragma once
@@ -18,6 +19,7 @@
 #include "analysis/engine_checks.h"
 #include "analysis/engine_event.h"
 #include "analysis/engine_frontier.h"
+#include "analysis/engine_sampled.h"
 #include "analysis/ondemand_text.h"
 #include "analysis/summary_engine.h"
 
@@ -81,6 +83,15 @@ struct SummaryEngine::State {
   bool any_range = false;
   int64_t first_ns = 0, latest_ns = 0;
 
+  // A sampled trace (kSampled): its probability, whether the backward spans carry the nodes'
+  // time (header "sampleNodeSpans"), what each thread keeps, and the estimates' variance
+  bool sampled = false;
+  double sample_p = 1;
+  bool node_spans = false;
+  std::vector<SampledThread> sampled_threads;     // by thread index
+  std::vector<uint32_t> sampled_order;            // threads, in the order they count
+  std::unordered_map<uint64_t, double> variance;  // (phase << 32 | fqn) -> ns^2
+
   State(bool jsonl_, Mode mode) : jsonl(jsonl_) {
     question_mark = strings.id("?");
     addr_none = strings.id("n");
@@ -89,6 +100,7 @@ struct SummaryEngine::State {
     if (mode == Mode::kChecks) checks = std::make_unique<Checks>();
     logging = mode == Mode::kLive;
     counting = mode == Mode::kCount;
+    sampled = mode == Mode::kSampled;
   }
 
   // ---- parsing ---------------------------------------------------------------------------
@@ -190,6 +202,17 @@ struct SummaryEngine::State {
   bool apply(const Event& e);
 
   long feed(const char* data, size_t size, bool block);
+
+  // ---- a sampled trace (Mode::kSampled) ---------------------------------------------------
+  bool apply_sampled(const Event& e);
+
+  void sampled_time(uint32_t pid_key, uint32_t fqn, uint32_t phase, int64_t start, int64_t ns);
+
+  SampledThread& sampled_thread(uint32_t thread);
+
+  void settle_loose(SampledThread& t, bool all, int64_t start, int64_t end);
+
+  void finish_sampled();
 
   // A block of event lines: the line ends' commas (Chrome) blanked, then one stage 1 over the
   // whole block (iterate_many), the events one document each.

@@ -20,24 +20,32 @@ struct EngineObject {
 };
 
 int engine_init(PyObject* self, PyObject* args, PyObject* kwargs) {
-  static const char* kwlist[] = {"jsonl", "step_ranges", "checks", "live", "count", nullptr};
-  int jsonl = 0, checks = 0, live = 0, count = 0;
+  static const char* kwlist[] = {"jsonl", "step_ranges", "checks",     "live",
+                                 "count", "sample",      "node_spans", nullptr};
+  int jsonl = 0, checks = 0, live = 0, count = 0, node_spans = 0;
+  double sample = 0;
   PyObject* ranges = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "p|Oppp", const_cast<char**>(kwlist), &jsonl,
-                                   &ranges, &checks, &live, &count))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "p|Opppdp", const_cast<char**>(kwlist), &jsonl,
+                                   &ranges, &checks, &live, &count, &sample, &node_spans))
     return -1;
+  if (sample != 0 && !(sample > 0 && sample < 1)) {
+    PyErr_SetString(PyExc_ValueError, "sample: the trace's probability, 0 < p < 1");
+    return -1;
+  }
   auto* obj = reinterpret_cast<EngineObject*>(self);
   delete obj->engine;
-  SummaryEngine::Mode mode = checks  ? SummaryEngine::Mode::kChecks
-                             : live  ? SummaryEngine::Mode::kLive
-                             : count ? SummaryEngine::Mode::kCount
-                                     : SummaryEngine::Mode::kSummary;
+  SummaryEngine::Mode mode = checks       ? SummaryEngine::Mode::kChecks
+                             : live       ? SummaryEngine::Mode::kLive
+                             : count      ? SummaryEngine::Mode::kCount
+                             : sample > 0 ? SummaryEngine::Mode::kSampled
+                                          : SummaryEngine::Mode::kSummary;
   obj->engine = new (std::nothrow) SummaryEngine(jsonl != 0, mode);
   obj->finished = false;
   if (obj->engine == nullptr) {
     PyErr_NoMemory();
     return -1;
   }
+  if (sample > 0) obj->engine->set_sample(sample, node_spans != 0);
   if (ranges == Py_None) return 0;
   PyObject* seq = PySequence_Fast(ranges, "step_ranges: a list of (pid_key, start, end, step)");
   if (seq == nullptr) return -1;
@@ -223,11 +231,27 @@ PyObject* build_result(const SummaryEngine& engine) {
       Py_DECREF(step_cpu);
       goto fail;
     }
-    return Py_BuildValue("{sNsOsOsNsNsNsNsO}", "modules", modules, "device_seen",
+    PyObject* variance = PyList_New(0);  // kSampled: [(fqn, phase, ns^2)]
+    for (const auto& v : engine.variances()) {
+      PyObject* row = variance != nullptr
+                          ? Py_BuildValue("(Nid)", text(engine.fqn(v.fqn)), v.phase, v.ns2)
+                          : nullptr;
+      if (row == nullptr || PyList_Append(variance, row) < 0) Py_CLEAR(variance);
+      Py_XDECREF(row);
+      if (variance == nullptr) break;
+    }
+    if (variance == nullptr) {
+      Py_DECREF(nodes);
+      Py_DECREF(steps);
+      Py_DECREF(step_cpu);
+      Py_DECREF(declared);
+      goto fail;
+    }
+    return Py_BuildValue("{sNsOsOsNsNsNsNsOsN}", "modules", modules, "device_seen",
                          engine.device_seen() ? Py_True : Py_False, "memory_seen",
                          engine.memory_seen() ? Py_True : Py_False, "memory_nodes", nodes,
                          "step_times", steps, "declared_types", declared, "step_cpu", step_cpu,
-                         "cpu_seen", engine.cpu_seen() ? Py_True : Py_False);
+                         "cpu_seen", engine.cpu_seen() ? Py_True : Py_False, "variance", variance);
   }
 fail:
   Py_DECREF(modules);
@@ -362,7 +386,9 @@ PyMODINIT_FUNC PyInit__native_summary() {
   kEngineType.tp_basicsize = sizeof(EngineObject);
   kEngineType.tp_flags = Py_TPFLAGS_DEFAULT;
   kEngineType.tp_doc =
-      "Engine(jsonl, step_ranges=None): one trace's summary sums, fed in file order.";
+      "Engine(jsonl, step_ranges=None, checks=False, live=False, count=False, sample=0, "
+      "node_spans=False): one trace's summary sums, fed in file order (sample: a sampled "
+      "trace's p, its rules).";
   kEngineType.tp_new = PyType_GenericNew;
   kEngineType.tp_init = engine_init;
   kEngineType.tp_dealloc = engine_dealloc;

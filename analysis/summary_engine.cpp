@@ -15,6 +15,8 @@ long SummaryEngine::State::consume() {
   for (const Event& e : events) {
     if (checks != nullptr) {
       if (!check_event(e)) return kProblem;
+    } else if (sampled) {
+      apply_sampled(e);
     } else if (!apply(e)) {
       return kNotPostOrder;
     }
@@ -48,6 +50,7 @@ void SummaryEngine::State::settle() {  // StreamSummary.commit_pending(outermost
 }
 
 void SummaryEngine::State::finish() {
+  if (sampled) finish_sampled();
   for (auto& thread : threads) {
     for (size_t j = 0; j < thread.size; ++j)
       for (auto& g : thread.stack[j].groups.items()) commit(g, thread.stack[j].start);
@@ -80,6 +83,18 @@ long SummaryEngine::feed_event(const char* data, size_t size) {
 }
 
 void SummaryEngine::finish() { state_->finish(); }
+
+void SummaryEngine::set_sample(double p, bool node_spans) {
+  state_->sample_p = p;
+  state_->node_spans = node_spans;
+}
+
+std::vector<Variance> SummaryEngine::variances() const {
+  std::vector<Variance> out;
+  for (const auto& [key, v] : state_->variance)
+    out.push_back({static_cast<uint32_t>(key), static_cast<int>(key >> 32), v});
+  return out;
+}
 const std::vector<ModuleSums>& SummaryEngine::modules() const { return state_->modules; }
 const std::vector<MemoryNode>& SummaryEngine::memory_nodes() const { return state_->nodes; }
 bool SummaryEngine::memory_seen() const { return state_->memory_seen; }

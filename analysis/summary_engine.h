@@ -12,7 +12,9 @@
 // The same parser serves `validate` (Mode::kChecks: validate's per-event, nesting, flow and span
 // checks instead of the sums, a verdict on files that pass) and `top` (Mode::kLive: the sums and
 // a log of the time counted and the step ranges read, for its per-second window), and `repair`
-// (Mode::kCount: the events read and the "X" events among them, nothing else).
+// (Mode::kCount: the events read and the "X" events among them, nothing else), and a sampled
+// trace's summary (Mode::kSampled: fqntrace.analysis.sampled's rules, the sums and the estimates'
+// variance).
 #pragma once
 
 #include <cstdint>
@@ -66,6 +68,13 @@ struct LiveRecord {
   int64_t a, b;                 // kCounted, kCpu: when (ns), self ns; kStep: start, end (ns)
 };
 
+// kSampled: the variance of a module's estimated time in a phase (ns^2).
+struct Variance {
+  uint32_t fqn;
+  int phase;
+  double ns2;
+};
+
 class SummaryEngine {
  public:
   static constexpr long kInvalid = -1;       // not whole events in this layout: nothing counted
@@ -73,8 +82,9 @@ class SummaryEngine {
   static constexpr long kProblem = -3;       // kChecks: the Python checks must judge the file
 
   // kSummary: the sums; kChecks: validate's checks instead; kLive: the sums and a LiveRecord log;
-  // kCount: only how many events were read and how many are "X" (slices()).
-  enum class Mode { kSummary, kChecks, kLive, kCount };
+  // kCount: only how many events were read and how many are "X" (slices()); kSampled: a sampled
+  // trace's sums (set_sample() first).
+  enum class Mode { kSummary, kChecks, kLive, kCount, kSampled };
 
   explicit SummaryEngine(bool jsonl, Mode mode = Mode::kSummary);
   ~SummaryEngine();
@@ -85,6 +95,9 @@ class SummaryEngine {
   long feed_block(const char* data, size_t size);
   // One event (a JSON object), 1, kInvalid or kNotPostOrder.
   long feed_event(const char* data, size_t size);
+  // kSampled: the trace's sampling probability (0 < p < 1) and whether its backward module spans
+  // carry the nodes' time (header "sampleNodeSpans"), before any event.
+  void set_sample(double p, bool node_spans);
   // Counts what is still pending and closes memory runs; then the results below are final.
   void finish();
 
@@ -102,6 +115,8 @@ class SummaryEngine {
   void for_each_step_time(void (*visit)(void*, int64_t, uint32_t, int, int64_t), void* ctx,
                           bool cpu = false) const;
   bool cpu_seen() const;  // some range carried self_cpu_ns
+  // kSampled, after finish(): the estimates' variance per module and phase, in no particular order.
+  std::vector<Variance> variances() const;
 
   // kCount: the events fed whose "ph" is "X" (the count a repaired tail writes).
   int64_t slices() const;

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from fqntrace.analysis import sampled, tracestream
+from fqntrace.analysis import sampled, summarize, tracestream
 
 P = 0.05
 STEPS = 12
@@ -167,6 +167,80 @@ def test_the_summary_counts_the_complete_ranges(runs):
     assert 0.5 < ops(samp) / ops(full) < 2
     text = _cli("summary", runs["sampled"][0]).stdout
     assert f"sampled trace (FQNTRACE_SAMPLE={P:g})" in text
+
+
+def _engine_and_fallback(path, monkeypatch):
+    """(native engine, Python fallback): each the summary's JSON and the per-step times."""
+    out = []
+    for engine in (summarize._native, None):
+        monkeypatch.setattr(summarize, "_native", engine)
+        monkeypatch.setattr(summarize, "_slow_noted", True)
+        summary, times = summarize.summarize_with_steps(str(path))
+        out.append((json.dumps(summary), None if times is None else times._times))
+    monkeypatch.undo()
+    return out
+
+
+@pytest.mark.skipif(summarize._native is None, reason="the native engine is not built here")
+def test_the_engine_and_its_fallback_give_one_summary(runs, tmp_path, monkeypatch):
+    """The engine applies the sampled rules itself (it takes every event of these files: no
+    fallback), and SampledSummary, its Python fallback, gives the same bytes: real traces with and
+    without node spans, Chrome, gzip, cut off, and hand-made edge cases of each rule."""
+    path, header, events = runs["sampled"]
+    chrome = tmp_path / "sampled.json"
+    body = ",\n".join(json.dumps(e) for e in events)
+    chrome.write_text(
+        '{"schemaVersion": 1, "sample": %s, "sampleNodeSpans": true, "traceEvents": [\n%s\n]}'
+        % (P, body)
+    )
+    data = path.read_bytes()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(data[: len(data) * 3 // 5])
+    gz = tmp_path / "sampled.jsonl.gz"
+    import gzip
+
+    gz.write_bytes(gzip.compress(data))
+    edges = [
+        # depth neither an int nor 0: no settling; stack depths of other types: unknown
+        _x("aten::a", 1, 1, "Global", depth=False, stack_depth=10),
+        _x("aten::b", 3, 1, "Global", depth=0.0, stack_depth=10.0),
+        _x("aten::f", 0.5, 4, "Global", depth=1, stack_depth=10),  # encloses both: still loose
+        _x("aten::c", 5, 1, "Global", stack_depth=2000),
+        _x("aten::d", 7, 1, "Global", stack_depth=True),
+        # a node outside every module; a node of a module, the span carrying a bool or 0 ns
+        _x("XBackward0", 10, 2, "Global", phase="backward", **{"Fwd thread id": 1}),
+        _x("YBackward0", 13, 2, "M", phase="backward", **{"Fwd thread id": 1}),
+        {**_x("nn.Module: M", 12, 4, "M", phase="backward", cat="module_span"), "tid": 9},
+        {**_x("nn.Module: M", 12, 4, "M", phase="backward", cat="module_span", node_ns=True)},
+        {**_x("nn.Module: M", 12, 4, "M", phase="backward", cat="module_span", node_ns=3000)},
+        # a scope of an unknown phase, a collective's work, a wrapper, a step
+        _x("nn.Module: M", 20, 3, "M", phase="weird", cat="user_annotation", module_type="M"),
+        _x("gloo:all_reduce", 24, 2, "Global", cat="user_annotation", async_work=True),
+        _x("autograd::engine::evaluate_function: ZBackward0", 27, 1, "M", phase="backward"),
+        _x("ProfilerStep#3", 0, 40, "Global", cat="user_annotation"),
+        _x("aten::e", 41, 3, "Global", pid="1", tid=2, stack_depth=100, flops=7),
+    ]
+    edge = tmp_path / "edges.jsonl"
+    edge.write_text(
+        "\n".join(
+            json.dumps(e)
+            for e in [{"ph": "header", "sample": 0.3, "sampleNodeSpans": True}, *edges]
+        )
+        + "\n"
+    )
+    for p in [path, runs["nospans"][0], chrome, gz, cut, edge]:
+        native, python = _engine_and_fallback(p, monkeypatch)
+        assert native == python, p
+    # the engine took them: its own pass over the file, no fallback
+    for p in [path, chrome, edge]:
+        with tracestream.TraceStream(str(p)) as stream:
+            h = stream.header
+        summary, _ = summarize._summarize_native(
+            str(p), None, lambda m: None, (), (sampled.sample_of(h), bool(h["sampleNodeSpans"]))
+        )
+        assert summary["sample"] == sampled.sample_of(h)
+    edge_summary = json.loads(native[0])["modules"]
+    assert edge_summary["M"]["backward"]["self_ms"] == 0.003  # the span's node_ns, not the node
 
 
 def test_every_verb_reads_a_sampled_trace(runs, tmp_path):

@@ -25,6 +25,8 @@ that was not picked. So a module's time here is what the complete ranges measure
   included): estimates.
 
 docs/sampling.md says when to use which mode and how close the two come on a real model.
+The native engine applies these rules (analysis/engine_sampled.cpp, Engine(sample=p)) wherever
+it is built; SampledSummary is its Python fallback, held equal to it by test_sampled.py.
 """
 
 import math
@@ -106,7 +108,7 @@ def _add_top(record, name, ns):
 class SampledSummary:
     """Feed it every event of a sampled trace in file order (add()), then result()."""
 
-    def __init__(self, p, per_step=None, node_spans=False):
+    def __init__(self, p, node_spans=False, per_step=None):
         self.p = p
         self.node_spans = node_spans  # the spans carry the nodes' time: written nodes are a sample
         self.totals = Totals()
@@ -196,7 +198,8 @@ class SampledSummary:
             _pop_enclosed(thread.loose, start, end)
             self._time(e.get("pid"), fqn, phase, start, max(ns - sum(d for _, _, d in inner), 0))
             thread.walls.append((start, end, ns))
-        if args.get("depth") == 0:
+        depth = args.get("depth")
+        if type(depth) is int and depth == 0:
             # Nothing written later encloses what came before a range no written range encloses:
             # a long job's thread keeps nothing from one outermost range to the next.
             self._settle_loose(thread, start, end)
@@ -231,28 +234,44 @@ class SampledSummary:
         for thread in self.threads.values():
             self._settle_loose(thread)
             self._count_settled(thread)
-        scale = 1 / self.p
-        for m in self.totals.modules.values():
-            for rec in m["phases"].values():
-                rec["self_ops"] = round(rec["self_ops"] * scale)
-                rec["self_flops"] = round(rec["self_flops"] * scale)
-                for top in rec["top"].values():
-                    top[1] = round(top[1] * scale)
-        merged = header.get("ranks")
-        out = summary_result(
+        return sampled_result(
+            self.p,
             self.totals,
+            self.variance,
+            self.per_step,
+            self.exclude_steps,
             header,
             tail,
             incomplete,
             path,
-            merged if isinstance(merged, list) else None,
-            self.per_step,
-            self.exclude_steps,
         )
-        out["sample"] = self.p
-        out["time_definition"] = TIME_DEFINITION
-        for (fqn, phase), var in self.variance.items():
-            entry = out["modules"].get(fqn, {}).get(phase)
-            if entry is not None:
-                entry["estimate_ci_ms"] = ms(round(_Z95 * math.sqrt(var)))
-        return out
+
+
+def sampled_result(p, totals, variance, per_step, exclude_steps, header, tail, incomplete, path):
+    """The summary of a sampled trace's sums (SampledSummary's, or the engine's): counts scaled
+    by 1/p, the estimates' 95 % intervals from their variance {(fqn, phase): ns^2}."""
+    scale = 1 / p
+    for m in totals.modules.values():
+        for rec in m["phases"].values():
+            rec["self_ops"] = round(rec["self_ops"] * scale)
+            rec["self_flops"] = round(rec["self_flops"] * scale)
+            for top in rec["top"].values():
+                top[1] = round(top[1] * scale)
+    merged = header.get("ranks")
+    out = summary_result(
+        totals,
+        header,
+        tail,
+        incomplete,
+        path,
+        merged if isinstance(merged, list) else None,
+        per_step,
+        exclude_steps,
+    )
+    out["sample"] = p
+    out["time_definition"] = TIME_DEFINITION
+    for (fqn, phase), var in variance.items():
+        entry = out["modules"].get(fqn, {}).get(phase)
+        if entry is not None:
+            entry["estimate_ci_ms"] = ms(round(_Z95 * math.sqrt(var)))
+    return out

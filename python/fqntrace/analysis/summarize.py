@@ -379,41 +379,42 @@ def summarize_stream(path, note=lambda message: None, exclude_steps=step_times.D
 def summarize_with_steps(
     path, note=lambda message: None, exclude_steps=step_times.DEFAULT_EXCLUDED
 ):
-    """(summary, step_times.StepTimes or None) of a trace file: a sampled trace by its estimates
-    (sampled.py); any other read as a stream by the native engine, or StreamSummary where the
-    engine is not built or cannot take an event; a file whose threads are not in end order
-    loaded whole and put in it."""
+    """(summary, step_times.StepTimes or None) of a trace file, read as a stream by the native
+    engine, or by its Python fallback (StreamSummary; sampled.SampledSummary for a sampled trace)
+    where the engine is not built or cannot take an event; a file whose threads are not in end
+    order loaded whole and put in it."""
     ranges = step_times.read_step_ranges(path)
     try:
         with tracestream.TraceStream(path) as stream:
-            p = sampled.sample_of(stream.header)
-            if p is not None:
-                return _summarize_sampled(stream, p, ranges, note, exclude_steps)
+            header = stream.header
+        p = sampled.sample_of(header)
+        sampling = None if p is None else (p, header.get("sampleNodeSpans") is True)
         if _native is not None:
             try:
-                return _summarize_native(path, ranges, note, exclude_steps)
+                return _summarize_native(path, ranges, note, exclude_steps, sampling)
             except _NativeCannot:
                 pass  # an event the engine does not take (a >64-bit integer, say)
         elif not _slow_noted:
             _note_slow(note)
+        if sampling is not None:
+            return _summarize_sampled(path, sampling, ranges, note, exclude_steps)
         return _summarize_python(path, ranges, note, exclude_steps)
     except NotPostOrder:
         return _summarize_loaded(path, note, exclude_steps)
 
 
-def _summarize_sampled(stream, p, ranges, note, exclude_steps):
-    """FQNTRACE_SAMPLE: exact ranges and scaled ops (sampled.py)."""
-    acc = sampled.SampledSummary(
-        p,
-        step_times.StepTimes.from_ranges(ranges) if ranges else None,
-        stream.header.get("sampleNodeSpans") is True,
-    )
-    acc.exclude_steps = exclude_steps
-    for batch, _ in stream.batches():
-        for e in batch:
-            acc.add(e)
-    _note_cut(stream, note)
-    return acc.result(stream.header, stream.tail, stream.incomplete, stream.path), acc.per_step
+def _summarize_sampled(path, sampling, ranges, note, exclude_steps):
+    """FQNTRACE_SAMPLE: sampled.SampledSummary over the stream, the engine's fallback there."""
+    with tracestream.TraceStream(path) as stream:
+        acc = sampled.SampledSummary(
+            *sampling, step_times.StepTimes.from_ranges(ranges) if ranges else None
+        )
+        acc.exclude_steps = exclude_steps
+        for batch, _ in stream.batches():
+            for e in batch:
+                acc.add(e)
+        _note_cut(stream, note)
+        return acc.result(stream.header, stream.tail, stream.incomplete, path), acc.per_step
 
 
 def _summarize_python(path, ranges, note, exclude_steps):
@@ -459,9 +460,16 @@ def _note_slow(note):
     )
 
 
-def _summarize_native(path, ranges, note, exclude_steps):
+def _summarize_native(path, ranges, note, exclude_steps, sampling=None):
+    """The engine over the stream; sampling: (p, node spans) of a sampled trace, its rules."""
+    p, node_spans = sampling or (0, False)
     with tracestream.TraceStream(path) as stream:
-        engine = _native.Engine(stream.format == trace_format.JSONL, _flat_ranges(ranges))
+        engine = _native.Engine(
+            stream.format == trace_format.JSONL,
+            _flat_ranges(ranges),
+            sample=p,
+            node_spans=node_spans,
+        )
 
         def block(chunk, start, end):
             n = engine.feed_block(chunk, start, end)
@@ -482,13 +490,12 @@ def _summarize_native(path, ranges, note, exclude_steps):
 
         stream.feed(block, event)
         _note_cut(stream, note)
-        return _native_result(
-            engine, ranges, exclude_steps, stream.header, stream.tail, stream.incomplete, path
-        )
+        args = engine, ranges, exclude_steps, stream.header, stream.tail, stream.incomplete, path
+        return _native_sampled_result(p, *args) if p else _native_result(*args)
 
 
-def _native_result(engine, ranges, exclude_steps, header, tail, incomplete, path):
-    """(summary, StepTimes or None) from an engine that has read every event."""
+def _native_sums(engine, ranges):
+    """(sums, Totals, StepTimes or None) of an engine that has read every event."""
     sums = engine.result()
     totals = _totals_from(sums)
     per_step = None
@@ -498,6 +505,21 @@ def _native_result(engine, ranges, exclude_steps, header, tail, incomplete, path
             per_step.add_to_step(step, fqn, PHASES[phase], ns)
         for step, fqn, phase, ns in sums["step_cpu"]:
             per_step.add_cpu_to_step(step, fqn, PHASES[phase], ns)
+    return sums, totals, per_step
+
+
+def _native_sampled_result(p, engine, ranges, exclude_steps, header, tail, incomplete, path):
+    sums, totals, per_step = _native_sums(engine, ranges)
+    variance = {(fqn, PHASES[phase]): v for fqn, phase, v in sums["variance"]}
+    out = sampled.sampled_result(
+        p, totals, variance, per_step, exclude_steps, header, tail, incomplete, path
+    )
+    return out, per_step
+
+
+def _native_result(engine, ranges, exclude_steps, header, tail, incomplete, path):
+    """(summary, StepTimes or None) from an engine that has read every event."""
+    _, totals, per_step = _native_sums(engine, ranges)
     acc = StreamSummary(per_step)
     acc.totals = totals
     acc.exclude_steps = exclude_steps
