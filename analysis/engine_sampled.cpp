@@ -69,8 +69,8 @@ void SummaryEngine::State::settle_loose(SampledThread& t, bool all, int64_t star
 bool SummaryEngine::State::apply_sampled(const Event& e) {
   if (e.cat == kCatModuleSpan) {
     // A backward module span: its module's nodes' time, all of them (SampledSummary._span).
-    if (e.ph == 'X' && node_spans && e.args && e.has_node_ns && e.node_ns > 0 &&
-        e.fqn != kNone && e.ts.ok)
+    if (e.ph == 'X' && node_spans && e.args && e.has_node_ns && e.node_ns > 0 && e.fqn != kNone &&
+        e.ts.ok)
       sampled_time(e.pid_key, e.fqn, e.phase, e.ts.ns(), e.node_ns);
     return true;
   }
@@ -107,8 +107,7 @@ bool SummaryEngine::State::apply_sampled(const Event& e) {
     }
     if (e.fqn == global_fqn && p != nullptr && !e.has_fwd_thread) {
       pop_enclosed(t.loose, start, end);  // the outer op's time holds theirs
-      t.loose.push_back(
-          {start, end, e.pid_key, e.fqn, e.phase, e.has_stack_depth, e.stack_depth});
+      t.loose.push_back({start, end, e.pid_key, e.fqn, e.phase, e.has_stack_depth, e.stack_depth});
     }
   } else if (e.cat == kCatUserAnnotation && !e.async_work &&
              (e.has_module_type || e.fqn == global_fqn)) {

@@ -25,11 +25,11 @@ struct LooseOp {
 };
 
 struct SampledThread {
-  bool listed = false;               // in State::sampled_order
-  std::vector<SampledRange> walls;   // module scopes and top-level scopes
-  std::vector<SampledRange> nodes;   // autograd nodes
-  std::vector<LooseOp> loose;        // sampled ops outside every complete range
-  std::vector<LooseOp> settled;      // loose ops nothing can enclose any more: counted at the end
+  bool listed = false;              // in State::sampled_order
+  std::vector<SampledRange> walls;  // module scopes and top-level scopes
+  std::vector<SampledRange> nodes;  // autograd nodes
+  std::vector<LooseOp> loose;       // sampled ops outside every complete range
+  std::vector<LooseOp> settled;     // loose ops nothing can enclose any more: counted at the end
 };
 
 }  // namespace fqntrace::analysis::engine
