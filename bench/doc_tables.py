@@ -21,20 +21,17 @@ import re
 import sys
 
 import measured
-from costs import cli_runs, cli_size, costs_table, f, stale_costs_table
+from costs import cli_runs, cli_size, costs_table, f, stale_costs_table, table
 from modes import CLI_RSS_LIMIT_MIB
 from part_tables import (
     callgrind_mlp,
     callgrind_ops,
-    memory_section,
     p1_section,
     p2_ab_section,
-    p2_section,
     p3_section,
     p4_section,
     p5_problems,
     p5_rss,
-    p7_nice_section,
     p7_section,
     p8_section,
     p8c_section,
@@ -95,19 +92,18 @@ def update(doc, results, only=None):
 
 # The parts of bench/measured.json, in the run table's order, with what each measures
 # (`bench/driver.py --only PART`; the cli parts: `scripts/bench.sh --cli MiB`).
-PARTS = (
-    ("p1", "P1 per op and MLP step, P6"),
-    ("p2", "P2 transformer step"),
-    ("p3", "P3 ModTracker"),
-    ("p4", "P4 exporters"),
-    ("p5", "P5 memory and trace size"),
-    ("memory", "FQNTRACE_MEMORY"),
-    ("drain", "P7 drain CPU and priority, P4b"),
-    ("ddp", "P8 DDP"),
-    ("callgrind", "instructions (callgrind), P8c"),
-    ("cli-1024", "P9 the CLI, 1 GiB"),
-    ("cli-300", "P9 the CLI, 300 MiB"),
-)
+PARTS = {
+    "p1": "P1 per op and MLP step, P6",
+    "p2": "P2 transformer step",
+    "p3": "P3 ModTracker",
+    "p4": "P4 exporters",
+    "p5": "P5 memory and trace size",
+    "drain": "P7 drain CPU, P4b",
+    "ddp": "P8 DDP",
+    "callgrind": "instructions (callgrind), P8c",
+    "cli-1024": "P9 the CLI, 1 GiB",
+    "cli-300": "P9 the CLI, 300 MiB",
+}
 
 
 def minute(date):
@@ -116,66 +112,56 @@ def minute(date):
 
 def run_section(results):
     m = results["machine"]
-    torch = sorted({results[part]["run"]["torch"] for part, _ in PARTS if part in results})
-    lines = [
+    torch = sorted({results[part]["run"]["torch"] for part in PARTS if part in results})
+    machine = (
         f"Machine: {m.get('cpu')}, {m.get('cores')} cores, {m.get('mem_total_gb')} GB, Linux "
         f"{m.get('kernel')}, Python {m.get('python')}, torch {', '.join(torch)}; shared with "
         "other work, so times are noisy (instruction counts are not). Each part's numbers "
         "are from its last run; a quick run (`scripts/bench.sh --quick`) has few rounds and "
         "rough numbers. Summaries: `bench/measured.json`; a run's raw samples go to "
-        "`build/bench/raw/`.",
-        "",
-        "| part | measures | last run (UTC) | commit | run | load average, start → end |",
-        "|---|---|---|---|---|---|",
-    ]
+        "`build/bench/raw/`."
+    )
     groups = {}  # parts last measured by the same run share a row
-    for part, what in PARTS:
-        if part in results:
-            run = results[part]["run"]
-            key = (run["date"], run["git_commit"], run["kind"], *run["loadavg"])
-            groups.setdefault(key, []).append((part, what))
-    for (date, commit, kind, start, end), parts in groups.items():
-        load = " → ".join("—" if x is None else f"{x:.2f}" for x in (start, end))
-        lines.append(
-            f"| {', '.join(p for p, _ in parts)} | {'; '.join(w for _, w in parts)} | "
-            f"{minute(date)} | {commit} | {kind} | {load} |"
-        )
-    return "\n".join(lines)
+    for part in (part for part in PARTS if part in results):
+        run = results[part]["run"]
+        key = (run["date"], run["git_commit"], run["kind"], *run["loadavg"])
+        groups.setdefault(key, []).append(part)
+    rows = []
+    for (date, commit, kind, *load), parts in groups.items():
+        load = " → ".join("—" if x is None else f"{x:.2f}" for x in load)
+        measures = "; ".join(PARTS[p] for p in parts)
+        rows.append([", ".join(parts), measures, minute(date), commit, kind, load])
+    head = "part|measures|last run (UTC)|commit|run|load average, start → end".split("|")
+    return machine + "\n\n" + table(head, rows)
 
 
 def settings_section(results):
     """The sizes of the last run's measurements, one line per benchmark."""
     lines = []
-    if "p1" in results:
-        p1 = results["p1"]
+    if p1 := results.get("p1"):
         lines.append(
             f"- P1: {f(p1['ops_per_sample'])} `torch.add` calls per sample, "
             f"{f(p1['samples_per_process'])} samples per process after one warm-up sample, "
             f"{f(p1['rounds'])} rounds; the MLP {f(p1['mlp_steps_per_sample'])} steps per sample."
         )
-    if "p2" in results:
-        p2 = results["p2"]
+    if p2 := results.get("p2"):
         text = (
             f"- P2: `{p2['model']}`, batch {f(p2['batch'])}, {p2['optimizer']}, "
-            f"{f(p2['threads'])} thread; {f(p2['warmup_steps'])} warm-up steps, then "
-            f"{f(p2['steps_per_process'])} timed steps per process, {f(p2['rounds'])} rounds."
+            f"{f(p2['threads'])} thread; {f(p2['warmup_steps'])} warm-up steps."
         )
-        ab = p2.get("ab")
-        if ab:
+        if ab := p2.get("ab"):
             text += (
                 f" A/B: {f(ab['processes'])} processes × {f(ab['blocks'])} "
                 f"blocks of {f(ab['steps_per_block'])} steps."
             )
         lines.append(text)
-    if "p3" in results:
-        p3 = results["p3"]
+    if p3 := results.get("p3"):
         lines.append(
             f"- P3: {p3['model']}; {f(p3['threads'])} thread, {f(p3['processes'])} processes "
             f"× {f(p3['rounds'])} rounds, {f(p3['steps_per_sample'])} steps of every variant "
             "per round."
         )
-    p4 = results.get("p4", {})
-    if "formats" in p4:
+    if "formats" in (p4 := results.get("p4", {})):
         ctx = p4.get("context", {})
         lines.append(
             f"- P4: {f(p4['formats'].get('chrome', {}).get('events_per_step'))} raw events "
@@ -183,20 +169,20 @@ def settings_section(results):
             f"≥ {p4['min_time_s']} s each; {ctx.get('num_cpus', '?')} CPUs at "
             f"{ctx.get('mhz_per_cpu', '?')} MHz as Google Benchmark sees them."
         )
-    m = results.get("memory")
-    if m and "n_ops" in m:
-        lines.append(
-            f"- FQNTRACE_MEMORY: {m['n_ops']:,} ops per round, {m['rounds']} rounds per "
-            f"variant alternating off/on in one process, median over {m['processes']} "
-            "processes."
-        )
-    cg = results.get("callgrind")
-    if cg and "modes" in cg:
+    if "modes" in (cg := results.get("callgrind") or {}):
         lines.append(
             f"- Callgrind: {f(cg['ops'])} `torch.add` calls and {f(cg.get('mlp_steps'))} "
             "MLP steps per mode."
         )
     return "\n".join(lines) or None
+
+
+def met_text(r):
+    return "—" if r.get("met") is None else "yes" if r["met"] else "**no**"
+
+
+def target_text(r):
+    return f"{r['target'] / 1e3:,.0f} k" if r.get("target") else "—"
 
 
 def cli_doc_section(results):
@@ -205,84 +191,79 @@ def cli_doc_section(results):
     if not runs:
         return "*Not measured yet: `scripts/bench.sh --cli 1024` and `--cli 300` fill this table.*"
     sizes = sorted(runs, reverse=True)
-    lines = [
-        "Runs: "
-        + "; ".join(
-            f"{cli_size(mb)}, {minute(r['run']['date'])} UTC, commit {r['run']['git_commit']}, load "
-            f"average at the end {r['run']['loadavg'][1]:.1f}"
-            for mb, r in ((mb, runs[mb]) for mb in sizes)
-        )
-        + ".",
-        "",
-    ]
-    head = " | ".join(f"{cli_size(mb)}: events / CPU-s, Chrome · JSON Lines" for mb in sizes)
     big = sizes[0]
-    lines += [
-        f"| verb | {head} | {cli_size(big)}: CPU s (sys), Chrome · JSON Lines | "
-        f"{cli_size(big)}: peak RSS MiB | target (events / CPU-s, ≤ {CLI_RSS_LIMIT_MIB} MiB) | met |",
-        "|---|" + "---:|" * len(sizes) + "---:|---:|---:|---|",
-    ]
+    said = "; ".join(
+        f"{cli_size(mb)}, {minute(runs[mb]['run']['date'])} UTC, commit "
+        f"{runs[mb]['run']['git_commit']}, load average at the end {runs[mb]['run']['loadavg'][1]:.1f}"
+        for mb in sizes
+    )
     rows = {mb: {(r["verb"], r["format"]): r for r in runs[mb]["rows"]} for mb in sizes}
-    verbs = list(dict.fromkeys(r["verb"] for r in runs[big]["rows"]))
-    for verb in verbs:
+    lines = []
+    for verb in dict.fromkeys(r["verb"] for r in runs[big]["rows"]):
 
         def cells(mb, show):
             got = [rows[mb].get((verb, fmt)) for fmt in ("Chrome", "JSON Lines")]
             return " · ".join("—" if r is None else show(r) for r in got)
 
-        rates = " | ".join(
-            cells(mb, lambda r: f"{r['events_per_cpu_s'] / 1e3:,.0f} k") for mb in sizes
-        )
+        rates = [cells(mb, lambda r: f"{r['events_per_cpu_s'] / 1e3:,.0f} k") for mb in sizes]
         cpu = cells(big, lambda r: f"{r['cpu_s']:.1f} ({r['sys_s']:.1f})")
         rss = cells(big, lambda r: f"{r['peak_rss_mib']:.0f}")
-        some = next(r for mb in sizes for r in rows[mb].values() if r["verb"] == verb)
-        target = f"{some['target'] / 1e3:,.0f} k" if some.get("target") else "—"
-        missed = [
-            cli_size(mb)
-            for mb in sizes
-            if any(r["met"] is False for r in rows[mb].values() if r["verb"] == verb)
-        ]
+        verb_rows = {mb: [r for r in rows[mb].values() if r["verb"] == verb] for mb in sizes}
+        some = next(r for mb in sizes for r in verb_rows[mb])
+        missed = [cli_size(mb) for mb in sizes if any(r["met"] is False for r in verb_rows[mb])]
         met = (
             "—"
             if some.get("met") is None
-            else (f"**no** at {', '.join(missed)}" if missed else "yes")
+            else f"**no** at {', '.join(missed)}"
+            if missed
+            else "yes"
         )
-        name = (
-            verb.split(" (")[0] + " (per fqn and phase, no nesting rule)"
-            if verb.startswith("DuckDB")
-            else f"`{verb}`"
-        )
-        lines.append(f"| {name} | {rates} | {cpu} | {rss} | {target} | {met} |")
-    return "\n".join(lines)
+        name = f"`{verb}`"
+        if verb.startswith("DuckDB"):
+            name = verb.split(" (")[0] + " (per fqn and phase, no nesting rule)"
+        lines.append([name, *rates, cpu, rss, target_text(some), met])
+    head = [
+        "verb",
+        *(f"{cli_size(mb)}: events / CPU-s, Chrome · JSON Lines" for mb in sizes),
+        f"{cli_size(big)}: CPU s (sys), Chrome · JSON Lines",
+        f"{cli_size(big)}: peak RSS MiB",
+        f"target (events / CPU-s, ≤ {CLI_RSS_LIMIT_MIB} MiB)",
+        "met",
+    ]
+    return f"Runs: {said}.\n\n" + table(head, lines, "l" + "r" * (len(sizes) + 3) + "l")
 
 
 def cli_table(results):
     """bench/cli_bench.py's run as Markdown: one row per verb and format, each against its target."""
     run = results["run"]
-    lines = [
+    said = (
         f"Package: {results['label']} (commit {run['git_commit']}), {minute(run['date'])} UTC, "
-        f"load average at the end {run['loadavg'][1]:.1f} "
-        "(2 shared cores). Traces: "
+        f"load average at the end {run['loadavg'][1]:.1f} (2 shared cores). Traces: "
         f"{results['chrome_mib']:.0f} MiB Chrome / {results['jsonl_mib']:.0f} MiB JSON Lines "
         f"(`tests/python/bigtrace.py {results['source']} OUT {results['mb']}`, a second rank "
         "with `--rank 1` for `merge` and `diff`, which count both inputs' events; `repair` "
-        "counts the events it keeps of the trace cut at 72 %).",
-        "",
-        "| verb | format | events | CPU s (of which sys) | events / CPU-s | peak RSS MiB | wall s "
-        f"| target (events / CPU-s, ≤ {CLI_RSS_LIMIT_MIB} MiB) | met |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---|",
-    ]
+        "counts the events it keeps of the trace cut at 72 %)."
+    )
+    rows = []
     for r in results["rows"]:
-        target = f"{r['target'] / 1e3:,.0f} k" if r.get("target") else "—"
-        met = "—" if r.get("met") is None else "yes" if r["met"] else "**no**"
         status = f" ({r['status']})" if r["status"] else ""
         sys_s = f" ({r['sys_s']:.1f})" if "sys_s" in r else ""
-        lines.append(
-            f"| `{r['verb']}` | {r['format']} | {r['events']:,} | {r['cpu_s']:.1f}{sys_s} | "
-            f"{r['events_per_cpu_s'] / 1e3:,.0f} k | {r['peak_rss_mib']:.0f} | "
-            f"{r['wall_s']:.0f}{status} | {target} | {met} |"
+        rows.append(
+            [
+                f"`{r['verb']}`",
+                r["format"],
+                f"{r['events']:,}",
+                f"{r['cpu_s']:.1f}{sys_s}",
+                f"{r['events_per_cpu_s'] / 1e3:,.0f} k",
+                f"{r['peak_rss_mib']:.0f}",
+                f"{r['wall_s']:.0f}{status}",
+                target_text(r),
+                met_text(r),
+            ]
         )
-    return "\n".join(lines)
+    head = "verb|format|events|CPU s (of which sys)|events / CPU-s|peak RSS MiB|wall s".split("|")
+    head.append(f"target (events / CPU-s, ≤ {CLI_RSS_LIMIT_MIB} MiB)")
+    return said + "\n\n" + table([*head, "met"], rows, "llrrrrrrl")
 
 
 def joined(*sections):
@@ -303,12 +284,11 @@ SECTIONS = {
     "settings": settings_section,
     "p1": p1_section,
     "callgrind": joined(callgrind_ops, callgrind_mlp),
-    "p2": joined(p2_section, p2_ab_section, lambda results: p2_ab_section(results, "compiled_ab")),
+    "p2": joined(p2_ab_section, lambda results: p2_ab_section(results, "compiled_ab")),
     "p3": p3_section,
     "p4": p4_section,
     "p5": joined(p5_rss, p5_problems),
-    "memory": memory_section,
-    "p7": joined(p7_section, p7_nice_section),
+    "p7": p7_section,
     "p8": joined(p8_section, p8c_section),
     "p9-cli": cli_doc_section,
 }
@@ -318,7 +298,10 @@ SECTIONS = {
 # The terminal
 
 
-def table(results):
+TRACE_FORMATS = ("chrome", "jsonl", "chrome_gz", "jsonl_gz")
+
+
+def terminal_summary(results):
     """Plain-text summary for the terminal."""
     lines = []
     if "p1" in results:
@@ -329,34 +312,31 @@ def table(results):
         for m in results["p1"]["modes"]:
             o, mlp = s["ops"][m], s["mlp"][m]
             lines.append(
-                f"{m:<18}{o['ns_per_op']:>8.0f}{o['added_ns']:>+8.0f}"
-                f"{(o.get('thread_cpu_ns') or 0):>8.0f}{mlp['us_per_step']:>9.1f}{mlp['slowdown_pct']:>+8.1f}"
+                f"{m:<18}{o['ns_per_op']:>8.0f}{o['added_ns']:>+8.0f}{(o.get('thread_cpu_ns') or 0):>8.0f}"
+                f"{mlp['us_per_step']:>9.1f}{mlp['slowdown_pct']:>+8.1f}"
             )
-    if "p2" in results:
-        p2 = results["p2"]["summary"]
+    if ab := results.get("p2", {}).get("ab"):
+        a = ab["summary"]
         lines.append(
-            f"P2 transformer: baseline {p2['baseline_ms']:.1f} ms/step, fqntrace {p2['fqntrace_ms']:.1f} "
-            f"ms/step, slowdown {p2['slowdown_pct']:+.1f} %"
+            f"P2 transformer, in-process A/B: untraced {a['baseline_ms']:.1f} ms/step, traced "
+            f"{a['fqntrace_ms']:.1f} ms/step, slowdown {a['slowdown_pct']:+.1f} %"
         )
     if "p3" in results:
         v = results["p3"]["summary"]["variants"]
-        lines.append(
-            "P3 trackers: "
-            + ", ".join(f"{k} {v[k]['ms_per_step']:.2f} ms/step" for k in results["p3"]["variants"])
-        )
-    if "p4" in results and "formats" in results["p4"]:
-        fm = results["p4"]["formats"]
-        lines.append(
-            "P4 exporters: "
-            + ", ".join(
-                f"{k} {d['cpu_events_per_s_median'] / 1e6:.2f} M events/s"
-                + (
-                    f" {d['bytes_per_event']:.1f} B/event"
-                    if k in ("chrome", "jsonl", "chrome_gz", "jsonl_gz") and "bytes_per_event" in d
-                    else ""
-                )
-                for k, d in fm.items()
+        steps = (f"{k} {v[k]['ms_per_step']:.2f} ms/step" for k in results["p3"]["variants"])
+        lines.append("P3 trackers: " + ", ".join(steps))
+    if "formats" in results.get("p4", {}):
+
+        def rate(k, d):  # events/s, and bytes/event of the formats that write a trace
+            size = (
+                f" {d['bytes_per_event']:.1f} B/event"
+                if k in TRACE_FORMATS and "bytes_per_event" in d
+                else ""
             )
+            return f"{k} {d['cpu_events_per_s_median'] / 1e6:.2f} M events/s{size}"
+
+        lines.append(
+            "P4 exporters: " + ", ".join(rate(k, d) for k, d in results["p4"]["formats"].items())
         )
     if "p5" in results:
         fq, pr = results["p5"]["fqntrace"], results["p5"]["profiler"]
@@ -378,7 +358,7 @@ def main():
         text = update(fh.read(), results)
     with open(doc, "w") as fh:
         fh.write(text)
-    print(table(results))
+    print(terminal_summary(results))
 
 
 if __name__ == "__main__":

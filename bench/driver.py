@@ -54,33 +54,12 @@ def machine():
     return info
 
 
-def run_memory(runner, quick):
-    """FQNTRACE_MEMORY against torch.profiler's profile_memory (bench/memory/cost.py)."""
-    log("memory: FQNTRACE_MEMORY against torch.profiler's profile_memory")
-    env = dict(os.environ, FQNTRACE_BENCH_QUICK="1" if quick else "0")
-    return run_json([PY, os.path.join(HERE, "memory", "cost.py")], env=env)
-
-
 def run_callgrind(runner, quick):
     """Instructions per op and step by mode, P8c (bench/callgrind_ops.py)."""
     s = CALLGRIND_SETTINGS
     log(f"callgrind: instructions per op, {s['ops']:,} ops per mode")
-    return run_json(
-        [
-            PY,
-            os.path.join(HERE, "callgrind_ops.py"),
-            "--ops",
-            str(s["ops"]),
-            "--mlp-steps",
-            str(s["mlp_steps"]),
-            "--jobs",
-            "2",
-            "--whole",
-            "--ddp-steps",
-            str(s["ddp_steps"]),
-        ],
-        timeout=2400,
-    )
+    args = f"--ops {s['ops']} --mlp-steps {s['mlp_steps']} --jobs 2 --whole --ddp-steps {s['ddp_steps']}"
+    return run_json([PY, os.path.join(HERE, "callgrind_ops.py"), *args.split()], timeout=2400)
 
 
 # Each part: its name in bench/measured.json and `--only`, and what measures it.
@@ -90,7 +69,6 @@ PARTS = {
     "p3": p3_trackers.run,
     "p4": p4_exporters.run,
     "p5": p5_rss.run,
-    "memory": run_memory,
     "drain": p7_drain.run,
     "ddp": p8_ddp.run,
     "callgrind": run_callgrind,
@@ -153,7 +131,7 @@ def main():
     with open(args.doc, "w") as f:
         f.write(text)
     log(f"updated the generated sections of {os.path.relpath(args.doc, ROOT)}")
-    print(doc_tables.table(results))
+    print(doc_tables.terminal_summary(results))
 
 
 if __name__ == "__main__":

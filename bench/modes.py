@@ -104,7 +104,6 @@ P1_MODES = tuple(
     for name in NAMES
     if name not in ("fqntrace_rank", "fqntrace_sampled", "empty_sampled", "empty_sampled_ops")
 )
-P2_MODES = ("baseline", "fqntrace")
 CALLGRIND_OPS_MODES = (
     "baseline",
     "loaded_off",

@@ -1,10 +1,9 @@
 """P4, the exporters' throughput: the main build's fqntrace_exporter_bench (Google Benchmark)
 drains a transformer step's events through the session's Drainer into each exporter; wall and
-CPU time per event, instructions per event (callgrind), where a Chrome event's bytes go."""
+CPU time per event, instructions per event (callgrind)."""
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -17,6 +16,10 @@ SETTINGS = {
 }
 
 
+# What the benchmark reports beside its times, per format.
+COUNTERS = "bytes_per_event json_objects_per_event events_per_step file_bytes_16_steps".split()
+
+
 def run_p4(s):
     """P4: exporter throughput, C++ (Google Benchmark): build/fqntrace_exporter_bench. Wall and
     CPU time from Google Benchmark (repetitions interleaved at random), instructions per event
@@ -27,14 +30,9 @@ def run_p4(s):
         return None
     with tempfile.TemporaryDirectory(prefix="fqntrace-p4-") as tmp:
         out_json = os.path.join(tmp, "gbench.json")
-        cmd = [
-            exe,
-            f"--benchmark_repetitions={s['p4_repetitions']}",
-            f"--benchmark_min_time={s['p4_min_time']}",
-            "--benchmark_enable_random_interleaving=true",
-            f"--benchmark_out={out_json}",
-            "--benchmark_out_format=json",
-        ]
+        cmd = [exe, f"--benchmark_repetitions={s['p4_repetitions']}"]
+        cmd += f"--benchmark_min_time={s['p4_min_time']} --benchmark_out={out_json}".split()
+        cmd += ["--benchmark_enable_random_interleaving=true", "--benchmark_out_format=json"]
         log(f"P4: {' '.join(os.path.relpath(c, ROOT) if c == exe else c for c in cmd[:4])}")
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
         if proc.returncode != 0:
@@ -50,14 +48,7 @@ def run_p4(s):
         d = formats.setdefault(fmt, {"raw_cpu_events_per_s": [], "raw_wall_events_per_s": []})
         d["raw_cpu_events_per_s"].append(b["events_per_s"])
         d["raw_wall_events_per_s"].append(b["events_per_iteration"] / (b["real_time"] * scale))
-        for key in (
-            "bytes_per_event",
-            "json_objects_per_event",
-            "events_per_step",
-            "file_bytes_16_steps",
-        ):
-            if key in b:
-                d[key] = b[key]
+        d.update({k: b[k] for k in COUNTERS if k in b})
     for fmt, d in formats.items():
         d["cpu_events_per_s_median"] = median(d["raw_cpu_events_per_s"])
         d["cpu_events_per_s_iqr"] = quartiles(d["raw_cpu_events_per_s"])
@@ -71,7 +62,6 @@ def run_p4(s):
         with ThreadPoolExecutor(2) as pool:
             done = pool.map(lambda fm: callgrind_exporter(exe, fm, s["p4_callgrind_events"]), fmts)
             callgrind = dict(zip(fmts, done))
-    breakdown = chrome_bytes(exe)
     chrome = formats.get("chrome", {})
     rate = chrome.get("cpu_events_per_s_median")
     bpe = chrome.get("bytes_per_event")
@@ -99,7 +89,6 @@ def run_p4(s):
         "context": {k: gb.get("context", {}).get(k) for k in ("num_cpus", "mhz_per_cpu")},
         "formats": formats,
         "callgrind": callgrind,
-        "chrome_bytes": breakdown,
         "targets": {
             "events_per_s": {
                 "target": ">= 2,000,000 events/s on one core (every format)",
@@ -125,79 +114,13 @@ def run_p4(s):
     }
 
 
-NUMBER = re.compile(r'(?<=:)-?[0-9]+(?:\.[0-9]+)?(?=[,}])')
-
-
-def chrome_bytes(exe, events=7150):
-    """Where a Chrome event's bytes go: a file of the benchmark's events (its --plain mode), split
-    into strings (names, fqns, types, the cat and phase values), numbers and the rest (keys,
-    quotes, punctuation, separators). Per raw event; flow objects are counted apart."""
-    with tempfile.TemporaryDirectory(prefix="fqntrace-p4b-") as tmp:
-        path = os.path.join(tmp, "mix.json")
-        subprocess.run(
-            [exe, "--plain", "chrome", str(events), path], check=True, capture_output=True
-        )
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().split("\n")
-    x = {"events": 0, "bytes": 0, "strings": 0, "numbers": 0}
-    flow = {"objects": 0, "bytes": 0}
-    for line in lines:
-        if (
-            not line.startswith('{"ph":"X"')
-            and not line.startswith('{"ph":"s"')
-            and not line.startswith('{"ph":"f"')
-        ):
-            continue
-        size = len(line.encode()) + 1  # and its newline (the comma is inside the line)
-        e = json.loads(line.rstrip(","))
-        if e["ph"] != "X":
-            flow["objects"] += 1
-            flow["bytes"] += size
-            continue
-        x["events"] += 1
-        x["bytes"] += size
-        strings = [
-            e["name"],
-            e["cat"],
-            e["args"]["fqn"],
-            e["args"]["phase"],
-            e["args"].get("module_type"),
-            e["args"].get("collective"),
-        ]
-        x["strings"] += sum(
-            len(json.dumps(v, ensure_ascii=False).encode()) for v in strings if v is not None
-        )
-        x["numbers"] += sum(len(v) for v in NUMBER.findall(line))
-    n = x["events"]
-    if not n:
-        return None
-    return {
-        "x_events": n,
-        "bytes_per_x_event": x["bytes"] / n,
-        "strings_per_x_event": x["strings"] / n,
-        "numbers_per_x_event": x["numbers"] / n,
-        "syntax_per_x_event": (x["bytes"] - x["strings"] - x["numbers"]) / n,
-        "flow_objects_per_x_event": flow["objects"] / n,
-        "flow_bytes_per_x_event": flow["bytes"] / n,
-        "bytes_per_flow_object": flow["bytes"] / flow["objects"] if flow["objects"] else None,
-    }
-
-
 def callgrind_exporter(exe, fmt, events):
     """Instructions per event inside the drain (MixPipeline::drain, which the Drainer and the
     exporters run under), for exactly `events` events (whole steps, so slightly more)."""
     with tempfile.TemporaryDirectory(prefix="fqntrace-p4cg-") as tmp:
         out_file = os.path.join(tmp, "cg.out")
-        cmd = [
-            "valgrind",
-            "--tool=callgrind",
-            f"--callgrind-out-file={out_file}",
-            "--toggle-collect=*MixPipeline::drain*",
-            exe,
-            "--plain",
-            fmt,
-            str(events),
-        ]
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}"]
+        cmd += ["--toggle-collect=*MixPipeline::drain*", exe, "--plain", fmt, str(events)]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
         if proc.returncode != 0:
             log(f"P4 callgrind {fmt} failed: {proc.stderr[-1500:]}")

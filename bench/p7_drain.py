@@ -1,6 +1,6 @@
 """P7, the drain thread: its CPU per op event from outside (bench/drain_cpu.py), plain and gzip,
-on a tiny-op loop and a training loop; drops under load per drain nice value
-(bench/drain_nice.py); and P4b, the demo's bytes per op event."""
+on a tiny-op loop and a training loop; and P4b, the demo's bytes per op event. (Drops under load
+per drain nice value, once here: docs/history/experiments/drain_nice.py.)"""
 
 import json
 import os
@@ -9,20 +9,8 @@ import subprocess
 from runner import HERE, PY, ROOT, log, run_json
 
 SETTINGS = {
-    "full": {
-        "p7_ops": 400000,
-        "p7_runs": 7,
-        "p7_train_steps": 300,
-        "p7_nice_ops": 3000000,
-        "p7_nice": [0, 5, 10, 19],
-    },
-    "quick": {
-        "p7_ops": 200000,
-        "p7_runs": 3,
-        "p7_train_steps": 150,
-        "p7_nice_ops": 1000000,
-        "p7_nice": [0, 5],
-    },
+    "full": {"p7_ops": 400000, "p7_runs": 7, "p7_train_steps": 300},
+    "quick": {"p7_ops": 200000, "p7_runs": 3, "p7_train_steps": 150},
 }
 
 
@@ -50,8 +38,8 @@ def demo_bytes(tmpdir):
 
 
 def run_drain(s, tmpdir):
-    """P7: drain CPU per op event from outside (bench/drain_cpu.py), drops under load per drain
-    nice value (bench/drain_nice.py), and P4b: the demo's bytes per op event."""
+    """P7: drain CPU per op event from outside (bench/drain_cpu.py), plain and gzip, and P4b: the
+    demo's bytes per op event."""
     out = {}
 
     def script(name, out_name, *args):
@@ -70,9 +58,6 @@ def run_drain(s, tmpdir):
     for key, suffix in (("train_cpu", ".json"), ("train_cpu_gz", ".json.gz")):
         log(f"P7: training loop, {suffix}, {s['p7_runs']} processes x {s['p7_train_steps']} steps")
         out[key] = script("drain_cpu.py", f"p7{key}.json", *train_loop, "--suffix", suffix)
-    log(f"P7: drops under load, drain nice {s['p7_nice']}, {s['p7_nice_ops']:,} ops each")
-    nice = ("--ops", s["p7_nice_ops"], "--nice", *s["p7_nice"])
-    out["nice"] = script("drain_nice.py", "nice.json", *nice)
     log("P4b: the demo's bytes per op event")
     out["demo"] = demo_bytes(tmpdir)
     cpu, cpu_gz = out["cpu"] or {}, out["cpu_gz"] or {}

@@ -50,8 +50,8 @@ constexpr auto kFlushPeriod = 500ms;  // "flushed at least once a second"
 // core is busy (a DDP rank per core) the program's threads win the CPU and the drain catches up
 // in their gaps; a woken drain thread no longer preempts them. Not lower: under two busy-loop
 // hogs on 2 cores, a tiny-op loop (the fastest event source) dropped no event at +5, 3 % of its
-// events at +10 and 74 % at +19 (bench/drain_nice.py, docs/benchmarks.md). Best effort: a
-// failure leaves the priority as it was.
+// events at +10 and 74 % at +19 (docs/history/experiments/drain_nice.py, docs/benchmarks.md).
+// Best effort: a failure leaves the priority as it was.
 constexpr int kDrainNiceIncrement = 5;
 
 void lower_drain_priority() {

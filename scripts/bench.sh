@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Benchmarks fqntrace against an empty RecordFunction observer, torch.profiler and ModTracker
 # (P1 per-op + MLP, P2 transformer step, P3 ModTracker, P4 exporter throughput, P5 memory and
-# trace size, P6 library loaded but off, P7 the drain thread's CPU per event, drops under load per
-# drain priority and the demo's bytes per op event, P8 the DDP 2-rank step, in-process A/B; then
+# trace size, P6 library loaded but off, P7 the drain thread's CPU per event and
+# the demo's bytes per op event, P8 the DDP 2-rank step, in-process A/B; then
 # the cost of the thread CPU readings, bench/cpu_time_cost.py). Sets up first (scripts/setup.sh), builds the bench
 # helpers, runs bench/driver.py, prints the table, writes each part's summary to
 # bench/measured.json (raw samples to build/bench/raw/) and fills the generated sections of

@@ -4,7 +4,11 @@
 drain thread's nice value itself (os.setpriority on the thread id), so each value is tried with
 the same build. Prints, per nice value, dropped events (the trace's tail) and the loop's ops/s.
 
-    .venv/bin/python bench/drain_nice.py [--ops 3000000] [--nice 0 5 10 19] [--hogs 2]
+    .venv/bin/python docs/history/experiments/drain_nice.py [--ops 3000000] [--nice 0 5 10 19]
+
+Once part of P7 (bench/p7_drain.py); it chose the drain thread's nice value (5 above the
+program's, tests/python/test_tracing.py holds it), and its last table is in docs/benchmarks.md,
+by hand.
 """
 
 import argparse

@@ -1,16 +1,17 @@
-"""FQNTRACE_MEMORY's cost beside torch.profiler's profile_memory (docs/benchmarks.md, section
-"memory"). Two workloads, timed per op:
+"""FQNTRACE_MEMORY's cost beside torch.profiler's profile_memory (docs/benchmarks.md, its table
+by hand beside P7; once part "memory" of bench/driver.py, a measurement without a target, kept
+here as the command behind that table). Two workloads, timed per op:
 
   alloc:   inside one module's forward, `x = a + b` on 64 floats, N times: every op allocates
            its output and frees the previous one (2 allocator reports per op);
   inplace: `a.add_(b)` N times at top level, nothing allocated: what memory-on costs an op that
            allocates nothing (fqntrace takes and gives back the slot around each outermost range).
 
-Each tracer runs in its own processes (`cost.py MODE ...`), and inside one process its sessions
+Each tracer runs in its own processes (`memory_cost.py MODE ...`), and inside one process its sessions
 alternate between memory off (A) and on (B), one round a block, through the A/B harness
 (bench/ab.py), so both variants see the same machine state; the cost of memory is the
 difference of the two variants' medians, per process. The
-parent (`cost.py`) runs the processes and prints JSON: per tracer the ns per op off and on, and
+parent (`memory_cost.py`) runs the processes and prints JSON: per tracer the ns per op off and on, and
 the median over processes of the difference.
 """
 
@@ -22,8 +23,11 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import ab  # noqa: E402  (bench/ab.py)
+# bench/ab.py, the A/B harness, from here.
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench")
+)
+import ab  # noqa: E402
 
 TRACERS = ("baseline", "fqntrace", "profiler")
 WORKLOADS = ("alloc", "inplace", "alloc_with_stop", "inplace_with_stop")
@@ -111,7 +115,7 @@ def main():
                 timeout=1200,
             )
             if proc.returncode != 0:
-                raise SystemExit(f"cost.py {tracer}: {proc.stderr.strip()[-400:]}")
+                raise SystemExit(f"memory_cost.py {tracer}: {proc.stderr.strip()[-400:]}")
             runs[tracer].append(json.loads(proc.stdout.strip().splitlines()[-1]))
     out = {
         "n_ops": n_ops,
