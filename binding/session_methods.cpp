@@ -19,8 +19,8 @@ namespace {
 // start(path, steps=None, memory=None, sample=None): `steps` (FIRST:END[:PERIOD]) stands in for
 // FQNTRACE_STEPS, `memory` (a bool) for FQNTRACE_MEMORY, `sample` (a str) for FQNTRACE_SAMPLE.
 PyObject* py_start(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs < 1 || nargs > 4) {
-    PyErr_SetString(PyExc_TypeError, "start(path, steps=None, memory=None, sample=None)");
+  if (nargs < 1 || nargs > 5) {
+    PyErr_SetString(PyExc_TypeError, "start(path, steps=None, memory=None, sample=None, cpu=None)");
     return nullptr;
   }
   const char* value = PyUnicode_AsUTF8(args[0]);
@@ -37,14 +37,21 @@ PyObject* py_start(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     memory = on != 0 ? "1" : "0";
   }
   const char* sample = nullptr;
-  if (nargs == 4 && args[3] != Py_None) {
+  if (nargs >= 4 && args[3] != Py_None) {
     sample = PyUnicode_AsUTF8(args[3]);
     if (sample == nullptr) return nullptr;
   }
-  EnvLookup env = [steps, memory, sample](const char* name) -> const char* {
+  const char* cpu = nullptr;
+  if (nargs == 5 && args[4] != Py_None) {
+    int on = PyObject_IsTrue(args[4]);
+    if (on < 0) return nullptr;
+    cpu = on != 0 ? "1" : "0";
+  }
+  EnvLookup env = [steps, memory, sample, cpu](const char* name) -> const char* {
     if (steps != nullptr && std::string(name) == "FQNTRACE_STEPS") return steps;
     if (memory != nullptr && std::string(name) == "FQNTRACE_MEMORY") return memory;
     if (sample != nullptr && std::string(name) == "FQNTRACE_SAMPLE") return sample;
+    if (cpu != nullptr && std::string(name) == "FQNTRACE_CPU") return cpu;
     return std::getenv(name);
   };
   ConfigResult result = config_from_value(value, env, static_cast<long>(getpid()));
@@ -209,7 +216,8 @@ void add_session_methods(std::vector<PyMethodDef>& methods) {
   methods.push_back(
       {"start", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_start)),
        METH_FASTCALL,
-       "start(path, steps=None, memory=None, sample=None) -> expanded path; starts a session"});
+       "start(path, steps=None, memory=None, sample=None, cpu=None) -> expanded path; starts a "
+       "session"});
   methods.push_back({"step", py_step, METH_NOARGS, "the current training step ends"});
   methods.push_back({"optimizer_step",
                      reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_optimizer_step)),

@@ -260,10 +260,12 @@ ConfigResult parse_config(const char* value, const EnvLookup& env, long pid) {
   config.module_ranges = env_switch(env, "FQNTRACE_MODULE_RANGES", &config.warnings);
   config.memory = env_switch(env, "FQNTRACE_MEMORY", &config.warnings);
   // On by default: FQNTRACE_MODULE_SPANS=0 leaves out the module tracks (their bytes and drain
-  // work, docs/benchmarks.md); FQNTRACE_CPU=0 the thread CPU readings (their system calls).
+  // work, docs/benchmarks.md).
   config.module_spans =
       env_switch_on(env, "FQNTRACE_MODULE_SPANS", "module spans stay on", &config.warnings);
-  config.cpu_time = env_switch_on(env, "FQNTRACE_CPU", "CPU time stays on", &config.warnings);
+  // Opt-in: a thread CPU reading is a system call (no vDSO path), ~1-2 per module call, which
+  // costs a small model's step several percent (docs/benchmarks.md).
+  config.cpu_time = env_switch(env, "FQNTRACE_CPU", &config.warnings);
   if (const char* sample = env("FQNTRACE_SAMPLE"); sample != nullptr && *sample != '\0') {
     char* end = nullptr;
     double p = std::strtod(sample, &end);

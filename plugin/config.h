@@ -37,7 +37,7 @@ struct Config {
   // which torch.profiler then shows; by default they are frames only fqntrace sees.
   bool module_ranges = false;
   bool module_spans = true;  // FQNTRACE_MODULE_SPANS=0: no backward/recompute module tracks
-  bool cpu_time = true;      // FQNTRACE_CPU=0: no thread CPU time (plugin/thread_cpu.h)
+  bool cpu_time = false;     // FQNTRACE_CPU=1: thread CPU time (plugin/thread_cpu.h)
   // FQNTRACE_SAMPLE=p (0 < p <= 1): each op is recorded with probability p, through torch's own
   // sampling; module scopes, steps, user scopes and backward nodes stay complete. 1: every op.
   double sample = 1.0;

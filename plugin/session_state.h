@@ -16,7 +16,7 @@ extern std::atomic<bool> g_shapes;  // FQNTRACE_SHAPES=1
 // scopes, which open frames without a RecordFunction, record only then.
 extern std::atomic<bool> g_recording;
 extern std::atomic<bool> g_module_ranges;  // FQNTRACE_MODULE_RANGES=1
-extern std::atomic<bool> g_cpu_time;       // on unless FQNTRACE_CPU=0 (plugin/thread_cpu.h)
+extern std::atomic<bool> g_cpu_time;       // FQNTRACE_CPU=1 (plugin/thread_cpu.h)
 // FQNTRACE_SAMPLE=p < 1: ops are sampled by torch; module scopes fill the sequence-number map
 // (plugin/seq_map.h) so every backward node still finds its module. 1: the full trace.
 extern std::atomic<double> g_sample;

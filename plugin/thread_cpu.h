@@ -6,7 +6,8 @@
 // wrapper), never per forward op. Each read is a system call (CLOCK_THREAD_CPUTIME_ID has no
 // vDSO path; ~180 ns here, docs/benchmarks.md). A range's *self* CPU time is its own reading
 // less that of the ranges with CPU time inside it, so summing self times never counts a
-// nanosecond twice, as with ops' self time. FQNTRACE_CPU=0 turns the reads off.
+// nanosecond twice, as with ops' self time. Opt-in (FQNTRACE_CPU=1): the readings cost a small
+// model's step several percent (docs/benchmarks.md, *Thread CPU readings*).
 #pragma once
 #include <time.h>
 

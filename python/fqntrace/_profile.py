@@ -93,7 +93,7 @@ def _sample_text(sample):
 
 
 @contextlib.contextmanager
-def profile(path=None, steps=None, memory=None, sample=None):
+def profile(path=None, steps=None, memory=None, sample=None, cpu=None):
     """Traces everything the body runs to `path` (.json: Chrome trace, .jsonl: JSON Lines, .gz
     after either: gzip; {pid} and {rank} are expanded; None: a new file under the temporary
     directory). Yields the expanded path, a str whose .summary(), .steps(), .diff(), .report()
@@ -103,7 +103,9 @@ def profile(path=None, steps=None, memory=None, sample=None):
     fqntrace.step(). `memory=True` records the allocator's reports per module
     (FQNTRACE_MEMORY, docs/memory.md); None: as FQNTRACE_MEMORY says. `sample=p` (0 < p <= 1)
     records each op with probability p, for a long job traced all along (FQNTRACE_SAMPLE,
-    docs/sampling.md); None: as FQNTRACE_SAMPLE says. Raises ValueError for a
+    docs/sampling.md); None: as FQNTRACE_SAMPLE says. `cpu=True` also records each module's
+    thread CPU time (FQNTRACE_CPU, a system call per module call: docs/benchmarks.md); None: as
+    FQNTRACE_CPU says. Raises ValueError for a
     bad path, steps or sample and RuntimeError if a session is already running (e.g. FQNTRACE is set).
     When the tracer cannot be loaded here (built for another torch, or missing), the body runs
     untraced, the block yields None, and one line on stderr says what rebuilds it."""
@@ -115,7 +117,7 @@ def profile(path=None, steps=None, memory=None, sample=None):
         return
     if path is None:
         path = temporary_path()
-    expanded = TracePath(C.start(str(path), _steps_text(steps), memory, _sample_text(sample)))
+    expanded = TracePath(C.start(str(path), _steps_text(steps), memory, _sample_text(sample), cpu))
     # First of the parts: a body that never ends (os._exit, abort) still leaves a file.
     _features.install_all()
     try:

@@ -253,22 +253,23 @@ TEST(ConfigTest, ModuleSpansAreOnUnlessTurnedOff) {
   EXPECT_NE(r.config->warnings[0].find("FQNTRACE_MODULE_SPANS=maybe"), std::string::npos);
 }
 
-// CPU readings are on unless FQNTRACE_CPU says off; a bad value keeps them on, warned.
-TEST(ConfigTest, CpuTimeIsOnUnlessTurnedOff) {
+// CPU readings are off unless FQNTRACE_CPU turns them on (they cost a system call each); a bad
+// value keeps them off, warned.
+TEST(ConfigTest, CpuTimeIsOffUnlessTurnedOn) {
   ConfigResult r = parse_with("/tmp/t.json", {});
   ASSERT_TRUE(r.config);
-  EXPECT_TRUE(r.config->cpu_time);
-  r = parse_with("/tmp/t.json", {{"FQNTRACE_CPU", "0"}});
-  ASSERT_TRUE(r.config);
   EXPECT_FALSE(r.config->cpu_time);
+  r = parse_with("/tmp/t.json", {{"FQNTRACE_CPU", "1"}});
+  ASSERT_TRUE(r.config);
+  EXPECT_TRUE(r.config->cpu_time);
   EXPECT_TRUE(r.config->warnings.empty());
   r = parse_with("/tmp/t.json", {{"FQNTRACE_CPU", "sometimes"}});
   ASSERT_TRUE(r.config);
-  EXPECT_TRUE(r.config->cpu_time);
+  EXPECT_FALSE(r.config->cpu_time);
   ASSERT_EQ(r.config->warnings.size(), 1u);
-  EXPECT_NE(r.config->warnings[0].find("FQNTRACE_CPU=sometimes is not a switch value; CPU time "
-                                       "stays on"),
-            std::string::npos)
+  EXPECT_NE(
+      r.config->warnings[0].find("FQNTRACE_CPU=sometimes is not a switch value; it stays off"),
+      std::string::npos)
       << r.config->warnings[0];
 }
 

@@ -67,13 +67,14 @@ class Net(nn.Module):
 
 
 def run(path, slow=False, steps=None):
-    """One traced run of `steps` steps (default STEPS); returns the trace path."""
+    """One traced run of `steps` steps (default STEPS), with thread CPU time (diff's `--measure
+    cpu` compares it with wall time); returns the trace path."""
     steps = steps or STEPS
     torch.manual_seed(0)
     model = Net(slow=slow)
     x = torch.randn(DIM, DIM)
     model(x).sum().backward()  # untraced warm-up of the allocator and kernels
-    with fqntrace.profile(str(path)) as written:
+    with fqntrace.profile(str(path), cpu=True) as written:
         for _ in range(steps):
             model.zero_grad(set_to_none=True)
             model(x).sum().backward()

@@ -291,7 +291,9 @@ def test_summary_table_is_a_tree_within_100_columns(tiny):
         "calls",
     ]
     rows = {
-        line.split()[0]: line for line in lines[header + 2 :] if line and not line.startswith("ms:")
+        line.split()[0]: line
+        for line in lines[header + 2 :]
+        if line and not line.startswith(("ms:", "cpu:"))
     }
     assert list(rows) == ["Model", "layers", "0", "fc1", "Global"]
     # Indentation: two spaces per fqn level; "layers" (a ModuleList: no span) sums its children.
@@ -311,6 +313,8 @@ def test_summary_table_is_a_tree_within_100_columns(tiny):
         assert row[:pct] + row[pct + 1 :] == cells[:pct] + cells[pct + 1 :], name
         assert float(row[pct]) == pytest.approx(cells[pct], abs=0.051), name
     assert "0.080 ms op time" in lines[0]
+    # no thread CPU time in this trace: the legend says how to record it
+    assert any(line.startswith("cpu: not recorded; FQNTRACE_CPU=1") for line in lines)
 
 
 # With FQNTRACE_FLOPS=1 the trace has flops args, and the table a GFLOPs column (subtree sums).
@@ -330,7 +334,7 @@ def test_summary_table_shows_gflops_when_counted(tmp_path):
     gflops = {
         line.split()[0]: line.split()[-2]
         for line in lines[header + 2 :]
-        if line.strip() and not line.startswith(("ms:", "GFLOPs:"))
+        if line.strip() and not line.startswith(("ms:", "GFLOPs:", "cpu:"))
     }
     assert gflops == {
         "Model": "4.500",

@@ -1,5 +1,6 @@
-"""The thread CPU time per module (plugin/thread_cpu.h, `self_cpu_ns`): what the trace carries,
-what `summary` makes of it (native engine and Python alike) and what `diff` tests by default.
+"""The thread CPU time per module (plugin/thread_cpu.h, `self_cpu_ns`; opt-in: FQNTRACE_CPU=1 or
+profile(cpu=True)): what the trace carries, what `summary` makes of it (native engine and Python
+alike) and what `diff` tests when it is there.
 
 A module that sleeps stands for a thread waiting for a core: its wall time grows, its CPU time
 does not. A module that spins on the CPU in Python has CPU time close to its wall time."""
@@ -57,12 +58,12 @@ class Outer(nn.Module):
         return self.lin(self.spins(self.sleeps(x)))
 
 
-def train(path, spin_ms=SPIN_MS, steps=STEPS):
+def train(path, spin_ms=SPIN_MS, steps=STEPS, cpu=True):
     torch.manual_seed(0)
     model = Outer(spin_ms)
     x = torch.randn(32, 64)
     model(x).sum().backward()  # untraced warm-up
-    with fqntrace.profile(str(path)):
+    with fqntrace.profile(str(path), cpu=cpu):
         for _ in range(steps):
             model(x).sum().backward()
             fqntrace.step()
@@ -203,16 +204,14 @@ def test_diff_tests_cpu_time_and_names_the_module_with_more_cpu_work(tmp_path, t
     assert abs(row["change_ms"]) < 0.25 * (SPIN_MS * 1.6 - SPIN_MS), row
 
 
-def test_cpu_readings_off_with_fqntrace_cpu0_and_diff_falls_back_to_wall_time(
-    tmp_path, traced, run
-):
+def test_cpu_readings_are_opt_in_and_diff_falls_back_to_wall_time(tmp_path, traced, run):
     path = tmp_path / "off.json"
     program = (
         f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
         "import torch; torch.set_num_threads(1)\n"
-        f"import test_cpu_time as t; t.train({str(path)!r}, steps=6)\n"
+        f"import test_cpu_time as t; t.train({str(path)!r}, steps=6, cpu=None)\n"
     )
-    proc = run(program, env_extra={"FQNTRACE_CPU": "0"}, check_rc=0)
+    proc = run(program, env_extra={"FQNTRACE_CPU": ""}, check_rc=0)  # unset: the default
     assert "fqntrace" not in proc.stderr
     assert not any("self_cpu_ns" in e["args"] for e in slices(load_trace(path)))
     s = summarize.load_for_summary(str(path))
@@ -220,12 +219,15 @@ def test_cpu_readings_off_with_fqntrace_cpu0_and_diff_falls_back_to_wall_time(
     assert "cpu_ms" not in s["modules"]["Outer.spins"]["forward"]
     code, result = gate(traced, str(path))
     assert not result["measure"].startswith("cpu_")
+    on = run(program.replace("off.json", "on.json"), env_extra={"FQNTRACE_CPU": "1"}, check_rc=0)
+    assert "fqntrace" not in on.stderr
+    assert any("self_cpu_ns" in e["args"] for e in slices(load_trace(tmp_path / "on.json")))
     bad = run(
         program.replace("off.json", "bad.json"), env_extra={"FQNTRACE_CPU": "sometimes"}, check_rc=0
     )
     lines = [line for line in bad.stderr.splitlines() if "FQNTRACE_CPU" in line]
-    assert len(lines) == 1 and "CPU time stays on" in lines[0], bad.stderr
-    assert any("self_cpu_ns" in e["args"] for e in slices(load_trace(tmp_path / "bad.json")))
+    assert len(lines) == 1 and "it stays off" in lines[0], bad.stderr
+    assert not any("self_cpu_ns" in e["args"] for e in slices(load_trace(tmp_path / "bad.json")))
 
 
 class Checkpointed(nn.Module):
@@ -244,7 +246,7 @@ def test_recompute_has_its_own_cpu_time_taken_out_of_the_node_around_it(tmp_path
     torch.manual_seed(0)
     model, x = Checkpointed(spin_ms), torch.randn(32, 64)
     path = str(tmp_path / "ckpt.json")
-    with fqntrace.profile(path):
+    with fqntrace.profile(path, cpu=True):
         for _ in range(3):
             model(x).sum().backward()
             fqntrace.step()

@@ -298,10 +298,11 @@ def train(path, seconds=10):
 
 @pytest.fixture(scope="module")
 def demo_trace(tmp_path_factory):
-    """The demo transformer traced for 12 training steps."""
+    """The demo transformer traced for 12 training steps, with thread CPU time (cpu/st)."""
     path = tmp_path_factory.mktemp("top") / "demo.json"
     env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
     env["FQNTRACE"] = str(path)
+    env["FQNTRACE_CPU"] = "1"
     subprocess.run(
         [
             sys.executable,

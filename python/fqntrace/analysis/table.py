@@ -276,10 +276,18 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
                 + "; a wait for a core is not in it (Global's forward has none)"
             )
         )
+    else:
+        lines.append(line(CPU_OPT_IN_NOTE))
     if show_flops:
         lines.append(line("GFLOPs: FLOPs of the module and its submodules, all phases shown"))
     lines.extend(line(text) for text in sampled_notes(summary))
     return lines
+
+
+# Thread CPU time is opt-in (plugin/thread_cpu.h): a table without it says how to get it.
+CPU_OPT_IN_NOTE = (
+    "cpu: not recorded; FQNTRACE_CPU=1 adds each module's thread CPU time (a system call per call)"
+)
 
 
 def sampled_notes(summary):
