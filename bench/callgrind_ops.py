@@ -49,11 +49,7 @@ def child(mode, what, count):
     elif what == "demo":
         work = run_mode.demo_step()
     else:
-        model, x = run_mode.make_mlp()
-
-        def work():
-            model(x).sum().backward()
-            model.zero_grad(set_to_none=True)
+        work = run_mode.mlp_step()
 
     # torch.profiler is scoped: entered before the warm-up, left after the count (what it does at
     # exit, collecting its events, is not counted: its cost is measured while it records).
@@ -101,6 +97,7 @@ def whole_run(mode, count):
     its drain, and the session's stop, which writes the file's tail and closes it). The warm-up
     runs outside the window (fqntrace: flushed to its file first). Fixed costs (a profiler's
     start, a file's tail) cancel in the slope between two counts (main())."""
+    import run_mode
     import torch
 
     a, b = torch.ones(4), torch.ones(4)
@@ -112,9 +109,7 @@ def whole_run(mode, count):
         fqntrace._native.load().flush()
     callgrind_switch("on")
     if mode == "profiler":
-        from torch.profiler import ProfilerActivity, profile
-
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with run_mode.measuring(mode) as prof:
             for _ in range(count):
                 torch.add(a, b)
         prof.export_chrome_trace(os.environ["FQNTRACE_BENCH_EXPORT"])
@@ -151,51 +146,25 @@ def run(mode, what, count, outdir):
     env.update(environment(mode, os.path.join(outdir, f"{mode}.{what}.{count}.json")))
     env["FQNTRACE_BENCH_EXPORT"] = os.path.join(outdir, f"{mode}.{what}.{count}.export.json")
     tag = f"{mode}.{what}.{count}"
-    cmd = [
-        "valgrind",
-        "--tool=callgrind",
-        "--instr-atstart=no",
-        "--separate-threads=yes",
-        f"--callgrind-out-file={os.path.join(outdir, 'cg.' + tag)}.%p",
-        sys.executable,
-        os.path.abspath(__file__),
-        "--child",
-        mode,
-        "--what",
-        what,
-        "--count",
-        str(count),
-    ]
+    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes"]
+    cmd += [f"--callgrind-out-file={os.path.join(outdir, 'cg.' + tag)}.%p", sys.executable]
+    cmd += [os.path.abspath(__file__), "--child", mode, "--what", what, "--count", str(count)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         raise RuntimeError(f"callgrind {tag} failed:\n{proc.stderr[-2000:]}")
     files = sorted(f for f in os.listdir(outdir) if f.startswith(f"cg.{tag}.") and "-" in f)
+    irs = {f: totals(os.path.join(outdir, f)) for f in files}  # instructions per thread
     main = os.path.join(outdir, next(f for f in files if f.endswith("-01")))
     if what == "whole":  # every thread, the process's whole window
-        return (
-            what,
-            mode,
-            {"count": count, "ir": sum(totals(os.path.join(outdir, f)) for f in files)},
-        )
+        return what, mode, {"count": count, "ir": sum(irs.values())}
     if what in ("ddpstep", "demo"):
-        return (
-            what,
-            mode,
-            {
-                "steps": count,
-                "all_threads_ir_per_step": sum(totals(os.path.join(outdir, f)) for f in files)
-                / count,
-                "main_thread_ir_per_step": totals(main) / count,
-            },
-        )
+        every_thread, loop_thread = sum(irs.values()) / count, totals(main) / count
+        result = {"steps": count, "all_threads_ir_per_step": every_thread}
+        return what, mode, {**result, "main_thread_ir_per_step": loop_thread}
     unit = "op" if what == "ops" else "step"
-    result = {
-        f"main_thread_ir_per_{unit}": totals(main) / count,
-        f"other_threads_ir_per_{unit}": sum(
-            totals(os.path.join(outdir, f)) for f in files if not f.endswith("-01")
-        )
-        / count,
-    }
+    others = sum(n for f, n in irs.items() if not f.endswith("-01"))
+    result = {f"main_thread_ir_per_{unit}": totals(main) / count}
+    result[f"other_threads_ir_per_{unit}"] = others / count
     if what == "ops":
         result["run_record_function_ir_per_op"] = (
             inclusive(main, r"Dispatcher::runRecordFunction") / count
@@ -208,37 +177,25 @@ def run(mode, what, count, outdir):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--child")
-    parser.add_argument("--what", choices=["ops", "mlp", "whole", "ddpstep", "demo"], default="ops")
-    parser.add_argument("--count", type=int, default=20000, help="child: ops or MLP steps")
-    parser.add_argument("--ops", type=int, default=20000)
-    parser.add_argument("--mlp-steps", type=int, default=200)
-    parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument(
-        "--whole",
-        action="store_true",
-        help="also the whole run (ops until the trace file is written) of fqntrace "
-        "and torch.profiler, per op from the slope between --whole-ops/2 and "
-        "--whole-ops",
+    add = parser.add_argument
+    add("--child")
+    add("--what", choices=["ops", "mlp", "whole", "ddpstep", "demo"], default="ops")
+    add("--count", type=int, default=20000, help="child: ops or MLP steps")
+    add("--ops", type=int, default=20000)
+    add("--mlp-steps", type=int, default=200)
+    add("--jobs", type=int, default=2)
+    whole = "also the whole run (ops until the trace file is written) of fqntrace and "
+    add("--whole", action="store_true", help=whole + "torch.profiler, per op from the slope")
+    add("--whole-ops", type=int, default=20000, help="the slope between half as many and this")
+    add("--only-whole", action="store_true", help="only the whole run")
+    add("--ddp-steps", type=int, default=0, help="also P8c: steps of P8's model per mode (0: none)")
+    add("--only-ddp-step", action="store_true", help="only P8c")
+    add("--modes", help="only these modes (comma-separated; default: all)")
+    demo = (
+        "also the demo transformer's training step (run_mode.demo_step): steps per mode (0: none)"
     )
-    parser.add_argument("--whole-ops", type=int, default=20000)
-    parser.add_argument("--only-whole", action="store_true", help="only the whole run")
-    parser.add_argument(
-        "--ddp-steps",
-        type=int,
-        default=0,
-        help="also P8c: this many steps of P8's model per mode (0: not run)",
-    )
-    parser.add_argument("--only-ddp-step", action="store_true", help="only P8c")
-    parser.add_argument("--modes", help="only these modes (comma-separated; default: all)")
-    parser.add_argument(
-        "--demo-steps",
-        type=int,
-        default=0,
-        help="also the demo transformer's training step (bench/run_mode.py's demo_step), "
-        "this many steps per mode (0: not run)",
-    )
-    parser.add_argument("--only-demo", action="store_true", help="only the demo step")
+    add("--demo-steps", type=int, default=0, help=demo)
+    add("--only-demo", action="store_true", help="only the demo step")
     args = parser.parse_args()
     if args.child:
         child(args.child, args.what, args.count)
@@ -247,24 +204,16 @@ def main():
         print(json.dumps({"skipped": "valgrind not installed"}))
         return
     outdir = tempfile.mkdtemp(prefix="fqntrace-callgrind-")
-    jobs = (
-        []
-        if args.only_whole
-        else (
-            [(m, "ops", args.ops) for m in CALLGRIND_OPS_MODES]
-            + [(m, "mlp", args.mlp_steps) for m in CALLGRIND_MLP_MODES]
-        )
-    )
-    if args.only_ddp_step:
-        jobs = []
-    elif args.whole or args.only_whole:
+    jobs = []
+    if not (args.only_whole or args.only_ddp_step or args.only_demo):
+        jobs += [(m, "ops", args.ops) for m in CALLGRIND_OPS_MODES]
+        jobs += [(m, "mlp", args.mlp_steps) for m in CALLGRIND_MLP_MODES]
+    if (args.whole or args.only_whole) and not (args.only_ddp_step or args.only_demo):
         jobs += [
             (m, "whole", n) for m in WHOLE_RUN_MODES for n in (args.whole_ops // 2, args.whole_ops)
         ]
-    if args.ddp_steps > 0 or args.only_ddp_step:
+    if (args.ddp_steps > 0 or args.only_ddp_step) and not args.only_demo:
         jobs += [(m, "ddpstep", args.ddp_steps or 20) for m in CALLGRIND_DDP_STEP_MODES]
-    if args.only_demo:
-        jobs = []
     if args.demo_steps > 0 or args.only_demo:
         jobs += [(m, "demo", args.demo_steps or 10) for m in CALLGRIND_MLP_MODES]
     if args.modes:
@@ -274,13 +223,8 @@ def main():
             done = list(pool.map(lambda job: run(*job, outdir), jobs))
     finally:
         shutil.rmtree(outdir, ignore_errors=True)
-    out = {
-        "ops": args.ops,
-        "mlp_steps": args.mlp_steps,
-        "whole_ops": args.whole_ops,
-        "modes": {},
-        "mlp": {},
-    }
+    out = {"ops": args.ops, "mlp_steps": args.mlp_steps, "whole_ops": args.whole_ops}
+    out.update(modes={}, mlp={})
     whole = {}
     for what, mode, result in done:
         if what in ("ddpstep", "demo"):
@@ -289,15 +233,10 @@ def main():
             whole.setdefault(mode, []).append(result)
         else:
             out["modes" if what == "ops" else "mlp"][mode] = result
-    if whole:
-        out["whole"] = {}
-        for mode, (small, big) in (
-            (m, sorted(r, key=lambda r: r["count"])) for m, r in whole.items()
-        ):
-            out["whole"][mode] = {
-                "runs": [small, big],
-                "ir_per_op": (big["ir"] - small["ir"]) / (big["count"] - small["count"]),
-            }
+    for mode, runs in whole.items():  # the slope between the two counts: fixed costs cancel
+        small, big = sorted(runs, key=lambda r: r["count"])
+        ir_per_op = (big["ir"] - small["ir"]) / (big["count"] - small["count"])
+        out.setdefault("whole", {})[mode] = {"runs": [small, big], "ir_per_op": ir_per_op}
     print(json.dumps(out))
 
 

@@ -35,19 +35,19 @@ TARGETS = {"summary": 1_000_000, "merge": 500_000}
 DEFAULT_TARGET = 300_000
 
 
+# Runs its arguments and prints [exit code, CPU s, sys s, peak RSS MiB, stdout and stderr tails].
+RUSAGE_WRAPPER = (
+    "import os,resource,subprocess,sys,json;"
+    "p=subprocess.run(sys.argv[1:],stdout=subprocess.PIPE,stderr=subprocess.PIPE);"
+    "u=resource.getrusage(resource.RUSAGE_CHILDREN);"
+    "print(json.dumps([p.returncode,u.ru_utime+u.ru_stime,u.ru_stime,u.ru_maxrss/1024,"
+    "p.stdout.decode()[-2000:],p.stderr.decode()[-2000:]]))"
+)
+
+
 def measure(cmd, env):
     """Runs cmd as the only child of a fresh `time`-like wrapper so its rusage is its own."""
-    wrapper = [
-        sys.executable,
-        "-c",
-        (
-            "import os,resource,subprocess,sys,json;"
-            "p=subprocess.run(sys.argv[1:],stdout=subprocess.PIPE,stderr=subprocess.PIPE);"
-            "u=resource.getrusage(resource.RUSAGE_CHILDREN);"
-            "print(json.dumps([p.returncode,u.ru_utime+u.ru_stime,u.ru_stime,u.ru_maxrss/1024,"
-            "p.stdout.decode()[-2000:],p.stderr.decode()[-2000:]]))"
-        ),
-    ] + cmd
+    wrapper = [sys.executable, "-c", RUSAGE_WRAPPER, *cmd]
     started = time.perf_counter()
     done = subprocess.run(wrapper, stdout=subprocess.PIPE, env=env, check=True)
     wall = time.perf_counter() - started
@@ -63,11 +63,8 @@ def main():
     parser.add_argument("--pythonpath", help="the fqntrace package's parent folder to run")
     parser.add_argument("--verbs", nargs="*", default=None)
     parser.add_argument("--label", default="this checkout")
-    parser.add_argument(
-        "--keep",
-        action="store_true",
-        help="keep the big traces in OUT (they are deleted at the end)",
-    )
+    keep = "keep the big traces in OUT (they are deleted at the end)"
+    parser.add_argument("--keep", action="store_true", help=keep)
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     mb = int(args.mb) if args.mb == int(args.mb) else args.mb
@@ -118,44 +115,20 @@ def main():
         cuts[path] = cut
     html = os.path.join(args.out, "report.html")
     merged = os.path.join(args.out, "merged.json")
-    plan = [
-        ("summary", chrome, lambda p: ["summary", p], lambda p: events(p)),
-        ("summary", jsonl, lambda p: ["summary", p], lambda p: events(p)),
-        ("validate", chrome, lambda p: ["validate", p], lambda p: events(p)),
-        ("validate", jsonl, lambda p: ["validate", p], lambda p: events(p)),
-        (
-            "repair",
-            chrome,
-            lambda p: ["repair", cuts[p], "-o", cuts[p] + ".fixed"],
-            lambda p: int(events(p) * cut_at),
-        ),
-        (
-            "repair",
-            jsonl,
-            lambda p: ["repair", cuts[p], "-o", cuts[p] + ".fixed"],
-            lambda p: int(events(p) * cut_at),
-        ),
-        ("report", chrome, lambda p: ["report", p, "-o", html], lambda p: events(p)),
-        ("report", jsonl, lambda p: ["report", p, "-o", html], lambda p: events(p)),
+    two_ranks = lambda p: events(p) + events(second[p])  # noqa: E731  (merge, diff: both inputs)
+    kept = lambda p: int(events(p) * cut_at)  # noqa: E731  (repair: what it keeps of the cut)
+    verbs = [  # (verb, its arguments for trace p, the events it reads of p)
+        ("summary", lambda p: ["summary", p], events),
+        ("validate", lambda p: ["validate", p], events),
+        ("repair", lambda p: ["repair", cuts[p], "-o", cuts[p] + ".fixed"], kept),
+        ("report", lambda p: ["report", p, "-o", html], events),
     ]
-    for path in (chrome, jsonl):  # two ranks: both inputs' events count
-        plan += [
-            (
-                "merge",
-                path,
-                lambda p: ["merge", p, second[p], "-o", merged],
-                lambda p: events(p) + events(second[p]),
-            ),
-            (
-                "diff",
-                path,
-                lambda p: ["diff", p, second[p]],
-                lambda p: events(p) + events(second[p]),
-            ),
-        ]
+    plan = [(verb, path, argv, n) for verb, argv, n in verbs for path in (chrome, jsonl)]
+    merge_diff = [("merge", lambda p: ["merge", p, second[p], "-o", merged], two_ranks)]
+    merge_diff += [("diff", lambda p: ["diff", p, second[p]], two_ranks)]
+    plan += [(verb, path, argv, n) for path in (chrome, jsonl) for verb, argv, n in merge_diff]
     plan += [
-        ("top --once", path, lambda p: ["top", "--once", p], lambda p: events(p))
-        for path in (chrome, jsonl)
+        ("top --once", path, lambda p: ["top", "--once", p], events) for path in (chrome, jsonl)
     ]
     rows = []
     try:
@@ -172,32 +145,20 @@ def main():
             n_events = n(path)
             rate = n_events / cpu if cpu > 0 and n_events else 0
             target = TARGETS.get(verb, DEFAULT_TARGET)
-            rows.append(
-                {
-                    "verb": verb,
-                    "format": "JSON Lines" if path.endswith(".jsonl") else "Chrome",
-                    "events": n_events,
-                    "cpu_s": cpu,
-                    "sys_s": sys_s,
-                    "events_per_cpu_s": rate,
-                    "peak_rss_mib": rss,
-                    "wall_s": wall,
-                    "target": target,
-                    "met": rc in (0, 3) and rate >= target and rss <= RSS_LIMIT_MIB,
-                    "status": "" if rc in (0, 3) else f"exit {rc}: {err.strip()[-200:]}",
-                    "command": "python -m fqntrace "
-                    + " ".join(os.path.basename(a) if os.sep in a else a for a in argv(path)),
-                }
-            )
+            row = {"verb": verb, "format": "JSON Lines" if path.endswith(".jsonl") else "Chrome"}
+            row.update(events=n_events, cpu_s=cpu, sys_s=sys_s, events_per_cpu_s=rate)
+            row.update(peak_rss_mib=rss, wall_s=wall, target=target)
+            row["met"] = rc in (0, 3) and rate >= target and rss <= RSS_LIMIT_MIB
+            row["status"] = "" if rc in (0, 3) else f"exit {rc}: {err.strip()[-200:]}"
+            shown = (os.path.basename(a) if os.sep in a else a for a in argv(path))
+            rows.append({**row, "command": "python -m fqntrace " + " ".join(shown)})
             print(line(rows[-1]), flush=True)
         duck = duckdb_row(jsonl, events(jsonl))
         if duck:
             rows.append(duck)
             print(line(duck))
-        sizes = {
-            "chrome_mib": os.path.getsize(chrome) / (1 << 20),
-            "jsonl_mib": os.path.getsize(jsonl) / (1 << 20),
-        }
+        sizes = {"chrome_mib": os.path.getsize(chrome) / (1 << 20)}
+        sizes["jsonl_mib"] = os.path.getsize(jsonl) / (1 << 20)
     finally:
         if not args.keep:
             for path in made:
@@ -210,14 +171,8 @@ def main():
         "kind": "full",
         "torch": measured.torch_version(),
     }
-    results = {
-        "run": run,
-        "mb": mb,
-        "label": args.label,
-        "source": os.path.basename(args.source),
-        **sizes,
-        "rows": rows,
-    }
+    results = {"run": run, "mb": mb, "label": args.label, "source": os.path.basename(args.source)}
+    results.update(**sizes, rows=rows)
     text = doc_tables.cli_table(results)
     with open(os.path.join(args.out, "cli_bench.md"), "w") as f:
         f.write(text + "\n")
@@ -245,10 +200,7 @@ def write_doc(results):
         text = doc_tables.update(f.read(), measured.load(), only=["p9-cli", "costs", "costs-stale"])
     with open(doc, "w") as f:
         f.write(text)
-    print(
-        f"wrote the part cli-{results['mb']} of bench/measured.json and docs/benchmarks.md "
-        "(p9-cli, costs)"
-    )
+    print(f"wrote the part cli-{results['mb']} of bench/measured.json and docs/benchmarks.md")
 
 
 DUCK_QUERY = """

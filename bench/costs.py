@@ -64,7 +64,7 @@ with open(os.path.join(HERE, "measured_by_hand.toml"), "rb") as fh:
     BY_HAND = {"reasons": {}, "newer": {}, "row": [], **tomllib.load(fh)}
 REASONS = BY_HAND["reasons"]
 
-# run_mode.make_mlp: nn.Sequential of 4 Linear and 3 ReLU, 8 module calls a step.
+# run_mode.mlp_step: nn.Sequential of 4 Linear and 3 ReLU, 8 module calls a step.
 MLP_MODULE_CALLS = 8
 
 

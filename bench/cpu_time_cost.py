@@ -28,20 +28,6 @@ import run_mode
 import torch
 
 
-def mlp():
-    model, x = run_mode.make_mlp()  # P1's
-
-    def step():
-        model(x).sum().backward()
-        model.zero_grad(set_to_none=True)
-
-    return step
-
-
-def transformer():
-    return run_mode.transformer_step(8)  # P2's, at its default batch
-
-
 def measured_ranges(step, folder):
     """(module calls, outermost backward ops) of one traced step: the ranges with CPU time."""
     path = os.path.join(folder, "count.json")
@@ -49,11 +35,8 @@ def measured_ranges(step, folder):
     with fqntrace.profile(path):
         step()
     with open(path) as f:
-        events = [
-            e
-            for e in json.load(f)["traceEvents"]
-            if e.get("ph") == "X" and "self_cpu_ns" in (e.get("args") or {})
-        ]
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    events = [e for e in events if "self_cpu_ns" in (e.get("args") or {})]
     modules = sum(1 for e in events if e.get("cat") == "user_annotation")
     return modules, len(events) - modules
 
@@ -77,12 +60,8 @@ def measure(name, step, blocks, steps, folder, null=False):
         return times
 
     off, on = ab.arms(ab.run(blocks, block))
-    out = {
-        "workload": name,
-        "module_calls": modules,
-        "backward_ops": backward,
-        "steps_per_arm": len(on),
-    }
+    out = {"workload": name, "module_calls": modules, "backward_ops": backward}
+    out["steps_per_arm"] = len(on)
     for what, column in (("wall", 0), ("cpu", 1)):
         on_us = statistics.median(t[column] for t in on) / 1e3
         off_us = statistics.median(t[column] for t in off) / 1e3
@@ -98,12 +77,8 @@ def measure(name, step, blocks, steps, folder, null=False):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--blocks", type=int, default=64)
-    parser.add_argument(
-        "--steps",
-        type=int,
-        default=50,
-        help="MLP steps per block (the transformer runs a tenth as many, at least 2)",
-    )
+    steps = "MLP steps per block (the transformer runs a tenth as many, at least 2)"
+    parser.add_argument("--steps", type=int, default=50, help=steps)
     parser.add_argument("--null", action="store_true", help="both arms with the readings on")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -111,16 +86,14 @@ def main():
         sys.exit("run bench/cpu_time_cost.py without FQNTRACE set")
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(prefix="fqntrace-cpu-cost-") as folder:
+        # P1's MLP step, and P2's transformer step at its default batch (fewer steps a block).
+        workloads = [("mlp", run_mode.mlp_step, args.steps)]
+        workloads += [
+            ("transformer", lambda: run_mode.transformer_step(8), max(2, args.steps // 10))
+        ]
         results = [
-            measure("mlp", mlp(), args.blocks, args.steps, folder, args.null),
-            measure(
-                "transformer",
-                transformer(),
-                args.blocks,
-                max(2, args.steps // 10),
-                folder,
-                args.null,
-            ),
+            measure(name, make(), args.blocks, steps, folder, args.null)
+            for name, make, steps in workloads
         ]
     if args.json:
         print(json.dumps(results, indent=2))

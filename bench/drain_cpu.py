@@ -24,31 +24,26 @@ import sys
 import tempfile
 import time
 
+# The child: warm-up, then `n` times OP, then 0.2 s idle for the drain's last events; prints
+# whether it traced, the CPU per op of every thread but the loop's, and the loop thread's.
 CHILD = r"""
 import sys, time, torch
 import fqntrace
 n = int(sys.argv[1])
 torch.set_num_threads(1)
-a, b = torch.ones(4), torch.ones(4)
-for _ in range(2000):
-    torch.add(a, b)
+SETUP
+for _ in range(WARMUP):
+    OP
 time.sleep(0.1)
 p0, t0 = time.process_time_ns(), time.thread_time_ns()
 for _ in range(n):
-    torch.add(a, b)
+    OP
 t1 = time.thread_time_ns()
 time.sleep(0.2)
 p1 = time.process_time_ns()
 print(fqntrace.tracing(), (p1 - p0 - (t1 - t0)) / n, (t1 - t0) / n)
 """
-
-
-CHILD_TRAIN = r"""
-import sys, time, torch
-import fqntrace
-n = int(sys.argv[1])
-torch.set_num_threads(1)
-def block():
+TRAIN_SETUP = """def block():
     return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8))
 model = torch.nn.Sequential(*[block() for _ in range(4)], torch.nn.Linear(8, 1))
 opt = torch.optim.SGD(model.parameters(), lr=1e-3)
@@ -56,28 +51,22 @@ x = torch.randn(4, 8)
 def step():
     opt.zero_grad()
     model(x).sum().backward()
-    opt.step()
-for _ in range(20):
-    step()
-time.sleep(0.1)
-p0, t0 = time.process_time_ns(), time.thread_time_ns()
-for _ in range(n):
-    step()
-t1 = time.thread_time_ns()
-time.sleep(0.2)
-p1 = time.process_time_ns()
-print(fqntrace.tracing(), (p1 - p0 - (t1 - t0)) / n, (t1 - t0) / n)
-"""
+    opt.step()"""
+CHILDREN = {
+    "add": CHILD.replace("SETUP", "a, b = torch.ones(4), torch.ones(4)")
+    .replace("WARMUP", "2000")
+    .replace("OP", "torch.add(a, b)"),
+    "train": CHILD.replace("SETUP", TRAIN_SETUP).replace("WARMUP", "20").replace("OP", "step()"),
+}
 
 
-def run_once(ops, trace_dir, env_extra, python=sys.executable, child=CHILD, suffix=".json"):
+def run_once(ops, trace_dir, env_extra, python=sys.executable, workload="add", suffix=".json"):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
     env.update(env_extra)
     env["FQNTRACE"] = os.path.join(trace_dir, "drain" + suffix)
     env["OMP_NUM_THREADS"] = "1"
-    out = subprocess.run(
-        [python, "-c", child, str(ops)], env=env, check=True, stdout=subprocess.PIPE, text=True
-    ).stdout.split()
+    cmd = [python, "-c", CHILDREN[workload], str(ops)]
+    out = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True).stdout.split()
     assert out[0] == "True", "fqntrace did not start"
     size = os.path.getsize(env["FQNTRACE"])
     if suffix.endswith(".gz"):
@@ -93,7 +82,7 @@ def run_once(ops, trace_dir, env_extra, python=sys.executable, child=CHILD, suff
     dropped = (
         int(tail.split('"dropped_events": ')[1].split(",")[0]) if "dropped_events" in tail else -1
     )
-    if child is CHILD:
+    if workload == "add":
         return float(out[1]), float(out[2]), size / ops, dropped
     # per written event: the tail's count (X events), of which the loop wrote all but the warm-up
     events = int(tail.split('"events": ')[1].split(",")[0])
@@ -105,51 +94,27 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--ops", type=int, default=400_000)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument(
-        "--suffix", default=".json", help="the trace's name ending: .json or .json.gz"
-    )
-    parser.add_argument("--json", default="")
-    parser.add_argument("--workload", choices=("add", "train"), default="add")
-    parser.add_argument(
-        "--env",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="an environment variable for the child (FQNTRACE_MODULE_SPANS=0)",
-    )
-    parser.add_argument(
-        "--python", default=sys.executable, help="the interpreter of the child (default: this one)"
-    )
+    add = parser.add_argument
+    add("--suffix", default=".json", help="the trace's name ending: .json or .json.gz")
+    add("--json", default="")
+    add("--workload", choices=("add", "train"), default="add")
+    env = "an environment variable for the child (FQNTRACE_MODULE_SPANS=0)"
+    add("--env", action="append", default=[], metavar="NAME=VALUE", help=env)
+    add("--python", default=sys.executable, help="the interpreter of the child (default: this one)")
     args = parser.parse_args()
     drain, loop, size, dropped = [], [], [], []
     with tempfile.TemporaryDirectory(prefix="fqntrace-drain-cpu-") as d:
         for _ in range(args.runs):
-            r = run_once(
-                args.ops,
-                d,
-                dict(kv.split("=", 1) for kv in args.env),
-                args.python,
-                CHILD if args.workload == "add" else CHILD_TRAIN,
-                args.suffix,
-            )
-            drain.append(r[0])
-            loop.append(r[1])
-            size.append(r[2])
-            dropped.append(r[3])
+            env = dict(kv.split("=", 1) for kv in args.env)
+            r = run_once(args.ops, d, env, args.python, args.workload, args.suffix)
+            for values, value in zip((drain, loop, size, dropped), r):
+                values.append(value)
             time.sleep(0.5)
-    result = {
-        "workload": args.workload,
-        "env": args.env,
-        "python": args.python,
-        "suffix": args.suffix,
-        "ops": args.ops,
-        "runs": args.runs,
-        "drain_ns_per_op": statistics.median(drain),
-        "drain_ns_per_op_runs": drain,
-        "loop_ns_per_op": statistics.median(loop),
-        "bytes_per_op": statistics.median(size),
-        "dropped": dropped,
-    }
+    result = {"workload": args.workload, "env": args.env, "python": args.python}
+    result.update(suffix=args.suffix, ops=args.ops, runs=args.runs)
+    result.update(drain_ns_per_op=statistics.median(drain), drain_ns_per_op_runs=drain)
+    result.update(loop_ns_per_op=statistics.median(loop), bytes_per_op=statistics.median(size))
+    result["dropped"] = dropped
     print(
         f"[{args.workload}{' ' + ' '.join(args.env) if args.env else ''}] drain CPU per event: {result['drain_ns_per_op']:.0f} ns (runs: "
         f"{', '.join(f'{v:.0f}' for v in drain)}); loop thread {result['loop_ns_per_op']:.0f} ns/event; "

@@ -97,33 +97,17 @@ BY_NAME = {mode.name: mode for mode in MODES}
 NAMES = tuple(mode.name for mode in MODES)
 LABELS_BY_MODE = {mode.name: mode.label for mode in MODES}
 
-# Which modes each benchmark runs. P1 runs all but fqntrace_rank (P6 is P1's loaded_off beside
-# the baseline).
-P1_MODES = tuple(
-    name
-    for name in NAMES
-    if name not in ("fqntrace_rank", "fqntrace_sampled", "empty_sampled", "empty_sampled_ops")
+# Which modes each benchmark runs. P1 runs all but fqntrace_rank and the sampled ones (P6 is P1's
+# loaded_off beside the baseline).
+P1_MODES = tuple(name for name in NAMES if name != "fqntrace_rank" and "sampled" not in name)
+CALLGRIND_OPS_MODES = tuple(
+    "baseline loaded_off empty fqntrace fqntrace_flops fqntrace_sampled profiler".split()
 )
-CALLGRIND_OPS_MODES = (
-    "baseline",
-    "loaded_off",
-    "empty",
-    "fqntrace",
-    "fqntrace_flops",
-    "fqntrace_sampled",
-    "profiler",
-)
-CALLGRIND_MLP_MODES = (
-    "baseline",
-    "empty",
-    "fqntrace",
-    "fqntrace_nohooks",
-    "fqntrace_sampled",
-    "empty_sampled",
-    "empty_sampled_ops",
+CALLGRIND_MLP_MODES = tuple(
+    "baseline empty fqntrace fqntrace_nohooks fqntrace_sampled empty_sampled empty_sampled_ops".split()
 )
 # P8c: the DDP benchmark's model step in one process, by instructions (what P8's wall time hides).
-CALLGRIND_DDP_STEP_MODES = ("baseline", "empty", "fqntrace", "fqntrace_rank")
+CALLGRIND_DDP_STEP_MODES = tuple("baseline empty fqntrace fqntrace_rank".split())
 
 
 class Tracker(NamedTuple):

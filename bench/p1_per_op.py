@@ -5,30 +5,37 @@ rotating each round; medians over rounds."""
 import time
 
 from modes import P1_MODES
-from runner import log, median, quartiles, ratio, rotated
+from runner import log, median, quartiles, ratio, rotated, target
 
 SETTINGS = {
     "full": {"p1_rounds": 8, "p1_ops": 20000, "p1_samples": 9, "mlp_steps": 50},
     "quick": {"p1_rounds": 3, "p1_ops": 20000, "p1_samples": 5, "mlp_steps": 30},
 }
 
+# summary["ratios"]: what a mode adds over what a reference adds, by name: name, benchmark, key,
+# mode, reference. The best samples and the loop thread's CPU are secondary views, less sensitive
+# to noise bursts.
+RATIOS = [
+    line.split()
+    for line in """
+fqntrace_over_empty_added_ns ops added_ns fqntrace empty
+fqntrace_over_profiler_added_ns ops added_ns fqntrace profiler
+fqntrace_flops_over_empty_added_ns ops added_ns fqntrace_flops empty
+mlp_fqntrace_over_empty_slowdown mlp slowdown_pct fqntrace empty
+mlp_fqntrace_nohooks_over_empty_slowdown mlp slowdown_pct fqntrace_nohooks empty
+best_fqntrace_over_empty_added_ns ops best_added_ns fqntrace empty
+best_fqntrace_over_profiler_added_ns ops best_added_ns fqntrace profiler
+thread_cpu_fqntrace_over_empty_added_ns ops thread_cpu_added_ns fqntrace empty
+best_mlp_fqntrace_over_empty_slowdown mlp best_slowdown_pct fqntrace empty""".strip().splitlines()
+]
+
 
 def run_p1(runner, s):
     """P1 (per-op, MLP) and P6 (loaded_off): one process per mode per round."""
     raw = {m: {"ops": [], "mlp": []} for m in P1_MODES}
     facts = {}
-    args = [
-        "--ops",
-        s["p1_ops"],
-        "--samples",
-        s["p1_samples"],
-        "--steps",
-        s["mlp_steps"],
-        "--warmup",
-        1,
-        "--threads",
-        1,
-    ]
+    args = f"--ops {s['p1_ops']} --samples {s['p1_samples']} --steps {s['mlp_steps']}"
+    args = f"{args} --warmup 1 --threads 1".split()
     for r in range(s["p1_rounds"]):
         t0 = time.time()
         for mode in rotated(P1_MODES, r):
@@ -104,60 +111,14 @@ def summarize_p1(p1):
         summary["mlp"][m]["best_slowdown_pct"] = 100.0 * (
             summary["mlp"][m]["best_us"] / best_mlp - 1.0
         )
-    ops, mlp = summary["ops"], summary["mlp"]
-    summary["ratios"] = {
-        "fqntrace_over_empty_added_ns": ratio(
-            ops["fqntrace"]["added_ns"], ops["empty"]["added_ns"]
-        ),
-        "fqntrace_over_profiler_added_ns": ratio(
-            ops["fqntrace"]["added_ns"], ops["profiler"]["added_ns"]
-        ),
-        "fqntrace_flops_over_empty_added_ns": ratio(
-            ops["fqntrace_flops"]["added_ns"], ops["empty"]["added_ns"]
-        ),
-        "mlp_fqntrace_over_empty_slowdown": ratio(
-            mlp["fqntrace"]["slowdown_pct"], mlp["empty"]["slowdown_pct"]
-        ),
-        "mlp_fqntrace_nohooks_over_empty_slowdown": ratio(
-            mlp["fqntrace_nohooks"]["slowdown_pct"], mlp["empty"]["slowdown_pct"]
-        ),
-        # Secondary views, less sensitive to noise bursts: best samples, and the loop thread's CPU.
-        "best_fqntrace_over_empty_added_ns": ratio(
-            ops["fqntrace"]["best_added_ns"], ops["empty"]["best_added_ns"]
-        ),
-        "best_fqntrace_over_profiler_added_ns": ratio(
-            ops["fqntrace"]["best_added_ns"], ops["profiler"]["best_added_ns"]
-        ),
-        "thread_cpu_fqntrace_over_empty_added_ns": ratio(
-            ops["fqntrace"]["thread_cpu_added_ns"], ops["empty"]["thread_cpu_added_ns"]
-        ),
-        "best_mlp_fqntrace_over_empty_slowdown": ratio(
-            mlp["fqntrace"]["best_slowdown_pct"], mlp["empty"]["best_slowdown_pct"]
-        ),
+    r = summary["ratios"] = {
+        name: ratio(summary[b][mode][key], summary[b][ref][key])
+        for name, b, key, mode, ref in RATIOS
     }
-    r = summary["ratios"]
     summary["targets"] = {
-        "ops_vs_empty": {
-            "target": "<= 1.5x",
-            "value": r["fqntrace_over_empty_added_ns"],
-            "met": None
-            if r["fqntrace_over_empty_added_ns"] is None
-            else r["fqntrace_over_empty_added_ns"] <= 1.5,
-        },
-        "ops_vs_profiler": {
-            "target": "<= 0.5x",
-            "value": r["fqntrace_over_profiler_added_ns"],
-            "met": None
-            if r["fqntrace_over_profiler_added_ns"] is None
-            else r["fqntrace_over_profiler_added_ns"] <= 0.5,
-        },
-        "mlp_vs_empty": {
-            "target": "<= 1.5x",
-            "value": r["mlp_fqntrace_over_empty_slowdown"],
-            "met": None
-            if r["mlp_fqntrace_over_empty_slowdown"] is None
-            else r["mlp_fqntrace_over_empty_slowdown"] <= 1.5,
-        },
+        "ops_vs_empty": target("<= 1.5x", r["fqntrace_over_empty_added_ns"], 1.5),
+        "ops_vs_profiler": target("<= 0.5x", r["fqntrace_over_profiler_added_ns"], 0.5),
+        "mlp_vs_empty": target("<= 1.5x", r["mlp_fqntrace_over_empty_slowdown"], 1.5),
     }
     # P6: libfqntrace.so loaded, FQNTRACE unset. Noise: the larger of 1 % and the baseline's IQR
     # over rounds; "within" when the difference of medians is inside it.

@@ -2,7 +2,7 @@
 variants alternate inside each process (bench/run_mode.py's trackers), a few processes."""
 
 from modes import TRACKER_NAMES
-from runner import log, median, quartiles, ratio
+from runner import log, median, quartiles, ratio, target
 
 SETTINGS = {
     "full": {"p3_processes": 2, "p3_rounds": 30, "p3_steps": 4, "p3_modules": 200},
@@ -94,8 +94,7 @@ def summarize_p3(raw, cpu, processes):
             "ratio_per_round_median": median(rounds),
             "ratio_per_round_iqr": quartiles(rounds),
         }
-    r = out["modtracker"]["ratio"]
-    out["target"] = {"target": "<= 0.5x", "value": r, "met": None if r is None else r <= 0.5}
+    out["target"] = target("<= 0.5x", out["modtracker"]["ratio"], 0.5)
     return out
 
 

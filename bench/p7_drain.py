@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 
-from runner import HERE, PY, ROOT, log, run_json
+from runner import HERE, PY, ROOT, log, run_json, target
 
 SETTINGS = {
     "full": {"p7_ops": 400000, "p7_runs": 7, "p7_train_steps": 300},
@@ -71,31 +71,17 @@ def run_drain(s, tmpdir):
         )
 
     ratio, train_ratio = gzip_ratio(cpu, cpu_gz), gzip_ratio(train, train_gz)
+    drain_ns, demo = cpu.get("drain_ns_per_op"), (out["demo"] or {}).get("bytes_per_op_event")
     out["targets"] = {
-        "gzip_ratio": {
-            "value": ratio,
-            "target": "<= 1.5x",
-            "met": None if ratio is None else ratio <= 1.5,
+        "gzip_ratio": target("<= 1.5x", ratio, 1.5)
+        | {
             "gzip_ns": cpu_gz.get("drain_ns_per_op"),
             "gzip_bytes_per_op": cpu_gz.get("bytes_per_op"),
         },
-        "gzip_train_ratio": {
-            "value": train_ratio,
-            "target": "<= 1.5x",
-            "met": None if train_ratio is None else train_ratio <= 1.5,
-            "plain_ns": train.get("drain_ns_per_op"),
-            "gzip_ns": train_gz.get("drain_ns_per_op"),
-        },
-        "drain_ns": {
-            "value": cpu.get("drain_ns_per_op"),
-            "target": "<= 100 ns",
-            "met": None if cpu.get("drain_ns_per_op") is None else cpu["drain_ns_per_op"] <= 100,
-        },
-        "demo_bytes": {
-            "value": (out["demo"] or {}).get("bytes_per_op_event"),
-            "target": "<= 150",
-            "met": None if not out["demo"] else out["demo"]["bytes_per_op_event"] <= 150,
-        },
+        "gzip_train_ratio": target("<= 1.5x", train_ratio, 1.5)
+        | {"plain_ns": train.get("drain_ns_per_op"), "gzip_ns": train_gz.get("drain_ns_per_op")},
+        "drain_ns": target("<= 100 ns", drain_ns, 100),
+        "demo_bytes": target("<= 150", demo, 150),
     }
     return out
 

@@ -7,8 +7,8 @@ itself: the driver (bench/driver.py) sets it in this process's environment for t
 so tracing starts the way it does for a user (the start-up hook, when torch is imported).
 
 Benches: ops (torch.add on 4-element tensors, ns/op), mlp (4 Linear 16 wide, batch 8,
-forward+backward, us/step), transformer (training step, ms/step), transformer_ab (the same, traced
-and untraced blocks alternating in this one process through fqntrace.profile; mode baseline),
+forward+backward, us/step), transformer_ab (P2's transformer training step, ms/step, traced and
+untraced blocks alternating in this one process through fqntrace.profile; mode baseline),
 rss (RSS while looping tiny ops), trackers (P3: fqntrace's and torch's ModTracker and
 ModuleTracker against no tracker on a Sequential of many tiny Linear modules, in-process rounds;
 mode baseline).
@@ -50,35 +50,22 @@ def rss_kb(field="VmRSS"):
     return 0
 
 
-class FqnRecorder:
+@contextlib.contextmanager
+def fqn_recorder():
     """ModTracker + a TorchDispatchMode that records, for every op, the fqns of the modules it
     runs in and whether it is backward: the pure-Python way to get what fqntrace records."""
+    from torch.distributed._tools.mod_tracker import ModTracker
+    from torch.utils._python_dispatch import TorchDispatchMode
 
-    def __init__(self):
-        from torch.distributed._tools.mod_tracker import ModTracker
-        from torch.utils._python_dispatch import TorchDispatchMode
+    tracker, events = ModTracker(), []
 
-        tracker = ModTracker()
-        events = []
+    class RecordFqn(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            events.append((func, tuple(tracker.parents), tracker.is_bw))
+            return func(*args, **(kwargs or {}))
 
-        class RecordFqn(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                events.append((func, tuple(tracker.parents), tracker.is_bw))
-                return func(*args, **(kwargs or {}))
-
-        self.tracker = tracker
-        self.mode = RecordFqn()
-        self.events = events
-
-    def __enter__(self):
-        self.tracker.__enter__()
-        self.mode.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        self.mode.__exit__(*exc)
-        self.tracker.__exit__(*exc)
-        return False
+    with tracker, RecordFqn():
+        yield events
 
 
 def set_up(mode):
@@ -123,17 +110,11 @@ def set_up(mode):
 
 def measuring(mode):
     """Context entered around the whole measurement (modes that are scoped, not process-wide)."""
-    if mode == "profiler":
+    if mode.startswith("profiler"):
         from torch.profiler import ProfilerActivity, profile
 
-        return profile(activities=[ProfilerActivity.CPU])
-    if mode == "profiler_stack":
-        from torch.profiler import ProfilerActivity, profile
-
-        return profile(activities=[ProfilerActivity.CPU], with_stack=True)
-    if mode == "modtracker":
-        return FqnRecorder()
-    return contextlib.nullcontext()
+        return profile(activities=[ProfilerActivity.CPU], with_stack=mode == "profiler_stack")
+    return fqn_recorder() if mode == "modtracker" else contextlib.nullcontext()
 
 
 def bench_ops(mode, args):
@@ -165,23 +146,24 @@ def bench_ops(mode, args):
     }
 
 
-def make_mlp():
+def mlp_step():
+    """P1's MLP step: nn.Sequential of 4 Linear(16, 16) and 3 ReLU (8 module calls), batch 8,
+    forward, backward, zero_grad."""
     torch.manual_seed(0)
-    layers = []
-    for i in range(4):
-        layers.append(torch.nn.Linear(16, 16))
-        if i < 3:
-            layers.append(torch.nn.ReLU())
-    return torch.nn.Sequential(*layers), torch.randn(8, 16)
-
-
-def bench_mlp(mode, args):
-    model, x = make_mlp()
+    layers = [torch.nn.Linear(16, 16)]
+    for _ in range(3):
+        layers += [torch.nn.ReLU(), torch.nn.Linear(16, 16)]
+    model, x = torch.nn.Sequential(*layers), torch.randn(8, 16)
 
     def step():
         model(x).sum().backward()
         model.zero_grad(set_to_none=True)
 
+    return step
+
+
+def bench_mlp(mode, args):
+    step = mlp_step()
     samples = []
     with measuring(mode):
         for _ in range(args.warmup * args.steps):
@@ -237,19 +219,6 @@ def demo_step():
         optimizer.step()
 
     return step
-
-
-def bench_transformer(mode, args):
-    step = transformer_step(args.batch)
-    samples = []
-    with measuring(mode):
-        for _ in range(args.warmup):
-            step()
-        for _ in range(args.steps):
-            t0 = time.perf_counter_ns()
-            step()
-            samples.append((time.perf_counter_ns() - t0) / 1e6)
-    return {"unit": "ms/step", "batch": args.batch, "samples": samples}
 
 
 def bench_transformer_ab(mode, args):
@@ -324,13 +293,8 @@ def bench_rss(mode, args):
         points.append((elapsed, done, rss_kb()))
         hwm_kb = rss_kb("VmHWM")
         t_exit = time.perf_counter()
-    result = {
-        "ops": done,
-        "seconds": elapsed,
-        "points": points,
-        "hwm_kb": hwm_kb,
-        "stopped_by_budget": done < args.ops,
-    }
+    result = {"ops": done, "seconds": elapsed, "points": points, "hwm_kb": hwm_kb}
+    result["stopped_by_budget"] = done < args.ops
     if mode.startswith("profiler"):
         # On exit the profiler collects what it kept (Kineto's result objects); that memory is
         # part of what it costs before anything is exported. prof.events() (the Python
@@ -402,12 +366,8 @@ def bench_trackers(mode, args):
 
 
 BENCHES = {
-    "ops": bench_ops,
-    "mlp": bench_mlp,
-    "transformer": bench_transformer,
-    "transformer_ab": bench_transformer_ab,
-    "rss": bench_rss,
-    "trackers": bench_trackers,
+    f.__name__.removeprefix("bench_"): f
+    for f in (bench_ops, bench_mlp, bench_transformer_ab, bench_rss, bench_trackers)
 }
 
 
@@ -417,24 +377,21 @@ def main():
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="modes:\n" + "\n".join(f"  {m.name:<17} {m.description}" for m in MODES),
     )
-    parser.add_argument("--mode", choices=NAMES, required=True)
-    parser.add_argument("--bench", required=True, help="comma-separated: " + ",".join(BENCHES))
-    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
-    parser.add_argument("--samples", type=int, default=7)
-    parser.add_argument("--warmup", type=int, default=1, help="samples (ops, mlp) or steps")
-    parser.add_argument("--ops", type=int, default=20000, help="ops per sample (ops); total (rss)")
-    parser.add_argument(
-        "--steps", type=int, default=50, help="steps per sample (mlp); steps (transformer)"
-    )
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--blocks", type=int, default=16, help="transformer_ab: alternating blocks")
-    parser.add_argument(
-        "--compile", action="store_true", help="transformer_ab: torch.compile the model"
-    )
-    parser.add_argument("--modules", type=int, default=200, help="trackers: Linear modules")
-    parser.add_argument("--rounds", type=int, default=20, help="trackers: in-process rounds")
-    parser.add_argument("--budget", type=float, default=120.0, help="rss: seconds at most")
-    parser.add_argument("--interval", type=float, default=0.5, help="rss: seconds between samples")
+    add = parser.add_argument
+    add("--mode", choices=NAMES, required=True)
+    add("--bench", required=True, help="comma-separated: " + ",".join(BENCHES))
+    add("--threads", type=int, default=1, help="torch.set_num_threads")
+    add("--samples", type=int, default=7)
+    add("--warmup", type=int, default=1, help="samples (ops, mlp) or steps")
+    add("--ops", type=int, default=20000, help="ops per sample (ops); total (rss)")
+    add("--steps", type=int, default=50, help="steps per sample (mlp) or block (transformer_ab)")
+    add("--batch", type=int, default=8)
+    add("--blocks", type=int, default=16, help="transformer_ab: alternating blocks")
+    add("--compile", action="store_true", help="transformer_ab: torch.compile the model")
+    add("--modules", type=int, default=200, help="trackers: Linear modules")
+    add("--rounds", type=int, default=20, help="trackers: in-process rounds")
+    add("--budget", type=float, default=120.0, help="rss: seconds at most")
+    add("--interval", type=float, default=0.5, help="rss: seconds between samples")
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)

@@ -33,6 +33,12 @@ def ratio(a, b):
     return a / b if b is not None and b > 0 else None
 
 
+def target(text, value, limit, at_least=False):
+    """A part's target, as the tables read it: met is None when nothing was measured."""
+    met = None if value is None else value >= limit if at_least else value <= limit
+    return {"target": text, "value": value, "met": met}
+
+
 def quartiles(values):
     if len(values) < 2:
         return [values[0], values[0]] if values else [None, None]
@@ -58,9 +64,8 @@ class Runner:
         tracing = environment(mode, os.path.join(self.tmpdir, f"run{self.count}.json"))
         env.update(tracing)
         trace = tracing.get("FQNTRACE")
-        cmd = [PY, os.path.join(HERE, "run_mode.py"), "--mode", mode, "--bench", benches] + [
-            str(a) for a in args
-        ]
+        cmd = [PY, os.path.join(HERE, "run_mode.py"), "--mode", mode, "--bench", benches]
+        cmd += map(str, args)
         proc = subprocess.run(
             cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout
         )
