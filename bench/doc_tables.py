@@ -16,9 +16,9 @@ bench/part_tables.py). The analysis around the tables is prose that this module 
 the numbers change). A section without data says so in one line.
 """
 
+import argparse
 import os
 import re
-import sys
 
 import measured
 from costs import cli_runs, cli_size, costs_table, f, stale_costs_table, table
@@ -351,8 +351,13 @@ def terminal_summary(results):
 
 
 def main():
-    path = sys.argv[1] if len(sys.argv) > 1 else measured.PATH
-    doc = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "docs", "benchmarks.md")
+    parser = argparse.ArgumentParser(
+        description="Fills docs/benchmarks.md's generated sections from the measured results."
+    )
+    parser.add_argument("results", nargs="?", default=measured.PATH)
+    parser.add_argument("doc", nargs="?", default=os.path.join(ROOT, "docs", "benchmarks.md"))
+    args = parser.parse_args()
+    path, doc = args.results, args.doc
     results = measured.load(path)
     with open(doc) as fh:
         text = update(fh.read(), results)
