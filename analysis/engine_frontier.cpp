@@ -6,16 +6,24 @@
 
 namespace fqntrace::analysis {
 
-bool SummaryEngine::State::apply(const Event& e) {
-  if (e.cat == kCatModuleSpan) return true;  // the module track: a view, never counted
+// What an event adds where it stands in the file (Totals.add_in_file_order): a module table
+// entry's class, a memory report, a module's end for the memory runs. False: an "M" record,
+// nothing more to do with it.
+bool SummaryEngine::State::in_file_order(const Event& e) {
   if (e.ph == 'M') {
     if (is_module_entry(e)) declared_type[e.fqn] = e.module_type;
-    return true;
+    return false;
   }
   if (e.ph == 'i' && e.name_is_memory && e.args)
     memory_event(e);
   else if (e.ph == 'X' && e.args && e.has_module_type)
     module_end(e);
+  return true;
+}
+
+bool SummaryEngine::State::apply(const Event& e) {
+  if (e.cat == kCatModuleSpan) return true;  // the module track: a view, never counted
+  if (!in_file_order(e)) return true;
   if (e.ph != 'X' || !e.args || e.fqn == kNone || !e.ts.ok || !e.dur.ok || e.dur.negative())
     return true;
   int64_t start = e.ts.ns();

@@ -74,14 +74,7 @@ bool SummaryEngine::State::apply_sampled(const Event& e) {
       sampled_time(e.pid_key, e.fqn, e.phase, e.ts.ns(), e.node_ns);
     return true;
   }
-  if (e.ph == 'M') {
-    if (is_module_entry(e)) declared_type[e.fqn] = e.module_type;
-    return true;
-  }
-  if (e.ph == 'i' && e.name_is_memory && e.args)
-    memory_event(e);
-  else if (e.ph == 'X' && e.args && e.has_module_type)
-    module_end(e);
+  if (!in_file_order(e)) return true;
   if (e.ph != 'X' || !e.args || e.fqn == kNone || !e.ts.ok || !e.dur.ok || e.dur.negative())
     return true;
   int64_t start = e.ts.ns();

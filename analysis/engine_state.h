@@ -199,6 +199,8 @@ struct SummaryEngine::State {
   void module_end(const Event& e);
 
   // ---- one event (StreamSummary.add) -----------------------------------------------------
+  bool in_file_order(const Event& e);  // Totals.add_in_file_order; false: an "M" record
+
   bool apply(const Event& e);
 
   long feed(const char* data, size_t size, bool block);
