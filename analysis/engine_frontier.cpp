@@ -31,7 +31,6 @@ bool SummaryEngine::State::apply(const Event& e) {
   if (logging) seen(e, start, end);
   bool is_op = e.cat == kCatCpuOp;
   PhaseSums* p = add_event(e, start, is_op);
-  if (e.cpu.ok && !e.cpu.negative() && e.phase < kPhases) add_cpu(e, start);
   Thread& thread = threads[e.thread];
   if (!thread.seen) {
     thread.seen = true;

@@ -82,7 +82,6 @@ bool SummaryEngine::State::apply_sampled(const Event& e) {
   int64_t ns = end - start;
   bool is_op = e.cat == kCatCpuOp;
   PhaseSums* p = add_event(e, start, is_op);
-  if (e.cpu.ok && !e.cpu.negative() && e.phase < kPhases) add_cpu(e, start);
   if (e.name_is_step) return true;
   SampledThread& t = sampled_thread(e.thread);
   if (is_op && e.has_fwd_thread && !e.name_is_wrapper) {

@@ -173,12 +173,13 @@ struct SummaryEngine::State {
 
   bool has_module(uint32_t fqn) const;
 
-  // Totals.add_event: the phase sums an op's self time goes to, or nullptr.
+  // Totals.add_event: the counts of one valid slice (its CPU time among them); the phase sums an
+  // op's self time goes to, or nullptr.
   PhaseSums* add_event(const Event& e, int64_t start, bool is_op);
 
   // A range's own CPU time (Totals.add_event): already without that of the measured ranges
   // inside it, so it counts as it comes.
-  void add_cpu(const Event& e, int64_t start);
+  void add_cpu(const Event& e, ModuleSums& m, int64_t start);
 
   // ---- steps -----------------------------------------------------------------------------
   uint32_t step_of(uint32_t pid_key, int64_t start);

@@ -23,12 +23,14 @@ bool SummaryEngine::State::has_module(uint32_t fqn) const {
   return fqn < module_of.size() && module_of[fqn] >= 0;
 }
 
-// Totals.add_event: the phase sums an op's self time goes to, or nullptr.
+// Totals.add_event: the counts of one valid slice (its CPU time among them); the phase sums an
+// op's self time goes to, or nullptr.
 PhaseSums* SummaryEngine::State::add_event(const Event& e, int64_t start, bool is_op) {
   bool created;
   ModuleSums& m = module(e.fqn, start, created);
   if (!created && start < m.first_seen) m.first_seen = start;
   bool known_phase = e.phase < kPhases;
+  if (known_phase && e.cpu.ok && !e.cpu.negative()) add_cpu(e, m, start);
   if (!is_op && e.cat == kCatDevice) {
     if (known_phase) {
       m.phases[e.phase].device_ns += e.dur.ns();
@@ -59,9 +61,9 @@ PhaseSums* SummaryEngine::State::add_event(const Event& e, int64_t start, bool i
 
 // A range's own CPU time (Totals.add_event): already without that of the measured ranges
 // inside it, so it counts as it comes.
-void SummaryEngine::State::add_cpu(const Event& e, int64_t start) {
+void SummaryEngine::State::add_cpu(const Event& e, ModuleSums& m, int64_t start) {
   int64_t ns = e.cpu.is_int ? e.cpu.i : static_cast<int64_t>(std::nearbyint(e.cpu.d));
-  modules[module_of[e.fqn]].phases[e.phase].cpu_ns += ns;
+  m.phases[e.phase].cpu_ns += ns;
   cpu_seen = true;
   if (logging) log.push_back({LiveRecord::kCpu, uint8_t(e.phase), e.fqn, start, ns});
   uint32_t slot = per_step ? step_of(e.pid_key, start) : 0;

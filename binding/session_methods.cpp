@@ -16,8 +16,9 @@
 namespace fqntrace::binding {
 namespace {
 
-// start(path, steps=None, memory=None, sample=None): `steps` (FIRST:END[:PERIOD]) stands in for
-// FQNTRACE_STEPS, `memory` (a bool) for FQNTRACE_MEMORY, `sample` (a str) for FQNTRACE_SAMPLE.
+// start(path, steps=None, memory=None, sample=None, cpu=None): `steps` (FIRST:END[:PERIOD]) stands
+// in for FQNTRACE_STEPS, `memory` (a bool) for FQNTRACE_MEMORY, `sample` (a str) for
+// FQNTRACE_SAMPLE, `cpu` (a bool) for FQNTRACE_CPU.
 PyObject* py_start(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs < 1 || nargs > 5) {
     PyErr_SetString(PyExc_TypeError, "start(path, steps=None, memory=None, sample=None, cpu=None)");

@@ -4,6 +4,7 @@ still finds its module, and every verb reads the trace. Real runs of the demo tr
 and sampled, compared event by event; the summary's rules on a hand-made trace."""
 
 import collections
+import gzip
 import json
 import os
 import subprocess
@@ -197,8 +198,6 @@ def test_the_engine_and_its_fallback_give_one_summary(runs, tmp_path, monkeypatc
     cut = tmp_path / "cut.jsonl"
     cut.write_bytes(data[: len(data) * 3 // 5])
     gz = tmp_path / "sampled.jsonl.gz"
-    import gzip
-
     gz.write_bytes(gzip.compress(data))
     edges = [
         # depth neither an int nor 0: no settling; stack depths of other types: unknown

@@ -396,31 +396,20 @@ def summarize_with_steps(
                 pass  # an event the engine does not take (a >64-bit integer, say)
         elif not _slow_noted:
             _note_slow(note)
-        if sampling is not None:
-            return _summarize_sampled(path, sampling, ranges, note, exclude_steps)
-        return _summarize_python(path, ranges, note, exclude_steps)
+        return _summarize_python(path, ranges, note, exclude_steps, sampling)
     except NotPostOrder:
         return _summarize_loaded(path, note, exclude_steps)
 
 
-def _summarize_sampled(path, sampling, ranges, note, exclude_steps):
-    """FQNTRACE_SAMPLE: sampled.SampledSummary over the stream, the engine's fallback there."""
+def _summarize_python(path, ranges, note, exclude_steps, sampling=None):
+    """The engine's fallback over the stream: StreamSummary, or for a sampled trace (sampling: its
+    p and node spans) sampled.SampledSummary. Raises NotPostOrder."""
     with tracestream.TraceStream(path) as stream:
-        acc = sampled.SampledSummary(
-            *sampling, step_times.StepTimes.from_ranges(ranges) if ranges else None
-        )
-        acc.exclude_steps = exclude_steps
-        for batch, _ in stream.batches():
-            for e in batch:
-                acc.add(e)
-        _note_cut(stream, note)
-        return acc.result(stream.header, stream.tail, stream.incomplete, path), acc.per_step
-
-
-def _summarize_python(path, ranges, note, exclude_steps):
-    """StreamSummary over the stream: the engine's fallback. Raises NotPostOrder."""
-    with tracestream.TraceStream(path) as stream:
-        acc = StreamSummary(step_times.StepTimes.from_ranges(ranges) if ranges else None)
+        per_step = step_times.StepTimes.from_ranges(ranges) if ranges else None
+        if sampling is None:
+            acc = StreamSummary(per_step)
+        else:
+            acc = sampled.SampledSummary(*sampling, per_step)
         acc.exclude_steps = exclude_steps
         add = acc.add
         for batch, _ in stream.batches():
