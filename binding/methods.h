@@ -13,8 +13,8 @@ namespace fqntrace::binding {
 void add_module_scope_methods(std::vector<PyMethodDef>& methods);
 // set_region_codes, register_graph, graph_enter/graph_exit: torch.compile support.
 void add_compiled_code_methods(std::vector<PyMethodDef>& methods);
-// start, stop, flush, running, set_process_group: fqntrace.profile() and the package's session
-// control.
+// start, stop, flush, running, set_process_group, device_use: fqntrace.profile() and the
+// package's session control.
 void add_session_methods(std::vector<PyMethodDef>& methods);
 
 // unprofiled, around: callables whose calls Python profilers never see (unprofiled_calls.cpp).

@@ -1,5 +1,5 @@
 // The session half of fqntrace._C: fqntrace.profile() starts and stops sessions; the package
-// asks whether one runs, flushes it, and reports the distributed backend.
+// asks whether one runs, flushes it, and reports the distributed backend and the GPU in use.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -8,6 +8,7 @@
 
 #include "binding/methods.h"  // first: Python.h must precede the system headers
 #include "plugin/config.h"
+#include "plugin/device_use.h"
 #include "plugin/log.h"
 #include "plugin/observer.h"
 #include "plugin/session.h"
@@ -100,6 +101,16 @@ PyObject* py_set_process_group(PyObject*, PyObject* args) {
   int rank = 0, world_size = 1;
   if (!PyArg_ParseTuple(args, "sii", &backend, &rank, &world_size)) return nullptr;
   set_session_process_group(backend, rank, world_size);
+  Py_RETURN_NONE;
+}
+
+// device_use(None, 0): the package watches for a GPU and none is in use yet; device_use("cuda", n):
+// torch initialized CUDA with n devices. Read when a trace's tail is written.
+PyObject* py_device_use(PyObject*, PyObject* args) {
+  const char* type = nullptr;
+  int count = 0;
+  if (!PyArg_ParseTuple(args, "zi", &type, &count)) return nullptr;
+  device_use::note(type != nullptr, type != nullptr ? type : "", count);
   Py_RETURN_NONE;
 }
 
@@ -236,6 +247,8 @@ void add_session_methods(std::vector<PyMethodDef>& methods) {
   methods.push_back(
       {"set_process_group", py_set_process_group, METH_VARARGS,
        "(backend, rank, world_size) once init_process_group ran, for distributedInfo"});
+  methods.push_back({"device_use", py_device_use, METH_VARARGS,
+                     "(type or None, count): the GPU the process initialized, for the tail"});
   methods.push_back({"record_function_ids", py_record_function_ids, METH_O,
                      "torch.profiler starts (True) or stops (False) recording: ranges carry ids"});
   methods.push_back(

@@ -41,6 +41,7 @@ add_library(fqntrace SHARED
   plugin/steps.cpp
   plugin/captures.cpp
   plugin/demand.cpp
+  plugin/device_use.cpp
   plugin/json_reader.cpp
   drain/drainer.cpp
   drain/module_spans.cpp

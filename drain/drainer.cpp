@@ -182,11 +182,12 @@ bool Drainer::flush(std::string* error) {
   return true;
 }
 
-std::vector<std::string> Drainer::finish(uint64_t dropped_events) {
+std::vector<std::string> Drainer::finish(uint64_t dropped_events, const DeviceUse& device) {
   if (!failed_) spans_.close_all();  // stretches still open end with the session
   FinishInfo fin;
   fin.dropped_events = dropped_events;
   fin.events_written = events_written_;
+  fin.device = device;
   std::vector<std::string> errors;
   for (auto& ex : exporters_) {
     std::string error;

@@ -51,8 +51,9 @@ class Drainer {
 
   // false (with *error) when an exporter could not write: from then on events are discarded.
   bool flush(std::string* error);
-  // Completes every output; the errors of those that failed (empty when all succeeded).
-  std::vector<std::string> finish(uint64_t dropped_events);
+  // Completes every output (its tail says what `device` says); the errors of those that failed
+  // (empty when all succeeded).
+  std::vector<std::string> finish(uint64_t dropped_events, const DeviceUse& device = {});
   void process_group_known(const TraceInfo& group);
   // Renames each output to the path at its index; the errors of those left where they were.
   std::vector<std::string> move_outputs(const std::vector<std::string>& paths);

@@ -32,6 +32,7 @@ class ChromeTraceExporter final : public EventStreamExporter {
     tail += ", \"dropped_events\": ";
     json::append_uint(tail, fin.dropped_events);
     if (info().memory) tail += ", \"memory\": true";
+    json::append_device(tail, fin.device);
     tail += ", \"complete\": true}}\n";
   }
 };

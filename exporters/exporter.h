@@ -47,9 +47,20 @@ struct EventRecord {
   const std::string* input_types = nullptr;
 };
 
+// Whether the traced process used a GPU by the time its file ends: the Python package learns it
+// from torch's own CUDA initialization (python/fqntrace/_device.py). `known` false: nobody
+// watched (a C++ program without the package), and the tail says nothing.
+struct DeviceUse {
+  bool known = false;
+  bool used = false;
+  std::string type;  // when used: "cuda", or "rocm" for torch's ROCm build
+  int count = 0;     // when used: the devices the process sees
+};
+
 struct FinishInfo {
   uint64_t dropped_events = 0;
   uint64_t events_written = 0;
+  DeviceUse device;
 };
 
 class Exporter {

@@ -28,6 +28,7 @@ class JsonLinesExporter final : public EventStreamExporter {
     tail += ", \"dropped_events\": ";
     json::append_uint(tail, fin.dropped_events);
     if (info().memory) tail += ", \"memory\": true";
+    json::append_device(tail, fin.device);
     tail += ", \"complete\": true}\n";
   }
 };

@@ -311,6 +311,19 @@ void append_capture(std::string& out, const TraceInfo& info) {
   out += info.capture_json;
 }
 
+void append_device(std::string& out, const DeviceUse& device) {
+  if (!device.known) return;
+  if (!device.used) {
+    out += ", \"device\": {\"used\": false}";
+    return;
+  }
+  out += ", \"device\": {\"used\": true, \"type\": ";
+  append_string(out, device.type);
+  out += ", \"count\": ";
+  append_int(out, device.count);
+  out += "}";
+}
+
 void append_distributed_info(std::string& out, const TraceInfo& info, size_t* slot_offset) {
   out += "\"distributedInfo\": {";
   if (slot_offset != nullptr) *slot_offset = out.size();

@@ -50,6 +50,9 @@ void append_distributed_info(std::string& out, const TraceInfo& info,
 void append_sample(std::string& out, const TraceInfo& info);
 // `, "capture": {...}` for a capture's file (docs/on-demand.md); nothing otherwise.
 void append_capture(std::string& out, const TraceInfo& info);
+// `, "device": {"used": false}` or `, "device": {"used": true, "type": "cuda", "count": N}` in a
+// tail; nothing when the device use is not known.
+void append_device(std::string& out, const DeviceUse& device);
 std::string distributed_slot(const TraceInfo& info);
 std::string labels_slot(int rank);  // the process_labels value, "rank R"
 

@@ -28,6 +28,7 @@
 #include "exporters/json_text.h"
 #include "plugin/captures.h"
 #include "plugin/demand.h"
+#include "plugin/device_use.h"
 #include "plugin/log.h"
 #include "plugin/memory_reporter.h"
 #include "plugin/observer.h"
@@ -316,7 +317,7 @@ struct Session {
     std::string error;
     bool ok = capture.drain->flush(&error);
     uint64_t dropped = session_state::buffers().dropped_total() - capture.dropped_before;
-    std::vector<std::string> errors = capture.drain->finish(dropped);
+    std::vector<std::string> errors = capture.drain->finish(dropped, device_use::current());
     if (!ok) errors.insert(errors.begin(), error);
     if (errors.empty()) {
       captures::set_state(capture.index, captures::State::kDone);
@@ -535,7 +536,7 @@ bool stop_session() {
   session->flush_all();
   if (session->drain->failed()) return false;
   uint64_t dropped = session_state::buffers().dropped_total() - session->dropped_before;
-  std::vector<std::string> errors = session->drain->finish(dropped);
+  std::vector<std::string> errors = session->drain->finish(dropped, device_use::current());
   for (const std::string& error : errors) session->on_write_failure(error);
   bool ok = errors.empty();
   if (ok && session->config.summary && session->config.trace_file) {

@@ -4,13 +4,14 @@ it relies on) is off, with one line that says so, and the others and the trace g
 
 import sys
 
-from fqntrace import _coexist, _distributed, _exit, _fsdp, _hooks, _kineto_hook, _steps
+from fqntrace import _coexist, _device, _distributed, _exit, _fsdp, _hooks, _kineto_hook, _steps
 
 # (what the user loses if it fails, set-up), in the order they must run.
 PARTS = (
     ("finishing the trace before interpreter teardown", _exit.finish_before_teardown),
     ("module names", _hooks.install),
     ("the process group's rank and backend", _distributed.watch_process_group),
+    ("whether the process used a GPU (host-time notes)", _device.watch_device_use),
     ("FSDP2 collectives' module names", _fsdp.install),
     ("training steps from optimizer steps", _steps.install),
     ("starting torch.profiler beside fqntrace's memory reports", _coexist.install),

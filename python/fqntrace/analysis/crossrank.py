@@ -291,7 +291,7 @@ def cross_rank(paths, summaries, note=lambda message: None):
         for r, s in by_rank.items()
     }
     median, top, low, slowest = _spread(steps)
-    return {
+    result = {
         "ranks": [ranks[i] for i in order],
         "traces": {str(ranks[i]): paths[i] for i in order},
         "step_ms": {
@@ -306,3 +306,7 @@ def cross_rank(paths, summaries, note=lambda message: None):
         "straggler": straggler,
         "modules": modules,
     }
+    devices = {str(r): s["device"] for r, s in by_rank.items() if isinstance(s.get("device"), dict)}
+    if devices:  # what each rank's trace says of its GPU (the table's host-time note)
+        result["device"] = devices
+    return result

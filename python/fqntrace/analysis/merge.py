@@ -318,4 +318,9 @@ def _tail(ranks, n_slices):
     }
     if any(r.cut or (isinstance(r.tail, dict) and r.tail.get("repaired")) for r in ranks):
         tail["repaired"] = True
+    # A GPU any rank used (said only when every rank's trace says what it used).
+    devices = [trace_events.device_use(r.tail) for r in ranks]
+    if devices and None not in devices:
+        used = [d for d in devices if d["used"]]
+        tail["device"] = used[0] if used else {"used": False}
     return tail

@@ -26,6 +26,7 @@ from fqntrace.analysis import (
     step_times,
     steps,
     summarize,
+    table,
     trace_events,
     trace_format,
     trace_write,
@@ -166,6 +167,7 @@ def data_of(loaded, mode="auto", note=lambda message: None, alpha=diff.DEFAULT_A
                 if per_step
                 else None,
                 "time_definition": summary.get("time_definition"),
+                "host_time_note": "; ".join(table.host_time_notes(summary)),
                 "complete": summary.get("complete", True) is not False
                 and not summary.get("dropped_events"),
                 "modules": modules,

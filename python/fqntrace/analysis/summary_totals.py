@@ -3,7 +3,7 @@ summary_result(), which turns them into the summary dict. summarize.py (op time 
 trace's rules) and sampled.py (a sampled trace's estimates) both fill them."""
 
 from fqntrace.analysis import memory, step_times, trace_events
-from fqntrace.analysis.trace_events import PHASES, ancestors, lineage, ms, rank_of
+from fqntrace.analysis.trace_events import PHASES, ancestors, device_use, lineage, ms, rank_of
 
 TOP_OPS = 5
 ENGINE_WRAPPER = "autograd::engine::evaluate_function:"
@@ -218,6 +218,9 @@ def summary_result(
         "complete": not incomplete,
         "modules": out_modules,
     }
+    device = device_use(tail)
+    if device is not None:  # device_events: False with used, the times are all host-side
+        out["device"] = {**device, "device_events": bool(totals.device_seen)}
     step_summary = per_step.summary(exclude_steps, out_modules) if per_step is not None else None
     if step_summary is not None:
         out["steps"] = step_summary

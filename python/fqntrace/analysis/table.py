@@ -281,7 +281,29 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
     if show_flops:
         lines.append(line("GFLOPs: FLOPs of the module and its submodules, all phases shown"))
     lines.extend(line(text) for text in sampled_notes(summary))
+    lines.extend(line(text) for text in host_time_notes(summary))
     return lines
+
+
+def host_time_notes(summary):
+    """The lines that say a GPU job's times are the host's (the trace's process initialized a GPU
+    and the trace holds no device events), else []."""
+    device = summary.get("device")
+    if (
+        not isinstance(device, dict)
+        or device.get("used") is not True
+        or device.get("device_events")
+    ):
+        return []
+    count = device.get("count")
+    devices = f" ({count} device{'s' if count != 1 else ''})" if isinstance(count, int) else ""
+    kind = printable(str(device.get("type") or "a GPU").upper())  # data from the trace
+    return [
+        f"host time only: the process used {kind}{devices} but the trace has no device events; "
+        "times are op launches and sync waits, not GPU time",
+        "device time per module: run torch.profiler with ProfilerActivity.CUDA in the traced "
+        "program and summarize its export (docs/trace-format.md)",
+    ]
 
 
 # Thread CPU time is opt-in (plugin/thread_cpu.h): a table without it says how to get it.
@@ -397,6 +419,12 @@ def render_cross_rank(result, depth=None, width=TABLE_WIDTH):
                 ell,
             )
         )
+    # The first rank's notes that has them (every rank of a job runs alike).
+    for device in (result.get("device") or {}).values():
+        notes = host_time_notes({"device": device})
+        if notes:
+            lines.extend(_fit(text, width, ell) for text in notes)
+            break
     lines.append("")
     header = ["module".ljust(name_w)] + [h.rjust(num_w) for h in heads]
     header += ["slowest".ljust(slow_w)] + [h.rjust(num_w) for h in comm_heads]

@@ -206,6 +206,23 @@ def ms(ns):
     return round(ns / 1e6, 6)
 
 
+def device_use(tail):
+    """What a trace's tail says of the GPU its process used (docs/trace-format.md): {"used":
+    False}, or {"used": True, "type": "cuda" | "rocm", "count": n}; None when it says nothing
+    (a trace written before fqntrace watched, a C++ program, a cut-off file)."""
+    device = tail.get("device") if isinstance(tail, dict) else None
+    if not isinstance(device, dict) or not isinstance(device.get("used"), bool):
+        return None
+    if not device["used"]:
+        return {"used": False}
+    count = device.get("count")
+    return {
+        "used": True,
+        "type": device.get("type") if isinstance(device.get("type"), str) else "gpu",
+        "count": count if isinstance(count, int) and not isinstance(count, bool) else None,
+    }
+
+
 def rank_of(header):
     """The rank a trace's header names (distributedInfo.rank), None when it names none."""
     info = header.get("distributedInfo")
