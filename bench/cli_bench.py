@@ -1,7 +1,7 @@
 """The CLI on big traces: CPU time (user + sys), events per CPU second and peak RSS of every verb
 of `python -m fqntrace`, on a Chrome trace and a JSON Lines trace of the same events, each verb
-against its target (issue 24), and DuckDB answering a per-module question on the same JSON Lines
-file when it is installed (an optional comparison, never a dependency).
+against its target (issue 24). (DuckDB beside the verbs, once here:
+docs/history/experiments/cli_duckdb.py.)
 
     python bench/cli_bench.py SOURCE.json --mb 300 [--out DIR] [--pythonpath DIR] [--verbs ...]
 
@@ -153,10 +153,6 @@ def main():
             shown = (os.path.basename(a) if os.sep in a else a for a in argv(path))
             rows.append({**row, "command": "python -m fqntrace " + " ".join(shown)})
             print(line(rows[-1]), flush=True)
-        duck = duckdb_row(jsonl, events(jsonl))
-        if duck:
-            rows.append(duck)
-            print(line(duck))
         sizes = {"chrome_mib": os.path.getsize(chrome) / (1 << 20)}
         sizes["jsonl_mib"] = os.path.getsize(jsonl) / (1 << 20)
     finally:
@@ -201,50 +197,6 @@ def write_doc(results):
     with open(doc, "w") as f:
         f.write(text)
     print(f"wrote the part cli-{results['mb']} of bench/measured.json and docs/benchmarks.md")
-
-
-DUCK_QUERY = """
-SELECT args.fqn AS fqn, args.phase AS phase, sum(dur) AS us, count(*) AS ops
-FROM read_json('{path}', format='newline_delimited', union_by_name=true, sample_size=-1,
-               ignore_errors=true)
-WHERE ph = 'X' AND cat = 'cpu_op'
-GROUP BY ALL
-"""
-
-
-def duckdb_row(path, n_events):
-    """DuckDB on the JSON Lines file: op time (all ops, no nesting rule) and count per module
-    and phase. A lower bound of the work `summary` does, for scale."""
-    code = (
-        "import duckdb,sys;"
-        f"r=duckdb.sql({DUCK_QUERY!r}.format(path=sys.argv[1])).fetchall();"
-        "print(len(r))"
-    )
-    rc, cpu, sys_s, rss, wall, out, err = measure(
-        [sys.executable, "-c", code, path], dict(os.environ)
-    )
-    if rc != 0:
-        print(f"duckdb: skipped ({err.strip().splitlines()[-1] if err.strip() else rc})")
-        return None
-    version = subprocess.run(
-        [sys.executable, "-c", "import duckdb; print(duckdb.__version__)"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    return {
-        "verb": f"DuckDB {version} (per fqn and phase: sum of op dur, count; no nesting rule)",
-        "format": "JSON Lines",
-        "events": n_events,
-        "cpu_s": cpu,
-        "sys_s": sys_s,
-        "events_per_cpu_s": n_events / cpu,
-        "peak_rss_mib": rss,
-        "wall_s": wall,
-        "target": None,
-        "met": None,
-        "status": "",
-        "command": "duckdb read_json(...) GROUP BY fqn, phase",
-    }
 
 
 if __name__ == "__main__":

@@ -500,13 +500,6 @@ def cli_verbs(results):
         rates = ", ".join(f"{r['events_per_cpu_s'] / 1e3:,.0f} k" for r in got)
         peaks = ", ".join(f"{r['peak_rss_mib']:.0f}" for r in got)
         measured = f"{cpu}: {rates} events/CPU-s; peak {peaks} MiB"
-        if got[0].get("target") is None:  # DuckDB beside the verbs
-            what = (
-                f"{verb.split(' (')[0]} on the same {size} JSON Lines file: per fqn and phase, "
-                "sum of op `dur` and count (no nesting rule)"
-            )
-            rows.append(Row("cli-duckdb", f"cli-{big['mb']}", what, measured, "—", None, command))
-            continue
         rid, met = f"cli-{verb.split()[0]}", all(r["met"] for r in got)
         missed = [
             (o, rs)

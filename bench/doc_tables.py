@@ -218,10 +218,7 @@ def cli_doc_section(results):
             if missed
             else "yes"
         )
-        name = f"`{verb}`"
-        if verb.startswith("DuckDB"):
-            name = verb.split(" (")[0] + " (per fqn and phase, no nesting rule)"
-        lines.append([name, *rates, cpu, rss, target_text(some), met])
+        lines.append([f"`{verb}`", *rates, cpu, rss, target_text(some), met])
     head = [
         "verb",
         *(f"{cli_size(mb)}: events / CPU-s, Chrome · JSON Lines" for mb in sizes),

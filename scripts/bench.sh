@@ -11,9 +11,9 @@
 #   scripts/bench.sh --quick    smoke run: fewer rounds and ops (~3 min, plus set-up)
 #   scripts/bench.sh --cli [MiB]  P9: every `python -m fqntrace` verb on a MiB-sized trace (default
 #                               300; Chrome and JSON Lines), CPU s, events/CPU-s, peak RSS against
-#                               each verb's target, DuckDB beside it when installed; prints the
-#                               table and, at 300 or 1024 MiB, replaces bench/measured.json's part
-#                               cli-MiB and refills docs/benchmarks.md's P9 and opening tables.
+#                               each verb's target; prints the table and, at 300 or 1024 MiB,
+#                               replaces bench/measured.json's part cli-MiB and refills
+#                               docs/benchmarks.md's P9 and opening tables.
 #                               Needs ~10x MiB of disk in build/cli_bench while it runs
 #   --python PY --build DIR     no set-up: run PY (a venv with fqntrace installed) and take P4's
 #                               exporter benchmark from the build DIR (e.g. another checkout's)
