@@ -191,11 +191,7 @@ def write_doc(results):
     """The part cli-MB of bench/measured.json, and docs/benchmarks.md's P9 table and opening
     table, which also shows the other parts' numbers (bench/doc_tables.py)."""
     measured.save({f"cli-{results['mb']}": results})
-    doc = os.path.join(ROOT, "docs", "benchmarks.md")
-    with open(doc) as f:
-        text = doc_tables.update(f.read(), measured.load(), only=["p9-cli", "costs", "costs-stale"])
-    with open(doc, "w") as f:
-        f.write(text)
+    doc_tables.update_file(measured.load(), only=["p9-cli", "costs", "costs-stale"])
     print(f"wrote the part cli-{results['mb']} of bench/measured.json and docs/benchmarks.md")
 
 

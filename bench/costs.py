@@ -2,7 +2,7 @@
 bench/measured.json's parts and bench/measured_by_hand.toml's rows, with the date that measured
 it and the command that measures it again. A row measured before the code it describes last
 changed (CODE, by `git log`) goes to the table below it instead (costs-stale), dated. Also the
-number and table formatting bench/doc_tables.py's and bench/part_tables.py's tables share.
+number and table formatting bench/doc_tables.py's tables share.
 
 The rows are ROWS, in the table's order: each is a function of the results that measures it
 (what, measured, met), or None, or a KeyError, when the results lack its numbers; the rows
@@ -35,7 +35,10 @@ def pct(value, digits=1):
 
 def table(head, rows, align="l"):
     """A Markdown table of `head` (column names) and `rows` (lists of cells); `align` a letter per
-    column, l(eft) or r(ight), its last letter repeated for the columns after it."""
+    column, l(eft) or r(ight), its last letter repeated for the columns after it. `head` may
+    also be one string, the names joined by "|"."""
+    if isinstance(head, str):
+        head = head.split("|")
     align = align.ljust(len(head), align[-1])
     rule = "|" + "".join("---:|" if a == "r" else "---|" for a in align)
     return "\n".join([table_line(head), rule, *map(table_line, rows)])

@@ -86,7 +86,7 @@ def main():
         "bench/measured.json",
     )
     parser.add_argument("--results", default=measured.PATH)
-    parser.add_argument("--doc", default=os.path.join(ROOT, "docs", "benchmarks.md"))
+    parser.add_argument("--doc", default=doc_tables.DOC)
     args = parser.parse_args()
     kind = "quick" if args.quick else "full"
     only = (
@@ -126,10 +126,7 @@ def main():
     )
     results = measured.load(args.results)
     # Only the generated sections change; the hand-written analysis around them stays.
-    with open(args.doc) as f:
-        text = doc_tables.update(f.read(), results)
-    with open(args.doc, "w") as f:
-        f.write(text)
+    doc_tables.update_file(results, args.doc)
     log(f"updated the generated sections of {os.path.relpath(args.doc, ROOT)}")
     print(doc_tables.terminal_summary(results))
 
