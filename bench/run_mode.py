@@ -222,15 +222,10 @@ def demo_step():
 
 
 def bench_transformer_ab(mode, args):
-    """P2 inside one process, through the A/B harness (bench/ab.py): untraced blocks (A) and
-    blocks traced by fqntrace.profile (B). Needs mode baseline (FQNTRACE unset). Between traced
-    blocks the session is stopped and the module hooks removed, so untraced blocks run without
-    fqntrace's Python hooks (the parameter hooks stay: one no-op Python call per parameter per
-    backward, ~0.02 % of a step)."""
+    """P2 inside one process, through the A/B harness (bench/ab.py's traced_blocks): untraced
+    blocks (A) and blocks traced by fqntrace.profile (B). Needs mode baseline (FQNTRACE unset).
+    The parameter hooks that stay in untraced blocks cost ~0.02 % of a step."""
     import tempfile
-
-    import fqntrace
-    import fqntrace._hooks
 
     # Compiled (--compile) with inductor: the warm-up below compiles both arms, untraced (no
     # module hooks) and traced (fqntrace's hooks, which Dynamo guards on), so no block recompiles.
@@ -239,25 +234,14 @@ def bench_transformer_ab(mode, args):
     with tempfile.TemporaryDirectory(prefix="fqntrace-ab-") as tmp:
         path = os.path.join(tmp, "ab.json")
 
-        def block(traced):
+        def count_events():  # the trace of a traced block: one event a line but 2
             nonlocal events
-            if not traced:
-                step()
-                return ab.timed(step, args.steps)
-            with fqntrace.profile(path):
-                step()  # settle: the session's first step allocates its buffers
-                times = ab.timed(step, args.steps)
-            fqntrace._hooks.uninstall()
             with open(path, "rb") as trace:
                 events += sum(1 for _ in trace) - 2
-            return times
 
         for _ in range(args.warmup):
             step()
-        with fqntrace.profile(path):  # first traced steps name the modules and hook parameters
-            step()
-        fqntrace._hooks.uninstall()
-        blocks = ab.run(args.blocks, block)
+        blocks = ab.traced_blocks(step, args.blocks, args.steps, path, count_events)
     untraced, traced = ab.arms(blocks)
     return {
         "unit": "ms/step",
