@@ -216,26 +216,27 @@ def vs_empty(by_mode, key, limit):
     return versus(ours, floor, ours / floor), ours / floor <= limit
 
 
+def p1_versus(results, theirs, target):
+    """(P1's ns added per op, fqntrace's against the mode `theirs`'s, met) and P1's summary."""
+    s = results["p1"]["summary"]
+    ops, target = s["ops"], s["targets"][target]
+    added = (ops[m]["added_ns"] for m in ("fqntrace", theirs))
+    return versus(*added, target["value"], unit=" ns"), target["met"], s
+
+
 @row("op-empty", "p1", "≤ 1.5×")
 def op_empty(results):
-    s = results["p1"]["summary"]
-    ops, target = s["ops"], s["targets"]["ops_vs_empty"]
-    ours = versus(
-        ops["fqntrace"]["added_ns"], ops["empty"]["added_ns"], target["value"], unit=" ns"
-    )
+    ours, met, s = p1_versus(results, "empty", "ops_vs_empty")
     best = f(s["ratios"].get("best_fqntrace_over_empty_added_ns"), 2)
     what = "Per tiny op (`torch.add`, 4 elements): wall time added, vs the empty observer's"
-    return what, f"{ours} (best samples {best}×)", target["met"]
+    return what, f"{ours} (best samples {best}×)", met
 
 
 @row("op-profiler", "p1", "≤ 0.5×")
 def op_profiler(results):
-    s = results["p1"]["summary"]
-    ops, target = s["ops"], s["targets"]["ops_vs_profiler"]
-    theirs = ops["profiler"]["added_ns"]
-    ours = versus(ops["fqntrace"]["added_ns"], theirs, target["value"], unit=" ns")
-    stack = f"(with_stack: +{f(ops['profiler_stack']['added_ns'])} ns)"
-    return "… vs torch.profiler's (CPU)", f"{ours} {stack}", target["met"]
+    ours, met, s = p1_versus(results, "profiler", "ops_vs_profiler")
+    stack = f"(with_stack: +{f(s['ops']['profiler_stack']['added_ns'])} ns)"
+    return "… vs torch.profiler's (CPU)", f"{ours} {stack}", met
 
 
 @row("op-ir", "callgrind", "≤ 1.25×")

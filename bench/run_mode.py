@@ -24,7 +24,7 @@ import time
 
 import ab
 import torch
-from modes import BY_NAME, MODES, NAMES, TRACKER_NAMES
+from modes import BY_NAME, MODES, NAMES, TRACKER_NAMES, help_line
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -137,13 +137,8 @@ def bench_ops(mode, args):
             # the whole process (adds fqntrace's drain thread, which runs beside the loop).
             thread_cpu.append((time.thread_time_ns() - c0) / n)
             process_cpu.append((time.process_time_ns() - p0) / n)
-    return {
-        "unit": "ns/op",
-        "ops_per_sample": n,
-        "samples": samples,
-        "thread_cpu_samples": thread_cpu,
-        "process_cpu_samples": process_cpu,
-    }
+    result = {"unit": "ns/op", "ops_per_sample": n, "samples": samples}
+    return result | {"thread_cpu_samples": thread_cpu, "process_cpu_samples": process_cpu}
 
 
 def mlp_step():
@@ -243,14 +238,14 @@ def bench_transformer_ab(mode, args):
             step()
         blocks = ab.traced_blocks(step, args.blocks, args.steps, path, count_events)
     untraced, traced = ab.arms(blocks)
-    return {
+    result = {
         "unit": "ms/step",
         "batch": args.batch,
         "blocks": blocks,
         "steps_per_block": args.steps,
-        "samples": {"baseline": untraced, "fqntrace": traced},
-        "traced_event_lines": events,
     }
+    samples = {"baseline": untraced, "fqntrace": traced}
+    return result | {"samples": samples, "traced_event_lines": events}
 
 
 def bench_rss(mode, args):
@@ -297,26 +292,18 @@ def bench_trackers(mode, args):
     instance: fqntrace's tracker hooks the parameters of the modules it names (AccumulateGrad
     attribution) and those hooks outlive the context, so a shared model would slow the others.
     Needs mode baseline (FQNTRACE unset: no session, so no trace is written)."""
-    import fqntrace
+    from fqntrace import ModTracker, ModuleTracker
     from torch.distributed._tools.mod_tracker import ModTracker as TorchModTracker
     from torch.utils.module_tracker import ModuleTracker as TorchModuleTracker
 
-    classes = {
-        "none": None,
-        "torch_modtracker": TorchModTracker,
-        "fqntrace_modtracker": fqntrace.ModTracker,
-        "torch_moduletracker": TorchModuleTracker,
-        "fqntrace_moduletracker": fqntrace.ModuleTracker,
-    }
+    # In TRACKER_NAMES's order; None: no tracker.
+    classes = (None, TorchModTracker, ModTracker, TorchModuleTracker, ModuleTracker)
     torch.manual_seed(0)
     x = torch.randn(4, 8)
-    setups = {
-        name: (
-            torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(args.modules)]),
-            cls() if cls else None,
-        )
-        for name, cls in classes.items()
-    }
+    setups = {}  # variant: (its own model, its tracker)
+    for name, cls in zip(TRACKER_NAMES, classes):
+        model = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(args.modules)])
+        setups[name] = model, cls() if cls else None
     samples = {name: [] for name in TRACKER_NAMES}
     thread_cpu = {name: [] for name in TRACKER_NAMES}
 
@@ -339,14 +326,8 @@ def bench_trackers(mode, args):
             run(name, args.steps)
             samples[name].append((time.perf_counter_ns() - t0) / args.steps / 1e6)
             thread_cpu[name].append((time.thread_time_ns() - c0) / args.steps / 1e6)
-    return {
-        "unit": "ms/step",
-        "modules": args.modules,
-        "steps_per_sample": args.steps,
-        "rounds": args.rounds,
-        "samples": samples,
-        "thread_cpu_samples": thread_cpu,
-    }
+    result = {"unit": "ms/step", "modules": args.modules, "steps_per_sample": args.steps}
+    return result | {"rounds": args.rounds, "samples": samples, "thread_cpu_samples": thread_cpu}
 
 
 BENCHES = {
@@ -359,7 +340,7 @@ def main():
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="modes:\n" + "\n".join(f"  {m.name:<17} {m.description}" for m in MODES),
+        epilog="modes:\n" + "\n".join(map(help_line, MODES)),
     )
     add = parser.add_argument
     add("--mode", choices=NAMES, required=True)
