@@ -53,9 +53,9 @@ def update(doc, results, only=None):
     def fill(match):
         name = match.group("name")
         if name not in SECTIONS:
+            known = ", ".join(SECTIONS)
             raise ValueError(
-                f"docs/benchmarks.md: unknown generated section {name!r} "
-                f"(known: {', '.join(SECTIONS)})"
+                f"docs/benchmarks.md: unknown generated section {name!r} (known: {known})"
             )
         if name in seen:
             raise ValueError(f"docs/benchmarks.md: the generated section {name!r} twice")
@@ -68,10 +68,8 @@ def update(doc, results, only=None):
     out = MARKER.sub(fill, doc)
     missing = [name for name in (SECTIONS if only is None else only) if name not in seen]
     if missing:
-        raise ValueError(
-            f"docs/benchmarks.md lacks the generated sections {', '.join(missing)}; "
-            "add their marker lines where the tables belong"
-        )
+        lacks = f"docs/benchmarks.md lacks the generated sections {', '.join(missing)}"
+        raise ValueError(lacks + "; add their marker lines where the tables belong")
     return out
 
 
@@ -176,12 +174,8 @@ def settings_section(results):
 
 # The parts' tables, P1-P8.
 
-FORMAT_LABELS = {
-    "chrome": "Chrome trace",
-    "jsonl": "JSON Lines",
-    "summary": "per-module summary",
-    "all": "all three at once",
-}
+FORMAT_LABELS = {"chrome": "Chrome trace", "jsonl": "JSON Lines", "summary": "per-module summary"}
+FORMAT_LABELS["all"] = "all three at once"
 
 
 def spread(iqr, digits=0, sign=False, unit=""):
@@ -205,19 +199,14 @@ def p1_section(results):
     rows = []
     for m in p1["modes"]:
         o, mlp, base = p1["summary"]["ops"][m], p1["summary"]["mlp"][m], m == "baseline"
-        rows.append(
-            [
-                LABELS[m],
-                f"{f(o['ns_per_op'])} {spread(o['iqr_ns'])}",
-                unless_base(base, f"**{f(o['added_ns'], sign=True)}**"),
-                with_added(o["thread_cpu_ns"], o.get("thread_cpu_added_ns"), base=base),
-                f(o["process_cpu_ns"]),
-                with_added(o["best_ns"], o.get("best_added_ns"), base=base),
-                f"{f(mlp['us_per_step'], 1)} {spread(mlp['iqr_us'], 1)}",
-                unless_base(base, f"**{pct(mlp['slowdown_pct'])}**"),
-                unless_base(base, pct(mlp["best_slowdown_pct"])),
-            ]
-        )
+        added = unless_base(base, f"**{f(o['added_ns'], sign=True)}**")
+        cpu = with_added(o["thread_cpu_ns"], o.get("thread_cpu_added_ns"), base=base)
+        best = with_added(o["best_ns"], o.get("best_added_ns"), base=base)
+        ns = f"{f(o['ns_per_op'])} {spread(o['iqr_ns'])}"
+        ops = [ns, added, cpu, f(o["process_cpu_ns"]), best]
+        step = f"{f(mlp['us_per_step'], 1)} {spread(mlp['iqr_us'], 1)}"
+        slowdowns = [f"**{pct(mlp['slowdown_pct'])}**", pct(mlp["best_slowdown_pct"])]
+        rows.append([LABELS[m], *ops, step, *(unless_base(base, text) for text in slowdowns)])
     head = (
         "mode|ns/op (IQR over rounds)|added ns/op|loop-thread CPU ns/op (added)|process CPU ns/op|"
         "best sample ns/op (added)|MLP µs/step (IQR)|MLP slowdown|MLP slowdown, best samples"
@@ -281,15 +270,11 @@ def p3_section(results):
     rows = []
     for v in p3["variants"]:
         r, base = p3["summary"]["variants"][v], v == "none"
-        rows.append(
-            [
-                modes.TRACKER_LABELS[v],
-                f"{f(r['ms_per_step'], 2)} {spread(r['iqr_ms'], 2)}",
-                unless_base(base, f"**{f(r['added_ms'], 2, sign=True)}**"),
-                with_added(r["thread_cpu_ms"], r["thread_cpu_added_ms"], 2, base),
-                with_added(r["best_ms"], r["best_added_ms"], 2, base),
-            ]
-        )
+        step = f"{f(r['ms_per_step'], 2)} {spread(r['iqr_ms'], 2)}"
+        added = unless_base(base, f"**{f(r['added_ms'], 2, sign=True)}**")
+        cpu = with_added(r["thread_cpu_ms"], r["thread_cpu_added_ms"], 2, base)
+        best = with_added(r["best_ms"], r["best_added_ms"], 2, base)
+        rows.append([modes.TRACKER_LABELS[v], step, added, cpu, best])
     head = (
         "tracker|ms/step, median of all rounds (IQR)|added ms/step|loop-thread CPU ms/step (added)|"
         "best sample ms/step (added)"
@@ -334,22 +319,16 @@ def p5_rss(results):
         f"{f(fq['second_half_growth_mb'], 1, sign=True)} MB); "
         f"{f(fq['growth_from_start_mb'], 1)} MB from the very start"
     )
-    profiler = [
-        "torch.profiler (CPU), in memory",
-        f(prof["ops"]),
-        f(prof["seconds"], 1),
-        "—",
+    profiler = ["torch.profiler (CPU), in memory", f(prof["ops"]), f(prof["seconds"], 1), "—"]
+    profiler += [
         f"{f(prof['growth_during_mb'], 1)} MB while recording",
         f"{f(prof['mb_per_million_ops'], 0)} MB while recording; "
         f"{f(prof['mb_per_million_ops_after_exit'], 0)} MB once stopped",
         f"stopping took {f(prof['exit_seconds'], 1)} s; "
         f"RSS +{f(prof['rss_after_exit_growth_mb'], 0)} MB after it",
     ]
-    rows = [
-        ["fqntrace → Chrome trace on disk", *start(fq), notes],
-        ["baseline (no tracing)", *start(base), "for reference"],
-        profiler,
-    ]
+    rows = [["fqntrace → Chrome trace on disk", *start(fq), notes]]
+    rows += [["baseline (no tracing)", *start(base), "for reference"], profiler]
     head = "run|ops|seconds|RSS at start|growth after warm-up (max)|growth per million ops|notes"
     return table(head, rows, "lrrrrrl")
 
@@ -385,11 +364,9 @@ def p7_section(results):
         "P1's instruction table)"
     )
     exporter = "exporter benchmark, Chrome: instructions per event (callgrind), CPU ns per event"
+    drain = f"drain CPU per op event: process CPU − loop-thread CPU, {loop} (target ≤ 100 ns)"
     rows = [
-        (
-            f"drain CPU per op event: process CPU − loop-thread CPU, {loop} (target ≤ 100 ns)",
-            f"**{f(cpu['drain_ns_per_op'])} ns**",
-        ),
+        (drain, f"**{f(cpu['drain_ns_per_op'])} ns**"),
         ("… each process", ", ".join(map(f, cpu["drain_ns_per_op_runs"])) + " ns"),
         ("loop-thread CPU per op in the same runs", f"{f(cpu['loop_ns_per_op'])} ns"),
         ("trace bytes per op of that loop", f(cpu["bytes_per_op"], 1)),
@@ -466,14 +443,9 @@ def cli_doc_section(results):
         missed = [cli_size(mb) for mb in sizes if any(r["met"] is False for r in verb_rows[mb])]
         met = f"**no** at {', '.join(missed)}" if missed else "yes"
         lines.append([f"`{verb}`", *rates, cpu, rss, kilo(verb_rows[big][0]["target"]), met])
-    head = [
-        "verb",
-        *(f"{cli_size(mb)}: events / CPU-s, Chrome · JSON Lines" for mb in sizes),
-        f"{cli_size(big)}: CPU s (sys), Chrome · JSON Lines",
-        f"{cli_size(big)}: peak RSS MiB",
-        f"target (events / CPU-s, ≤ {CLI_RSS_LIMIT_MIB} MiB)",
-        "met",
-    ]
+    head = ["verb", *(f"{cli_size(mb)}: events / CPU-s, Chrome · JSON Lines" for mb in sizes)]
+    head += [f"{cli_size(big)}: CPU s (sys), Chrome · JSON Lines", f"{cli_size(big)}: peak RSS MiB"]
+    head += [f"target (events / CPU-s, ≤ {CLI_RSS_LIMIT_MIB} MiB)", "met"]
     return f"Runs: {said}.\n\n" + table(head, lines, "l" + "r" * (len(sizes) + 3) + "l")
 
 
@@ -497,16 +469,9 @@ def cli_table(results):
         status = f" ({r['status']})" if r["status"] else ""
         cpu = f"{r['cpu_s']:.1f} ({r['sys_s']:.1f})"
         numbers = [f"{r['events']:,}", cpu, kilo(r["events_per_cpu_s"]), f"{r['peak_rss_mib']:.0f}"]
-        met = "yes" if r["met"] else "**no**"
+        against = [kilo(r["target"]), "yes" if r["met"] else "**no**"]
         rows.append(
-            [
-                f"`{r['verb']}`",
-                r["format"],
-                *numbers,
-                f"{r['wall_s']:.0f}{status}",
-                kilo(r["target"]),
-                met,
-            ]
+            [f"`{r['verb']}`", r["format"], *numbers, f"{r['wall_s']:.0f}{status}", *against]
         )
     head = "verb|format|events|CPU s (of which sys)|events / CPU-s|peak RSS MiB|wall s"
     head += f"|target (events / CPU-s, ≤ {CLI_RSS_LIMIT_MIB} MiB)|met"
@@ -593,9 +558,7 @@ def terminal_summary(results):
 
 
 def main():
-    parser = argparse.ArgumentParser(
-        description="Fills docs/benchmarks.md's generated sections from the measured results."
-    )
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", nargs="?", default=measured.PATH)
     parser.add_argument("doc", nargs="?", default=DOC)
     args = parser.parse_args()
