@@ -86,9 +86,8 @@ def ddp_model_step():
 
 
 def callgrind_switch(state):
-    subprocess.run(
-        ["callgrind_control", "-i", state, str(os.getpid())], capture_output=True, check=True
-    )
+    switch = ["callgrind_control", "-i", state, str(os.getpid())]
+    subprocess.run(switch, capture_output=True, check=True)
 
 
 def whole_run(mode, count):
@@ -129,11 +128,8 @@ def totals(path):
 
 def inclusive(path, pattern):
     """Inclusive Ir of the function whose summary line matches pattern (0 if absent)."""
-    out = subprocess.run(
-        ["callgrind_annotate", "--inclusive=yes", "--threshold=100", path],
-        capture_output=True,
-        text=True,
-    ).stdout
+    annotate = ["callgrind_annotate", "--inclusive=yes", "--threshold=100", path]
+    out = subprocess.run(annotate, capture_output=True, text=True).stdout
     for line in out.splitlines():
         m = re.match(r"^\s*([\d,]+)\s+\([^)]*\)\s+(\S.*)$", line)
         if m and re.search(pattern, m.group(2)) and not m.group(2).startswith("=>"):
@@ -158,17 +154,15 @@ def run(mode, what, count, outdir):
     if what == "whole":  # every thread, the process's whole window
         return what, mode, {"count": count, "ir": sum(irs.values())}
     if what in ("ddpstep", "demo"):
-        every_thread, loop_thread = sum(irs.values()) / count, totals(main) / count
-        result = {"steps": count, "all_threads_ir_per_step": every_thread}
-        return what, mode, {**result, "main_thread_ir_per_step": loop_thread}
+        result = {"steps": count, "all_threads_ir_per_step": sum(irs.values()) / count}
+        return what, mode, result | {"main_thread_ir_per_step": totals(main) / count}
     unit = "op" if what == "ops" else "step"
     others = sum(n for f, n in irs.items() if not f.endswith("-01"))
     result = {f"main_thread_ir_per_{unit}": totals(main) / count}
     result[f"other_threads_ir_per_{unit}"] = others / count
     if what == "ops":
-        result["run_record_function_ir_per_op"] = (
-            inclusive(main, r"Dispatcher::runRecordFunction") / count
-        )
+        run_record_function = inclusive(main, r"Dispatcher::runRecordFunction")
+        result["run_record_function_ir_per_op"] = run_record_function / count
         if mode.startswith("fqntrace"):
             result["on_start_ir_per_op"] = inclusive(main, r"observer.*on_start\(") / count
             result["on_end_ir_per_op"] = inclusive(main, r"observer.*on_end\(") / count
@@ -191,10 +185,8 @@ def main():
     add("--ddp-steps", type=int, default=0, help="also P8c: steps of P8's model per mode (0: none)")
     add("--only-ddp-step", action="store_true", help="only P8c")
     add("--modes", help="only these modes (comma-separated; default: all)")
-    demo = (
-        "also the demo transformer's training step (run_mode.demo_step): steps per mode (0: none)"
-    )
-    add("--demo-steps", type=int, default=0, help=demo)
+    demo = "also the demo transformer's training step (run_mode.demo_step): steps per mode"
+    add("--demo-steps", type=int, default=0, help=demo + " (0: none)")
     add("--only-demo", action="store_true", help="only the demo step")
     args = parser.parse_args()
     if args.child:
@@ -209,9 +201,8 @@ def main():
         jobs += [(m, "ops", args.ops) for m in CALLGRIND_OPS_MODES]
         jobs += [(m, "mlp", args.mlp_steps) for m in CALLGRIND_MLP_MODES]
     if (args.whole or args.only_whole) and not (args.only_ddp_step or args.only_demo):
-        jobs += [
-            (m, "whole", n) for m in WHOLE_RUN_MODES for n in (args.whole_ops // 2, args.whole_ops)
-        ]
+        counts = (args.whole_ops // 2, args.whole_ops)
+        jobs += [(m, "whole", n) for m in WHOLE_RUN_MODES for n in counts]
     if (args.ddp_steps > 0 or args.only_ddp_step) and not args.only_demo:
         jobs += [(m, "ddpstep", args.ddp_steps or 20) for m in CALLGRIND_DDP_STEP_MODES]
     if args.demo_steps > 0 or args.only_demo:
@@ -225,7 +216,7 @@ def main():
         shutil.rmtree(outdir, ignore_errors=True)
     out = {"ops": args.ops, "mlp_steps": args.mlp_steps, "whole_ops": args.whole_ops}
     out.update(modes={}, mlp={})
-    whole = {}
+    whole = {}  # mode: its two whole runs
     for what, mode, result in done:
         if what in ("ddpstep", "demo"):
             out.setdefault("ddp_step" if what == "ddpstep" else "demo_step", {})[mode] = result
