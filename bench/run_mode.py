@@ -82,8 +82,7 @@ def set_up(mode):
         fqntrace._native.load()
         assert fqntrace.tracing(), "fqntrace did not start although FQNTRACE is set"
         assert fqntrace._hooks.installed(), "fqntrace's module hooks are not installed"
-        facts["trace"] = os.environ["FQNTRACE"]
-        facts["flops"] = os.environ.get("FQNTRACE_FLOPS", "0") == "1"
+        facts.update(trace=os.environ["FQNTRACE"], flops=os.environ.get("FQNTRACE_FLOPS") == "1")
         if mode == "fqntrace_nohooks":
             # No module has run yet, so no parameter hook exists either: only ops are observed.
             fqntrace._hooks.uninstall()
@@ -119,16 +118,14 @@ def measuring(mode):
 
 def bench_ops(mode, args):
     a, b = torch.ones(4), torch.ones(4)
-    n = args.ops
-    add = torch.add
+    n, add = args.ops, torch.add
     samples, thread_cpu, process_cpu = [], [], []
     with measuring(mode):
         for _ in range(args.warmup):
             for _ in range(n):
                 add(a, b)
         for _ in range(args.samples):
-            c0, p0 = time.thread_time_ns(), time.process_time_ns()
-            t0 = time.perf_counter_ns()
+            c0, p0, t0 = time.thread_time_ns(), time.process_time_ns(), time.perf_counter_ns()
             for _ in range(n):
                 add(a, b)
             t1 = time.perf_counter_ns()
@@ -182,8 +179,7 @@ def transformer_step(batch, compile=False):
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     if compile:
         model = torch.compile(model)
-    tokens = torch.randint(vocab, (batch, seq))
-    targets = torch.randint(vocab, (batch, seq))
+    tokens, targets = torch.randint(vocab, (batch, seq)), torch.randint(vocab, (batch, seq))
 
     def step():
         logits = model(tokens)
@@ -238,12 +234,7 @@ def bench_transformer_ab(mode, args):
             step()
         blocks = ab.traced_blocks(step, args.blocks, args.steps, path, count_events)
     untraced, traced = ab.arms(blocks)
-    result = {
-        "unit": "ms/step",
-        "batch": args.batch,
-        "blocks": blocks,
-        "steps_per_block": args.steps,
-    }
+    result = dict(unit="ms/step", batch=args.batch, blocks=blocks, steps_per_block=args.steps)
     samples = {"baseline": untraced, "fqntrace": traced}
     return result | {"samples": samples, "traced_event_lines": events}
 
@@ -251,10 +242,8 @@ def bench_transformer_ab(mode, args):
 def bench_rss(mode, args):
     """Tiny ops in a loop; RSS every ~interval s. Stops at args.ops ops or args.budget seconds."""
     a, b = torch.ones(4), torch.ones(4)
-    add = torch.add
-    chunk = 10000
-    points = []  # (seconds, ops done, RSS kB)
-    done = 0
+    add, chunk = torch.add, 10000
+    points, done = [], 0  # points: (seconds, ops done, RSS kB)
     with measuring(mode):
         t0 = last = time.perf_counter()
         points.append((0.0, 0, rss_kb()))
@@ -304,8 +293,7 @@ def bench_trackers(mode, args):
     for name, cls in zip(TRACKER_NAMES, classes):
         model = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(args.modules)])
         setups[name] = model, cls() if cls else None
-    samples = {name: [] for name in TRACKER_NAMES}
-    thread_cpu = {name: [] for name in TRACKER_NAMES}
+    samples, thread_cpu = {name: [] for name in TRACKER_NAMES}, {name: [] for name in TRACKER_NAMES}
 
     def run(name, steps):
         model, tracker = setups[name]
@@ -321,8 +309,7 @@ def bench_trackers(mode, args):
     for r in range(args.rounds):
         k = r % len(TRACKER_NAMES)
         for name in TRACKER_NAMES[k:] + TRACKER_NAMES[:k]:
-            c0 = time.thread_time_ns()
-            t0 = time.perf_counter_ns()
+            c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
             run(name, args.steps)
             samples[name].append((time.perf_counter_ns() - t0) / args.steps / 1e6)
             thread_cpu[name].append((time.thread_time_ns() - c0) / args.steps / 1e6)
