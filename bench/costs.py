@@ -61,6 +61,10 @@ def cli_size(mb):
     return f"{mb // 1024} GiB" if mb % 1024 == 0 else f"{mb} MiB"
 
 
+def kilo(events_per_s):
+    return f"{events_per_s / 1e3:,.0f} k"
+
+
 # bench/measured_by_hand.toml: "reasons" {row id: why it misses}, "newer" {row id: {date, text}},
 # "row" [rows measured by hand].
 with open(os.path.join(HERE, "measured_by_hand.toml"), "rb") as fh:
@@ -203,6 +207,7 @@ def before_after(before, after, change_pct, digits):
 OP, STEP = "main_thread_ir_per_op", "main_thread_ir_per_step"  # callgrind: the loop thread's
 MINE_THEIRS = ("fqntrace", "profiler")
 EMPTY_SAMPLED = ("empty_sampled", "empty_sampled_ops")
+MODTRACKERS = ("fqntrace_modtracker", "torch_modtracker")  # P3's variants, ours and torch's
 
 
 def added(by_mode, mode, key):
@@ -393,10 +398,8 @@ def drain_ns(results):
 def exporters(results):
     p4 = results["p4"]
     rate = p4["targets"]["events_per_s"]
-    at_once = p4["formats"].get("all", {}).get("cpu_events_per_s_median", 0)
-    measured = (
-        f"**{f(rate['value'] / 1e6, 2)} M** (all three formats at once: {f(at_once / 1e6, 2)} M)"
-    )
+    at_once = f(p4["formats"].get("all", {}).get("cpu_events_per_s_median", 0) / 1e6, 2)
+    measured = f"**{f(rate['value'] / 1e6, 2)} M** (all three formats at once: {at_once} M)"
     return "The drain's exporters: events/s on one core, slowest format (P4)", measured, rate["met"]
 
 
@@ -459,11 +462,9 @@ def p5_memory(results):
 def p6_loaded_off(results):
     p6 = results["p1"]["summary"]["p6"]
     modes = (results.get("callgrind") or {}).get("modes") or {}
-    ir = (
-        f", {f(added(modes, 'loaded_off', OP), sign=True)} instructions"
-        if "loaded_off" in modes and "baseline" in modes
-        else ""
-    )
+    ir = ""
+    if "loaded_off" in modes and "baseline" in modes:
+        ir = f", {f(added(modes, 'loaded_off', OP), sign=True)} instructions"
     measured = (
         f"session {'running' if p6['running'] else 'off'}, "
         f"{'a' if p6['global_callbacks'] else 'no'} RecordFunction callback; "
@@ -476,16 +477,10 @@ def p6_loaded_off(results):
 @row("p3", "p3", "≤ 0.5×")
 def p3_modtracker(results):
     s = results["p3"]["summary"]
-    ours, theirs = (
-        f(s["variants"][v]["added_ms"], 2, sign=True)
-        for v in ("fqntrace_modtracker", "torch_modtracker")
-    )
+    ours, theirs = (f(s["variants"][v]["added_ms"], 2, sign=True) for v in MODTRACKERS)
+    measured = f"{ours} vs {theirs} ms a step: **{f(s['target']['value'], 2)}×**"
     what = "`fqntrace.ModTracker` vs torch's `ModTracker` (P3: 200 modules), added time"
-    return (
-        what,
-        f"{ours} vs {theirs} ms a step: **{f(s['target']['value'], 2)}×**",
-        s["target"]["met"],
-    )
+    return what, measured, s["target"]["met"]
 
 
 def cli_verbs(results):
@@ -501,21 +496,16 @@ def cli_verbs(results):
     for verb in dict.fromkeys(r["verb"] for r in big["rows"]):
         got = [r for r in big["rows"] if r["verb"] == verb]
         cpu = ", ".join(f"{r['cpu_s']:.1f} s ({r['format']})" for r in got)
-        rates = ", ".join(f"{r['events_per_cpu_s'] / 1e3:,.0f} k" for r in got)
+        rates = ", ".join(kilo(r["events_per_cpu_s"]) for r in got)
         peaks = ", ".join(f"{r['peak_rss_mib']:.0f}" for r in got)
         measured = f"{cpu}: {rates} events/CPU-s; peak {peaks} MiB"
         rid, met = f"cli-{verb.split()[0]}", all(r["met"] for r in got)
-        missed = [
-            (o, rs)
-            for o in others
-            if (rs := [r for r in o["rows"] if r["verb"] == verb and r["met"] is False])
-        ]
-        if met and missed:
-            o, rs = missed[0]
-            rates = ", ".join(f"{r['events_per_cpu_s'] / 1e3:,.0f} k ({r['format']})" for r in rs)
-            measured += (
-                f"; {cli_size(o['mb'])} run: {rates}, **no** — {REASONS.get(rid, 'see Notes')}"
-            )
+        for o in others if met else []:  # the first smaller run where the verb missed
+            if rs := [r for r in o["rows"] if r["verb"] == verb and r["met"] is False]:
+                rates = ", ".join(f"{kilo(r['events_per_cpu_s'])} ({r['format']})" for r in rs)
+                reason = REASONS.get(rid, "see Notes")
+                measured += f"; {cli_size(o['mb'])} run: {rates}, **no** — {reason}"
+                break
         both = "; two traces, both counted" if verb in ("merge", "diff") else ""
         what = f"`python -m fqntrace {verb}` on a {size} trace (P9{both})"
         target = f"≥ {got[0]['target'] / 1e3:,.0f} k events/CPU-s, ≤ {CLI_RSS_LIMIT_MIB} MiB"

@@ -22,7 +22,7 @@ import re
 
 import measured
 import modes
-from costs import cli_runs, cli_size, costs_table, f, pct, stale_costs_table, table
+from costs import cli_runs, cli_size, costs_table, f, kilo, pct, stale_costs_table, table
 from modes import CLI_RSS_LIMIT_MIB
 from modes import LABELS_BY_MODE as LABELS
 
@@ -436,7 +436,7 @@ def cli_doc_section(results):
             got = [rows[mb].get((verb, fmt)) for fmt in ("Chrome", "JSON Lines")]
             return " · ".join("—" if r is None else show(r) for r in got)
 
-        rates = [cells(mb, lambda r: f"{r['events_per_cpu_s'] / 1e3:,.0f} k") for mb in sizes]
+        rates = [cells(mb, lambda r: kilo(r["events_per_cpu_s"])) for mb in sizes]
         cpu = cells(big, lambda r: f"{r['cpu_s']:.1f} ({r['sys_s']:.1f})")
         rss = cells(big, lambda r: f"{r['peak_rss_mib']:.0f}")
         verb_rows = {mb: [r for r in rows[mb].values() if r["verb"] == verb] for mb in sizes}
@@ -447,10 +447,6 @@ def cli_doc_section(results):
     head += [f"{cli_size(big)}: CPU s (sys), Chrome · JSON Lines", f"{cli_size(big)}: peak RSS MiB"]
     head += [f"target (events / CPU-s, ≤ {CLI_RSS_LIMIT_MIB} MiB)", "met"]
     return f"Runs: {said}.\n\n" + table(head, lines, "l" + "r" * (len(sizes) + 3) + "l")
-
-
-def kilo(events_per_s):
-    return f"{events_per_s / 1e3:,.0f} k"
 
 
 def cli_table(results):
