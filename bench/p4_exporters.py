@@ -105,17 +105,12 @@ def callgrind_exporter(exe, fmt, events):
         if proc.returncode != 0:
             log(f"P4 callgrind {fmt} failed: {proc.stderr[-1500:]}")
             return None
-        done = json.loads(proc.stdout.strip().splitlines()[-1])
-        total = None
-        with open(out_file) as f:
-            for line in f:
-                if line.startswith("summary:") or line.startswith("totals:"):
-                    total = int(line.split()[1])
-        return {
-            "events": done["events"],
-            "instructions": total,
-            "instructions_per_event": total / done["events"] if total else None,
-        }
+        events = json.loads(proc.stdout.strip().splitlines()[-1])["events"]
+        with open(out_file) as f:  # the total: the last summary: or totals: line
+            totals = [line for line in f if line.startswith(("summary:", "totals:"))]
+        total = int(totals[-1].split()[1]) if totals else None
+        per_event = total / events if total else None
+        return {"events": events, "instructions": total, "instructions_per_event": per_event}
 
 
 def run(runner, quick):
