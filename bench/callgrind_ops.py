@@ -44,12 +44,9 @@ def child(mode, what, count):
 
         def work():
             torch.add(a, b)
-    elif what == "ddpstep":
-        work = ddp_model_step()
-    elif what == "demo":
-        work = run_mode.demo_step()
     else:
-        work = run_mode.mlp_step()
+        steps = {"ddpstep": ddp_model_step, "demo": run_mode.demo_step, "mlp": run_mode.mlp_step}
+        work = steps[what]()
 
     # torch.profiler is scoped: entered before the warm-up, left after the count (what it does at
     # exit, collecting its events, is not counted: its cost is measured while it records).
@@ -138,10 +135,10 @@ def inclusive(path, pattern):
 
 
 def run(mode, what, count, outdir):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
-    env.update(environment(mode, os.path.join(outdir, f"{mode}.{what}.{count}.json")))
-    env["FQNTRACE_BENCH_EXPORT"] = os.path.join(outdir, f"{mode}.{what}.{count}.export.json")
     tag = f"{mode}.{what}.{count}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
+    env.update(environment(mode, os.path.join(outdir, f"{tag}.json")))
+    env["FQNTRACE_BENCH_EXPORT"] = os.path.join(outdir, f"{tag}.export.json")
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes"]
     cmd += [f"--callgrind-out-file={os.path.join(outdir, 'cg.' + tag)}.%p", sys.executable]
     cmd += [os.path.abspath(__file__), "--child", mode, "--what", what, "--count", str(count)]
@@ -214,8 +211,7 @@ def main():
             done = list(pool.map(lambda job: run(*job, outdir), jobs))
     finally:
         shutil.rmtree(outdir, ignore_errors=True)
-    out = {"ops": args.ops, "mlp_steps": args.mlp_steps, "whole_ops": args.whole_ops}
-    out.update(modes={}, mlp={})
+    out = dict(ops=args.ops, mlp_steps=args.mlp_steps, whole_ops=args.whole_ops, modes={}, mlp={})
     whole = {}  # mode: its two whole runs
     for what, mode, result in done:
         if what in ("ddpstep", "demo"):
