@@ -15,22 +15,19 @@ SETTINGS = {
 
 def rss_summary(rss, warmup_fraction=0.1):
     """Growth after warm-up (the first 10% of ops, at least 2 s), and whether it is flat."""
-    points = rss["points"]
-    total = points[-1][1]
+    points, total = rss["points"], rss["points"][-1][1]
     cut = next(
         (i for i, (t, n, _) in enumerate(points) if n >= warmup_fraction * total and t >= 2.0),
         len(points) - 1,
     )
-    after = points[cut:]
-    ref = after[0][2]
+    after, ref = points[cut:], points[cut][2]
     growth_kb = max(p[2] for p in after) - ref
     half = len(after) // 2
     first_max = max(p[2] for p in after[:half]) if half else ref
     second_max = max(p[2] for p in after[half:])
     slope = None
     if len(after) >= 3:
-        xs = [p[1] / 1e6 for p in after]
-        ys = [p[2] / 1024 for p in after]
+        xs, ys = [p[1] / 1e6 for p in after], [p[2] / 1024 for p in after]
         mx, my = statistics.fmean(xs), statistics.fmean(ys)
         den = sum((x - mx) ** 2 for x in xs)
         slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else None
