@@ -29,9 +29,6 @@ from modes import LABELS_BY_MODE as LABELS
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(ROOT, "docs", "benchmarks.md")
 
-NOT_MEASURED = "*Not measured in this run.*"
-
-
 # ---------------------------------------------------------------------------------------------
 # Filling the document
 
@@ -62,7 +59,7 @@ def update(doc, results, only=None):
         seen.add(name)
         if only is not None and name not in only:
             return match.group(0)
-        content = SECTIONS[name](results) or NOT_MEASURED
+        content = SECTIONS[name](results) or "*Not measured in this run.*"
         return f"<!-- generated:begin {name} -->\n{content}\n<!-- generated:end {name} -->"
 
     out = MARKER.sub(fill, doc)
@@ -356,8 +353,8 @@ def p7_section(results):
         return None
     cg = ((results.get("callgrind") or {}).get("modes") or {}).get("fqntrace") or {}
     p4 = results.get("p4") or {}
-    chrome = (p4.get("formats") or {}).get("chrome") or {}
-    chrome_cg = (p4.get("callgrind") or {}).get("chrome") or {}
+    chrome_ir = ((p4.get("callgrind") or {}).get("chrome") or {}).get("instructions_per_event")
+    chrome_ns = ((p4.get("formats") or {}).get("chrome") or {}).get("ns_per_event_cpu")
     loop = f"`torch.add` loop of {f(cpu['ops'])} ops, median of {cpu['runs']} processes"
     drain_ir = (
         "drain-thread instructions per op event (callgrind, the same loop: *other threads* in "
@@ -371,10 +368,7 @@ def p7_section(results):
         ("loop-thread CPU per op in the same runs", f"{f(cpu['loop_ns_per_op'])} ns"),
         ("trace bytes per op of that loop", f(cpu["bytes_per_op"], 1)),
         (drain_ir, f(cg.get("other_threads_ir_per_op"))),
-        (
-            exporter,
-            f"{f(chrome_cg.get('instructions_per_event'))}, {f(chrome.get('ns_per_event_cpu'))}",
-        ),
+        (exporter, f"{f(chrome_ir)}, {f(chrome_ns)}"),
     ]
     return table("quantity|value", rows, "lr")
 
@@ -466,9 +460,8 @@ def cli_table(results):
         cpu = f"{r['cpu_s']:.1f} ({r['sys_s']:.1f})"
         numbers = [f"{r['events']:,}", cpu, kilo(r["events_per_cpu_s"]), f"{r['peak_rss_mib']:.0f}"]
         against = [kilo(r["target"]), "yes" if r["met"] else "**no**"]
-        rows.append(
-            [f"`{r['verb']}`", r["format"], *numbers, f"{r['wall_s']:.0f}{status}", *against]
-        )
+        wall = f"{r['wall_s']:.0f}{status}"
+        rows.append([f"`{r['verb']}`", r["format"], *numbers, wall, *against])
     head = "verb|format|events|CPU s (of which sys)|events / CPU-s|peak RSS MiB|wall s"
     head += f"|target (events / CPU-s, ≤ {CLI_RSS_LIMIT_MIB} MiB)|met"
     return said + "\n\n" + table(head, rows, "llrrrrrrl")
