@@ -374,9 +374,8 @@ def ddp(results):
 @row("ddp-ir", "callgrind", "≤ 3 %")
 def ddp_ir(results):
     steps, key = results["callgrind"]["ddp_step"], "all_threads_ir_per_step"
-    ours, floor = (
-        added(steps, m, key) / steps["baseline"][key] for m in ("fqntrace_rank", "empty")
-    )
+    base = steps["baseline"][key]
+    ours, floor = (added(steps, m, key) / base for m in ("fqntrace_rank", "empty"))
     measured = f"**{pct(100 * ours)}** (the empty observer alone: {pct(100 * floor)})"
     what = "… P8's step by instructions, all threads, as a rank traces it (P8c)"
     return what, measured, ours <= 0.03

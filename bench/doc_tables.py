@@ -332,9 +332,8 @@ def p5_rss(results):
 
 def p5_problems(results):
     """Only what went wrong, if anything: P5 cut short by its budget, or events dropped."""
-    if "p5" not in results:
+    if not (fq := results.get("p5", {}).get("fqntrace")):
         return None
-    fq = results["p5"]["fqntrace"]
     rows = []
     if fq.get("stopped_by_budget"):
         done = f"{f(fq['ops'])}, {f(fq['ops_planned'])}"
@@ -507,9 +506,8 @@ def terminal_summary(results):
     lines = []
     if "p1" in results:
         s = results["p1"]["summary"]
-        lines.append(
-            f"{'P1 mode':<18}{'ns/op':>8}{'added':>8}{'thrCPU':>8}{'MLP us':>9}{'MLP %':>8}"
-        )
+        head = f"{'P1 mode':<18}{'ns/op':>8}{'added':>8}{'thrCPU':>8}{'MLP us':>9}{'MLP %':>8}"
+        lines.append(head)
         for m in results["p1"]["modes"]:
             o, mlp = s["ops"][m], s["mlp"][m]
             lines.append(

@@ -40,9 +40,7 @@ def run_p4(s):
         with open(out_json) as f:
             gb = json.load(f)
     formats = {}
-    for b in gb["benchmarks"]:
-        if b.get("run_type") != "iteration":
-            continue
+    for b in (b for b in gb["benchmarks"] if b.get("run_type") == "iteration"):
         fmt = b["run_name"].split("/", 1)[1]
         scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
         d = formats.setdefault(fmt, {"raw_cpu_events_per_s": [], "raw_wall_events_per_s": []})
