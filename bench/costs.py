@@ -254,10 +254,8 @@ def op_ir(results):
 def op_all(results):
     modes = results["callgrind"]["modes"]
     ours, theirs = (added(modes, m, OP) + modes[m]["other_threads_ir_per_op"] for m in MINE_THEIRS)
-    what = (
-        "Per tiny op: instructions added on all threads (the drain included) while the ops run, "
-        "vs torch.profiler's"
-    )
+    what = "Per tiny op: instructions added on all threads (the drain included) while the ops run, "
+    what += "vs torch.profiler's"
     return what, versus(ours, theirs, ours / theirs, plus=""), ours / theirs <= 0.6
 
 
@@ -265,10 +263,8 @@ def op_all(results):
 def op_whole(results):
     whole = results["callgrind"]["whole"]
     ours, theirs = (added(whole, m, "ir_per_op") for m in MINE_THEIRS)
-    what = (
-        "Per tiny op: the whole run until the trace file is written, all threads, vs "
-        "torch.profiler's (its stop and export included)"
-    )
+    what = "Per tiny op: the whole run until the trace file is written, all threads, vs "
+    what += "torch.profiler's (its stop and export included)"
     return what, versus(ours, theirs, ours / theirs, plus=""), ours / theirs <= 0.6
 
 
@@ -276,10 +272,8 @@ def op_whole(results):
 def module_call(results):
     mlp = results["callgrind"]["mlp"]
     per_call = (mlp["fqntrace"][STEP] - mlp["fqntrace_nohooks"][STEP]) / MLP_MODULE_CALLS
-    what = (
-        "Per module call (`nn.Module.__call__`): loop-thread instructions (P1's MLP step with − "
-        f"without module scopes, ÷ its {MLP_MODULE_CALLS} calls; thread CPU readings below)"
-    )
+    what = "Per module call (`nn.Module.__call__`): loop-thread instructions (P1's MLP step with − "
+    what += f"without module scopes, ÷ its {MLP_MODULE_CALLS} calls; thread CPU readings below)"
     return what, f"~{f(per_call)}", None
 
 
@@ -288,10 +282,8 @@ def mlp_wall(results):
     s = results["p1"]["summary"]
     mlp, target = s["mlp"], s["targets"]["mlp_vs_empty"]
     slowdowns = (mlp["fqntrace"]["slowdown_pct"], mlp["empty"]["slowdown_pct"])
-    what = (
-        "Small MLP step (P1: 4 Linear(16, 16) + 3 ReLU, batch 8, forward and backward): wall "
-        "slowdown, vs the empty observer's"
-    )
+    what = "Small MLP step (P1: 4 Linear(16, 16) + 3 ReLU, batch 8, forward and backward): wall "
+    what += "slowdown, vs the empty observer's"
     return what, versus(*slowdowns, target["value"], unit=" %", digits=1), target["met"]
 
 
@@ -305,10 +297,8 @@ def mlp_ir(results):
 def sample_op(results):
     modes = results["callgrind"]["modes"]
     ours, floor = added(modes, "fqntrace_sampled", OP), added(modes, "empty", OP)
-    what = (
-        "Sampled mode (`FQNTRACE_SAMPLE=0.01`): loop-thread instructions added per tiny op, vs "
-        "the empty observer's (callgrind)"
-    )
+    what = "Sampled mode (`FQNTRACE_SAMPLE=0.01`): loop-thread instructions added per tiny op, vs "
+    what += "the empty observer's (callgrind)"
     measured = f"{f(ours, sign=True)} vs +{f(floor)}: **{pct(100 * ours / floor)}**"
     return what, measured, ours / floor <= 0.10
 
@@ -323,11 +313,9 @@ def mlp_added(results, mode):
 def sample_mlp(results):
     ours, ours_pct = mlp_added(results, "fqntrace_sampled")
     base = results["callgrind"]["mlp"]["baseline"][STEP]
-    what = (
-        "… P1's small MLP step: loop-thread instructions added per step (callgrind; the empty "
-        f"observer {pct(mlp_added(results, 'empty')[1])}, the full trace "
-        f"{pct(mlp_added(results, 'fqntrace')[1])})"
-    )
+    what = "… P1's small MLP step: loop-thread instructions added per step (callgrind; the empty "
+    what += f"observer {pct(mlp_added(results, 'empty')[1])}, the full trace "
+    what += f"{pct(mlp_added(results, 'fqntrace')[1])})"
     return what, f"{f(ours, sign=True)} on {f(base)}: **{pct(ours_pct)}**", ours_pct <= 2
 
 
@@ -346,9 +334,8 @@ def sample_mlp_limit(results):
 @row("p2-ab", "p2", "≤ 3 %")
 def p2_ab(results):
     a = results["p2"]["ab"]["summary"]
-    what = (
-        f"Transformer training step (P2: ~{f(a['events_per_step'])} ranges a step), in-process A/B"
-    )
+    ranges = f(a["events_per_step"])
+    what = f"Transformer training step (P2: ~{ranges} ranges a step), in-process A/B"
     return what, before_after(a["baseline_ms"], a["fqntrace_ms"], a["slowdown_pct"], 1), a["met"]
 
 

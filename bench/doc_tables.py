@@ -204,10 +204,9 @@ def p1_section(results):
         step = f"{f(mlp['us_per_step'], 1)} {spread(mlp['iqr_us'], 1)}"
         slowdowns = [f"**{pct(mlp['slowdown_pct'])}**", pct(mlp["best_slowdown_pct"])]
         rows.append([LABELS[m], *ops, step, *(unless_base(base, text) for text in slowdowns)])
-    head = (
-        "mode|ns/op (IQR over rounds)|added ns/op|loop-thread CPU ns/op (added)|process CPU ns/op|"
-        "best sample ns/op (added)|MLP µs/step (IQR)|MLP slowdown|MLP slowdown, best samples"
-    )
+    head = "mode|ns/op (IQR over rounds)|added ns/op|loop-thread CPU ns/op (added)"
+    head += "|process CPU ns/op|best sample ns/op (added)|MLP µs/step (IQR)|MLP slowdown"
+    head += "|MLP slowdown, best samples"
     return table(head, rows, "lr")
 
 
@@ -223,10 +222,8 @@ def callgrind_ops(results):
             callbacks = f"{f(r['on_start_ir_per_op'])} + {f(r['on_end_ir_per_op'])}"
         added = unless_base(m == "baseline", f(ir - base, sign=True))
         rows.append([LABELS[m], f(ir), added, f(r["other_threads_ir_per_op"]), callbacks])
-    head = (
-        "mode|loop thread instructions/op|added vs baseline|other threads (drain) instructions/op"
-        "|fqntrace on_start + on_end (inclusive)"
-    )
+    head = "mode|loop thread instructions/op|added vs baseline"
+    head += "|other threads (drain) instructions/op|fqntrace on_start + on_end (inclusive)"
     return table(head, rows, "lr")
 
 
@@ -254,10 +251,8 @@ def p2_ab_section(results, key="ab"):
     traced = ["traced (fqntrace.profile)", f(a["fqntrace_ms"], 1), f"**{pct(a['slowdown_pct'])}**"]
     traced += [", ".join(map(pct, a["per_process_slowdown_pct"])), groups]
     untraced = ["untraced", f(a["baseline_ms"], 1), *["—"] * 4]
-    head = (
-        "arm|ms/step (median of all steps)|slowdown|per process|per A B B A group: median (IQR)"
-        "|best step vs best step"
-    )
+    head = "arm|ms/step (median of all steps)|slowdown|per process|per A B B A group: median (IQR)"
+    head += "|best step vs best step"
     return table(head, [untraced, [*traced, pct(a["best_slowdown_pct"])]], "lr")
 
 
@@ -272,10 +267,8 @@ def p3_section(results):
         cpu = with_added(r["thread_cpu_ms"], r["thread_cpu_added_ms"], 2, base)
         best = with_added(r["best_ms"], r["best_added_ms"], 2, base)
         rows.append([modes.TRACKER_LABELS[v], step, added, cpu, best])
-    head = (
-        "tracker|ms/step, median of all rounds (IQR)|added ms/step|loop-thread CPU ms/step (added)|"
-        "best sample ms/step (added)"
-    )
+    head = "tracker|ms/step, median of all rounds (IQR)|added ms/step"
+    head += "|loop-thread CPU ms/step (added)|best sample ms/step (added)"
     return table(head, rows, "lr")
 
 
@@ -294,10 +287,8 @@ def p4_section(results):
         rate = f"**{f(d['cpu_events_per_s_median'])}** {spread(d['cpu_events_per_s_iqr'])}"
         times = [rate, f(d["ns_per_event_cpu"]), f(d["wall_events_per_s_median"])]
         rows.append([FORMAT_LABELS[fmt], *times, bpe, objs, f(ipe) if ipe else "—"])
-    head = (
-        "format|events/s on one core (CPU time; IQR)|ns/event|events/s, wall time|bytes/event|"
-        "JSON objects/event|instructions/event (callgrind)"
-    )
+    head = "format|events/s on one core (CPU time; IQR)|ns/event|events/s, wall time|bytes/event|"
+    head += "JSON objects/event|instructions/event (callgrind)"
     return table(head, rows, "lr")
 
 
@@ -383,10 +374,8 @@ def p8_section(results):
     overhead = f"**{pct(100 * d['overhead_median'])}** {iqr(d['overhead_iqr'])}"
     groups = f"{pct(100 * d['group_median'])} over {d['groups']} groups {iqr(d['group_iqr'])}"
     row = [f(d["untraced_ms_median"], 2), f(d["traced_ms_median"], 2), overhead, jobs, groups]
-    head = (
-        "untraced ms/step|traced ms/step|overhead, median over jobs (IQR)|each job"
-        "|per A B B A group: median (IQR)"
-    )
+    head = "untraced ms/step|traced ms/step|overhead, median over jobs (IQR)|each job"
+    head += "|per A B B A group: median (IQR)"
     return table(head, [row], "r")
 
 
