@@ -49,3 +49,29 @@ def group_changes(blocks, stat=statistics.fmean):
 def null_changes(blocks, stat=statistics.fmean):
     """The last A block of each group of four against its first, in %: the A/B's own noise."""
     return [change_pct(blocks[g][1], blocks[g + 3][1], stat) for g in range(0, len(blocks) - 3, 4)]
+
+
+def traced_blocks(step, blocks, steps, path, after_traced=lambda: None):
+    """run() of untraced blocks (A) against blocks traced by fqntrace.profile(path) (B), `steps`
+    timed steps each (after one untimed). Between traced blocks the module hooks are removed, so
+    untraced blocks run with torch's own nn.Module.__call__ (the parameter hooks stay: one no-op
+    Python call per parameter per backward). after_traced(): called after each traced block."""
+    import fqntrace
+    import fqntrace._hooks
+
+    with fqntrace.profile(path):  # names the modules and hooks the parameters once
+        step()
+    fqntrace._hooks.uninstall()
+
+    def block(traced):
+        if not traced:
+            step()
+            return timed(step, steps)
+        with fqntrace.profile(path):
+            step()  # settle: the session's first step allocates its buffers
+            times = timed(step, steps)
+        fqntrace._hooks.uninstall()
+        after_traced()
+        return times
+
+    return run(blocks, block)

@@ -44,12 +44,9 @@ def child(mode, what, count):
 
         def work():
             torch.add(a, b)
-    elif what == "ddpstep":
-        work = ddp_model_step()
-    elif what == "demo":
-        work = run_mode.demo_step()
     else:
-        work = run_mode.mlp_step()
+        steps = {"ddpstep": ddp_model_step, "demo": run_mode.demo_step, "mlp": run_mode.mlp_step}
+        work = steps[what]()
 
     # torch.profiler is scoped: entered before the warm-up, left after the count (what it does at
     # exit, collecting its events, is not counted: its cost is measured while it records).
@@ -86,9 +83,8 @@ def ddp_model_step():
 
 
 def callgrind_switch(state):
-    subprocess.run(
-        ["callgrind_control", "-i", state, str(os.getpid())], capture_output=True, check=True
-    )
+    switch = ["callgrind_control", "-i", state, str(os.getpid())]
+    subprocess.run(switch, capture_output=True, check=True)
 
 
 def whole_run(mode, count):
@@ -129,11 +125,8 @@ def totals(path):
 
 def inclusive(path, pattern):
     """Inclusive Ir of the function whose summary line matches pattern (0 if absent)."""
-    out = subprocess.run(
-        ["callgrind_annotate", "--inclusive=yes", "--threshold=100", path],
-        capture_output=True,
-        text=True,
-    ).stdout
+    annotate = ["callgrind_annotate", "--inclusive=yes", "--threshold=100", path]
+    out = subprocess.run(annotate, capture_output=True, text=True).stdout
     for line in out.splitlines():
         m = re.match(r"^\s*([\d,]+)\s+\([^)]*\)\s+(\S.*)$", line)
         if m and re.search(pattern, m.group(2)) and not m.group(2).startswith("=>"):
@@ -142,10 +135,10 @@ def inclusive(path, pattern):
 
 
 def run(mode, what, count, outdir):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
-    env.update(environment(mode, os.path.join(outdir, f"{mode}.{what}.{count}.json")))
-    env["FQNTRACE_BENCH_EXPORT"] = os.path.join(outdir, f"{mode}.{what}.{count}.export.json")
     tag = f"{mode}.{what}.{count}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
+    env.update(environment(mode, os.path.join(outdir, f"{tag}.json")))
+    env["FQNTRACE_BENCH_EXPORT"] = os.path.join(outdir, f"{tag}.export.json")
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes"]
     cmd += [f"--callgrind-out-file={os.path.join(outdir, 'cg.' + tag)}.%p", sys.executable]
     cmd += [os.path.abspath(__file__), "--child", mode, "--what", what, "--count", str(count)]
@@ -158,17 +151,15 @@ def run(mode, what, count, outdir):
     if what == "whole":  # every thread, the process's whole window
         return what, mode, {"count": count, "ir": sum(irs.values())}
     if what in ("ddpstep", "demo"):
-        every_thread, loop_thread = sum(irs.values()) / count, totals(main) / count
-        result = {"steps": count, "all_threads_ir_per_step": every_thread}
-        return what, mode, {**result, "main_thread_ir_per_step": loop_thread}
+        result = {"steps": count, "all_threads_ir_per_step": sum(irs.values()) / count}
+        return what, mode, result | {"main_thread_ir_per_step": totals(main) / count}
     unit = "op" if what == "ops" else "step"
     others = sum(n for f, n in irs.items() if not f.endswith("-01"))
     result = {f"main_thread_ir_per_{unit}": totals(main) / count}
     result[f"other_threads_ir_per_{unit}"] = others / count
     if what == "ops":
-        result["run_record_function_ir_per_op"] = (
-            inclusive(main, r"Dispatcher::runRecordFunction") / count
-        )
+        run_record_function = inclusive(main, r"Dispatcher::runRecordFunction")
+        result["run_record_function_ir_per_op"] = run_record_function / count
         if mode.startswith("fqntrace"):
             result["on_start_ir_per_op"] = inclusive(main, r"observer.*on_start\(") / count
             result["on_end_ir_per_op"] = inclusive(main, r"observer.*on_end\(") / count
@@ -191,10 +182,8 @@ def main():
     add("--ddp-steps", type=int, default=0, help="also P8c: steps of P8's model per mode (0: none)")
     add("--only-ddp-step", action="store_true", help="only P8c")
     add("--modes", help="only these modes (comma-separated; default: all)")
-    demo = (
-        "also the demo transformer's training step (run_mode.demo_step): steps per mode (0: none)"
-    )
-    add("--demo-steps", type=int, default=0, help=demo)
+    demo = "also the demo transformer's training step (run_mode.demo_step): steps per mode"
+    add("--demo-steps", type=int, default=0, help=demo + " (0: none)")
     add("--only-demo", action="store_true", help="only the demo step")
     args = parser.parse_args()
     if args.child:
@@ -209,9 +198,8 @@ def main():
         jobs += [(m, "ops", args.ops) for m in CALLGRIND_OPS_MODES]
         jobs += [(m, "mlp", args.mlp_steps) for m in CALLGRIND_MLP_MODES]
     if (args.whole or args.only_whole) and not (args.only_ddp_step or args.only_demo):
-        jobs += [
-            (m, "whole", n) for m in WHOLE_RUN_MODES for n in (args.whole_ops // 2, args.whole_ops)
-        ]
+        counts = (args.whole_ops // 2, args.whole_ops)
+        jobs += [(m, "whole", n) for m in WHOLE_RUN_MODES for n in counts]
     if (args.ddp_steps > 0 or args.only_ddp_step) and not args.only_demo:
         jobs += [(m, "ddpstep", args.ddp_steps or 20) for m in CALLGRIND_DDP_STEP_MODES]
     if args.demo_steps > 0 or args.only_demo:
@@ -223,9 +211,8 @@ def main():
             done = list(pool.map(lambda job: run(*job, outdir), jobs))
     finally:
         shutil.rmtree(outdir, ignore_errors=True)
-    out = {"ops": args.ops, "mlp_steps": args.mlp_steps, "whole_ops": args.whole_ops}
-    out.update(modes={}, mlp={})
-    whole = {}
+    out = dict(ops=args.ops, mlp_steps=args.mlp_steps, whole_ops=args.whole_ops, modes={}, mlp={})
+    whole = {}  # mode: its two whole runs
     for what, mode, result in done:
         if what in ("ddpstep", "demo"):
             out.setdefault("ddp_step" if what == "ddpstep" else "demo_step", {})[mode] = result

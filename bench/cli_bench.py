@@ -1,7 +1,7 @@
 """The CLI on big traces: CPU time (user + sys), events per CPU second and peak RSS of every verb
 of `python -m fqntrace`, on a Chrome trace and a JSON Lines trace of the same events, each verb
-against its target (issue 24), and DuckDB answering a per-module question on the same JSON Lines
-file when it is installed (an optional comparison, never a dependency).
+against its target (issue 24). (DuckDB beside the verbs, once here:
+docs/history/experiments/cli_duckdb.py.)
 
     python bench/cli_bench.py SOURCE.json --mb 300 [--out DIR] [--pythonpath DIR] [--verbs ...]
 
@@ -57,22 +57,20 @@ def measure(cmd, env):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("source")
-    parser.add_argument("--mb", type=float, default=300)
-    parser.add_argument("--out", default=os.path.join(ROOT, "build", "cli_bench"))
-    parser.add_argument("--pythonpath", help="the fqntrace package's parent folder to run")
-    parser.add_argument("--verbs", nargs="*", default=None)
-    parser.add_argument("--label", default="this checkout")
-    keep = "keep the big traces in OUT (they are deleted at the end)"
-    parser.add_argument("--keep", action="store_true", help=keep)
+    add = parser.add_argument
+    add("source")
+    add("--mb", type=float, default=300)
+    add("--out", default=os.path.join(ROOT, "build", "cli_bench"))
+    add("--pythonpath", help="the fqntrace package's parent folder to run")
+    add("--verbs", nargs="*", default=None)
+    add("--label", default="this checkout")
+    add("--keep", action="store_true", help="keep the big traces in OUT (deleted at the end)")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     mb = int(args.mb) if args.mb == int(args.mb) else args.mb
-    chrome = os.path.join(args.out, f"big{mb}.json")
-    chrome1 = os.path.join(args.out, f"big{mb}.rank1.json")
-    jsonl = os.path.join(args.out, f"big{mb}.jsonl")
-    jsonl1 = os.path.join(args.out, f"big{mb}.rank1.jsonl")
-    second = {chrome: chrome1, jsonl: jsonl1}  # merge's and diff's other rank
+    chrome, jsonl = (os.path.join(args.out, f"big{mb}.{ext}") for ext in ("json", "jsonl"))
+    # merge's and diff's other rank: bigMB.rank1.json, bigMB.rank1.jsonl
+    second = {path: "%s.rank1%s" % os.path.splitext(path) for path in (chrome, jsonl)}
     needed = 4 * args.mb * 2.5 * (1 << 20)  # the traces, the cut copies, merge's output
     free = shutil.disk_usage(args.out).free
     if free < needed:
@@ -80,15 +78,13 @@ def main():
             f"cli_bench: {free / (1 << 30):.1f} GiB free in {args.out}, about "
             f"{needed / (1 << 30):.1f} GiB needed for {mb} MiB traces; use --out elsewhere"
         )
-    counts = {}
-    made = []
-    for path, rank in ((chrome, None), (chrome1, 1), (jsonl, None), (jsonl1, 1)):
-        if not os.path.exists(path):
-            counts[path] = bigtrace.make(args.source, path, args.mb, rank)[0]
-            made.append(path)
-    env = dict(os.environ)
-    if args.pythonpath:
-        env["PYTHONPATH"] = args.pythonpath
+    counts, made = {}, []
+    for path in (chrome, jsonl):
+        for trace, rank in ((path, None), (second[path], 1)):
+            if not os.path.exists(trace):
+                counts[trace] = bigtrace.make(args.source, trace, args.mb, rank)[0]
+                made.append(trace)
+    env = dict(os.environ, **({"PYTHONPATH": args.pythonpath} if args.pythonpath else {}))
     py = [sys.executable, "-m", "fqntrace"]
 
     def events(path):
@@ -100,8 +96,7 @@ def main():
                 )
         return counts[path]
 
-    cut_at = 0.72
-    cuts = {}
+    cut_at, cuts = 0.72, {}
     for path in (chrome, jsonl):
         cut = path.replace("big", "cut", 1)
         if not os.path.exists(cut):
@@ -123,13 +118,13 @@ def main():
         ("repair", lambda p: ["repair", cuts[p], "-o", cuts[p] + ".fixed"], kept),
         ("report", lambda p: ["report", p, "-o", html], events),
     ]
-    plan = [(verb, path, argv, n) for verb, argv, n in verbs for path in (chrome, jsonl)]
     merge_diff = [("merge", lambda p: ["merge", p, second[p], "-o", merged], two_ranks)]
     merge_diff += [("diff", lambda p: ["diff", p, second[p]], two_ranks)]
+    top = [("top --once", lambda p: ["top", "--once", p], events)]
+    # Each verb on both formats in turn; merge and diff, one format at a time.
+    plan = [(verb, path, argv, n) for verb, argv, n in verbs for path in (chrome, jsonl)]
     plan += [(verb, path, argv, n) for path in (chrome, jsonl) for verb, argv, n in merge_diff]
-    plan += [
-        ("top --once", path, lambda p: ["top", "--once", p], events) for path in (chrome, jsonl)
-    ]
+    plan += [(verb, path, argv, n) for verb, argv, n in top for path in (chrome, jsonl)]
     rows = []
     try:
         for verb, path, argv, n in plan:
@@ -137,8 +132,7 @@ def main():
                 continue
             if verb == "repair":
                 shutil.copyfile(cuts[path] + ".orig", cuts[path])
-            cmd = py + argv(path)
-            rc, cpu, sys_s, rss, wall, out, err = measure(cmd, env)
+            rc, cpu, sys_s, rss, wall, out, err = measure(py + argv(path), env)
             for output in (merged, html, cuts[path], cuts[path] + ".fixed"):
                 if os.path.exists(output):
                     os.remove(output)  # the outputs are as big as the inputs: not kept
@@ -153,10 +147,6 @@ def main():
             shown = (os.path.basename(a) if os.sep in a else a for a in argv(path))
             rows.append({**row, "command": "python -m fqntrace " + " ".join(shown)})
             print(line(rows[-1]), flush=True)
-        duck = duckdb_row(jsonl, events(jsonl))
-        if duck:
-            rows.append(duck)
-            print(line(duck))
         sizes = {"chrome_mib": os.path.getsize(chrome) / (1 << 20)}
         sizes["jsonl_mib"] = os.path.getsize(jsonl) / (1 << 20)
     finally:
@@ -164,13 +154,9 @@ def main():
             for path in made:
                 if os.path.exists(path):
                     os.remove(path)
-    run = {
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
-        "git_commit": measured.git_commit(),
-        "loadavg": [None, os.getloadavg()[0]],
-        "kind": "full",
-        "torch": measured.torch_version(),
-    }
+    run = {"date": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())}
+    run.update(git_commit=measured.git_commit(), loadavg=[None, os.getloadavg()[0]], kind="full")
+    run["torch"] = measured.torch_version()
     results = {"run": run, "mb": mb, "label": args.label, "source": os.path.basename(args.source)}
     results.update(**sizes, rows=rows)
     text = doc_tables.cli_table(results)
@@ -195,56 +181,8 @@ def write_doc(results):
     """The part cli-MB of bench/measured.json, and docs/benchmarks.md's P9 table and opening
     table, which also shows the other parts' numbers (bench/doc_tables.py)."""
     measured.save({f"cli-{results['mb']}": results})
-    doc = os.path.join(ROOT, "docs", "benchmarks.md")
-    with open(doc) as f:
-        text = doc_tables.update(f.read(), measured.load(), only=["p9-cli", "costs", "costs-stale"])
-    with open(doc, "w") as f:
-        f.write(text)
+    doc_tables.update_file(measured.load(), only=["p9-cli", "costs", "costs-stale"])
     print(f"wrote the part cli-{results['mb']} of bench/measured.json and docs/benchmarks.md")
-
-
-DUCK_QUERY = """
-SELECT args.fqn AS fqn, args.phase AS phase, sum(dur) AS us, count(*) AS ops
-FROM read_json('{path}', format='newline_delimited', union_by_name=true, sample_size=-1,
-               ignore_errors=true)
-WHERE ph = 'X' AND cat = 'cpu_op'
-GROUP BY ALL
-"""
-
-
-def duckdb_row(path, n_events):
-    """DuckDB on the JSON Lines file: op time (all ops, no nesting rule) and count per module
-    and phase. A lower bound of the work `summary` does, for scale."""
-    code = (
-        "import duckdb,sys;"
-        f"r=duckdb.sql({DUCK_QUERY!r}.format(path=sys.argv[1])).fetchall();"
-        "print(len(r))"
-    )
-    rc, cpu, sys_s, rss, wall, out, err = measure(
-        [sys.executable, "-c", code, path], dict(os.environ)
-    )
-    if rc != 0:
-        print(f"duckdb: skipped ({err.strip().splitlines()[-1] if err.strip() else rc})")
-        return None
-    version = subprocess.run(
-        [sys.executable, "-c", "import duckdb; print(duckdb.__version__)"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    return {
-        "verb": f"DuckDB {version} (per fqn and phase: sum of op dur, count; no nesting rule)",
-        "format": "JSON Lines",
-        "events": n_events,
-        "cpu_s": cpu,
-        "sys_s": sys_s,
-        "events_per_cpu_s": n_events / cpu,
-        "peak_rss_mib": rss,
-        "wall_s": wall,
-        "target": None,
-        "met": None,
-        "status": "",
-        "command": "duckdb read_json(...) GROUP BY fqn, phase",
-    }
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 bench/measured.json's parts and bench/measured_by_hand.toml's rows, with the date that measured
 it and the command that measures it again. A row measured before the code it describes last
 changed (CODE, by `git log`) goes to the table below it instead (costs-stale), dated. Also the
-number and table formatting bench/doc_tables.py's and bench/part_tables.py's tables share.
+number and table formatting bench/doc_tables.py's tables share.
 
 The rows are ROWS, in the table's order: each is a function of the results that measures it
 (what, measured, met), or None, or a KeyError, when the results lack its numbers; the rows
@@ -35,7 +35,10 @@ def pct(value, digits=1):
 
 def table(head, rows, align="l"):
     """A Markdown table of `head` (column names) and `rows` (lists of cells); `align` a letter per
-    column, l(eft) or r(ight), its last letter repeated for the columns after it."""
+    column, l(eft) or r(ight), its last letter repeated for the columns after it. `head` may
+    also be one string, the names joined by "|"."""
+    if isinstance(head, str):
+        head = head.split("|")
     align = align.ljust(len(head), align[-1])
     rule = "|" + "".join("---:|" if a == "r" else "---|" for a in align)
     return "\n".join([table_line(head), rule, *map(table_line, rows)])
@@ -56,6 +59,10 @@ def cli_runs(results):
 
 def cli_size(mb):
     return f"{mb // 1024} GiB" if mb % 1024 == 0 else f"{mb} MiB"
+
+
+def kilo(events_per_s):
+    return f"{events_per_s / 1e3:,.0f} k"
 
 
 # bench/measured_by_hand.toml: "reasons" {row id: why it misses}, "newer" {row id: {date, text}},
@@ -200,6 +207,7 @@ def before_after(before, after, change_pct, digits):
 OP, STEP = "main_thread_ir_per_op", "main_thread_ir_per_step"  # callgrind: the loop thread's
 MINE_THEIRS = ("fqntrace", "profiler")
 EMPTY_SAMPLED = ("empty_sampled", "empty_sampled_ops")
+MODTRACKERS = ("fqntrace_modtracker", "torch_modtracker")  # P3's variants, ours and torch's
 
 
 def added(by_mode, mode, key):
@@ -213,26 +221,27 @@ def vs_empty(by_mode, key, limit):
     return versus(ours, floor, ours / floor), ours / floor <= limit
 
 
+def p1_versus(results, theirs, target):
+    """(P1's ns added per op, fqntrace's against the mode `theirs`'s, met) and P1's summary."""
+    s = results["p1"]["summary"]
+    ops, target = s["ops"], s["targets"][target]
+    added = (ops[m]["added_ns"] for m in ("fqntrace", theirs))
+    return versus(*added, target["value"], unit=" ns"), target["met"], s
+
+
 @row("op-empty", "p1", "≤ 1.5×")
 def op_empty(results):
-    s = results["p1"]["summary"]
-    ops, target = s["ops"], s["targets"]["ops_vs_empty"]
-    ours = versus(
-        ops["fqntrace"]["added_ns"], ops["empty"]["added_ns"], target["value"], unit=" ns"
-    )
+    ours, met, s = p1_versus(results, "empty", "ops_vs_empty")
     best = f(s["ratios"].get("best_fqntrace_over_empty_added_ns"), 2)
     what = "Per tiny op (`torch.add`, 4 elements): wall time added, vs the empty observer's"
-    return what, f"{ours} (best samples {best}×)", target["met"]
+    return what, f"{ours} (best samples {best}×)", met
 
 
 @row("op-profiler", "p1", "≤ 0.5×")
 def op_profiler(results):
-    s = results["p1"]["summary"]
-    ops, target = s["ops"], s["targets"]["ops_vs_profiler"]
-    theirs = ops["profiler"]["added_ns"]
-    ours = versus(ops["fqntrace"]["added_ns"], theirs, target["value"], unit=" ns")
-    stack = f"(with_stack: +{f(ops['profiler_stack']['added_ns'])} ns)"
-    return "… vs torch.profiler's (CPU)", f"{ours} {stack}", target["met"]
+    ours, met, s = p1_versus(results, "profiler", "ops_vs_profiler")
+    stack = f"(with_stack: +{f(s['ops']['profiler_stack']['added_ns'])} ns)"
+    return "… vs torch.profiler's (CPU)", f"{ours} {stack}", met
 
 
 @row("op-ir", "callgrind", "≤ 1.25×")
@@ -245,10 +254,8 @@ def op_ir(results):
 def op_all(results):
     modes = results["callgrind"]["modes"]
     ours, theirs = (added(modes, m, OP) + modes[m]["other_threads_ir_per_op"] for m in MINE_THEIRS)
-    what = (
-        "Per tiny op: instructions added on all threads (the drain included) while the ops run, "
-        "vs torch.profiler's"
-    )
+    what = "Per tiny op: instructions added on all threads (the drain included) while the ops run, "
+    what += "vs torch.profiler's"
     return what, versus(ours, theirs, ours / theirs, plus=""), ours / theirs <= 0.6
 
 
@@ -256,10 +263,8 @@ def op_all(results):
 def op_whole(results):
     whole = results["callgrind"]["whole"]
     ours, theirs = (added(whole, m, "ir_per_op") for m in MINE_THEIRS)
-    what = (
-        "Per tiny op: the whole run until the trace file is written, all threads, vs "
-        "torch.profiler's (its stop and export included)"
-    )
+    what = "Per tiny op: the whole run until the trace file is written, all threads, vs "
+    what += "torch.profiler's (its stop and export included)"
     return what, versus(ours, theirs, ours / theirs, plus=""), ours / theirs <= 0.6
 
 
@@ -267,10 +272,8 @@ def op_whole(results):
 def module_call(results):
     mlp = results["callgrind"]["mlp"]
     per_call = (mlp["fqntrace"][STEP] - mlp["fqntrace_nohooks"][STEP]) / MLP_MODULE_CALLS
-    what = (
-        "Per module call (`nn.Module.__call__`): loop-thread instructions (P1's MLP step with − "
-        f"without module scopes, ÷ its {MLP_MODULE_CALLS} calls; thread CPU readings below)"
-    )
+    what = "Per module call (`nn.Module.__call__`): loop-thread instructions (P1's MLP step with − "
+    what += f"without module scopes, ÷ its {MLP_MODULE_CALLS} calls; thread CPU readings below)"
     return what, f"~{f(per_call)}", None
 
 
@@ -279,10 +282,8 @@ def mlp_wall(results):
     s = results["p1"]["summary"]
     mlp, target = s["mlp"], s["targets"]["mlp_vs_empty"]
     slowdowns = (mlp["fqntrace"]["slowdown_pct"], mlp["empty"]["slowdown_pct"])
-    what = (
-        "Small MLP step (P1: 4 Linear(16, 16) + 3 ReLU, batch 8, forward and backward): wall "
-        "slowdown, vs the empty observer's"
-    )
+    what = "Small MLP step (P1: 4 Linear(16, 16) + 3 ReLU, batch 8, forward and backward): wall "
+    what += "slowdown, vs the empty observer's"
     return what, versus(*slowdowns, target["value"], unit=" %", digits=1), target["met"]
 
 
@@ -296,10 +297,8 @@ def mlp_ir(results):
 def sample_op(results):
     modes = results["callgrind"]["modes"]
     ours, floor = added(modes, "fqntrace_sampled", OP), added(modes, "empty", OP)
-    what = (
-        "Sampled mode (`FQNTRACE_SAMPLE=0.01`): loop-thread instructions added per tiny op, vs "
-        "the empty observer's (callgrind)"
-    )
+    what = "Sampled mode (`FQNTRACE_SAMPLE=0.01`): loop-thread instructions added per tiny op, vs "
+    what += "the empty observer's (callgrind)"
     measured = f"{f(ours, sign=True)} vs +{f(floor)}: **{pct(100 * ours / floor)}**"
     return what, measured, ours / floor <= 0.10
 
@@ -314,11 +313,9 @@ def mlp_added(results, mode):
 def sample_mlp(results):
     ours, ours_pct = mlp_added(results, "fqntrace_sampled")
     base = results["callgrind"]["mlp"]["baseline"][STEP]
-    what = (
-        "… P1's small MLP step: loop-thread instructions added per step (callgrind; the empty "
-        f"observer {pct(mlp_added(results, 'empty')[1])}, the full trace "
-        f"{pct(mlp_added(results, 'fqntrace')[1])})"
-    )
+    what = "… P1's small MLP step: loop-thread instructions added per step (callgrind; the empty "
+    what += f"observer {pct(mlp_added(results, 'empty')[1])}, the full trace "
+    what += f"{pct(mlp_added(results, 'fqntrace')[1])})"
     return what, f"{f(ours, sign=True)} on {f(base)}: **{pct(ours_pct)}**", ours_pct <= 2
 
 
@@ -337,9 +334,8 @@ def sample_mlp_limit(results):
 @row("p2-ab", "p2", "≤ 3 %")
 def p2_ab(results):
     a = results["p2"]["ab"]["summary"]
-    what = (
-        f"Transformer training step (P2: ~{f(a['events_per_step'])} ranges a step), in-process A/B"
-    )
+    ranges = f(a["events_per_step"])
+    what = f"Transformer training step (P2: ~{ranges} ranges a step), in-process A/B"
     return what, before_after(a["baseline_ms"], a["fqntrace_ms"], a["slowdown_pct"], 1), a["met"]
 
 
@@ -365,9 +361,8 @@ def ddp(results):
 @row("ddp-ir", "callgrind", "≤ 3 %")
 def ddp_ir(results):
     steps, key = results["callgrind"]["ddp_step"], "all_threads_ir_per_step"
-    ours, floor = (
-        added(steps, m, key) / steps["baseline"][key] for m in ("fqntrace_rank", "empty")
-    )
+    base = steps["baseline"][key]
+    ours, floor = (added(steps, m, key) / base for m in ("fqntrace_rank", "empty"))
     measured = f"**{pct(100 * ours)}** (the empty observer alone: {pct(100 * floor)})"
     what = "… P8's step by instructions, all threads, as a rank traces it (P8c)"
     return what, measured, ours <= 0.03
@@ -389,10 +384,8 @@ def drain_ns(results):
 def exporters(results):
     p4 = results["p4"]
     rate = p4["targets"]["events_per_s"]
-    at_once = p4["formats"].get("all", {}).get("cpu_events_per_s_median", 0)
-    measured = (
-        f"**{f(rate['value'] / 1e6, 2)} M** (all three formats at once: {f(at_once / 1e6, 2)} M)"
-    )
+    at_once = f(p4["formats"].get("all", {}).get("cpu_events_per_s_median", 0) / 1e6, 2)
+    measured = f"**{f(rate['value'] / 1e6, 2)} M** (all three formats at once: {at_once} M)"
     return "The drain's exporters: events/s on one core, slowest format (P4)", measured, rate["met"]
 
 
@@ -455,11 +448,9 @@ def p5_memory(results):
 def p6_loaded_off(results):
     p6 = results["p1"]["summary"]["p6"]
     modes = (results.get("callgrind") or {}).get("modes") or {}
-    ir = (
-        f", {f(added(modes, 'loaded_off', OP), sign=True)} instructions"
-        if "loaded_off" in modes and "baseline" in modes
-        else ""
-    )
+    ir = ""
+    if "loaded_off" in modes and "baseline" in modes:
+        ir = f", {f(added(modes, 'loaded_off', OP), sign=True)} instructions"
     measured = (
         f"session {'running' if p6['running'] else 'off'}, "
         f"{'a' if p6['global_callbacks'] else 'no'} RecordFunction callback; "
@@ -472,16 +463,10 @@ def p6_loaded_off(results):
 @row("p3", "p3", "≤ 0.5×")
 def p3_modtracker(results):
     s = results["p3"]["summary"]
-    ours, theirs = (
-        f(s["variants"][v]["added_ms"], 2, sign=True)
-        for v in ("fqntrace_modtracker", "torch_modtracker")
-    )
+    ours, theirs = (f(s["variants"][v]["added_ms"], 2, sign=True) for v in MODTRACKERS)
+    measured = f"{ours} vs {theirs} ms a step: **{f(s['target']['value'], 2)}×**"
     what = "`fqntrace.ModTracker` vs torch's `ModTracker` (P3: 200 modules), added time"
-    return (
-        what,
-        f"{ours} vs {theirs} ms a step: **{f(s['target']['value'], 2)}×**",
-        s["target"]["met"],
-    )
+    return what, measured, s["target"]["met"]
 
 
 def cli_verbs(results):
@@ -497,28 +482,16 @@ def cli_verbs(results):
     for verb in dict.fromkeys(r["verb"] for r in big["rows"]):
         got = [r for r in big["rows"] if r["verb"] == verb]
         cpu = ", ".join(f"{r['cpu_s']:.1f} s ({r['format']})" for r in got)
-        rates = ", ".join(f"{r['events_per_cpu_s'] / 1e3:,.0f} k" for r in got)
+        rates = ", ".join(kilo(r["events_per_cpu_s"]) for r in got)
         peaks = ", ".join(f"{r['peak_rss_mib']:.0f}" for r in got)
         measured = f"{cpu}: {rates} events/CPU-s; peak {peaks} MiB"
-        if got[0].get("target") is None:  # DuckDB beside the verbs
-            what = (
-                f"{verb.split(' (')[0]} on the same {size} JSON Lines file: per fqn and phase, "
-                "sum of op `dur` and count (no nesting rule)"
-            )
-            rows.append(Row("cli-duckdb", f"cli-{big['mb']}", what, measured, "—", None, command))
-            continue
         rid, met = f"cli-{verb.split()[0]}", all(r["met"] for r in got)
-        missed = [
-            (o, rs)
-            for o in others
-            if (rs := [r for r in o["rows"] if r["verb"] == verb and r["met"] is False])
-        ]
-        if met and missed:
-            o, rs = missed[0]
-            rates = ", ".join(f"{r['events_per_cpu_s'] / 1e3:,.0f} k ({r['format']})" for r in rs)
-            measured += (
-                f"; {cli_size(o['mb'])} run: {rates}, **no** — {REASONS.get(rid, 'see Notes')}"
-            )
+        for o in others if met else []:  # the first smaller run where the verb missed
+            if rs := [r for r in o["rows"] if r["verb"] == verb and r["met"] is False]:
+                rates = ", ".join(f"{kilo(r['events_per_cpu_s'])} ({r['format']})" for r in rs)
+                reason = REASONS.get(rid, "see Notes")
+                measured += f"; {cli_size(o['mb'])} run: {rates}, **no** — {reason}"
+                break
         both = "; two traces, both counted" if verb in ("merge", "diff") else ""
         what = f"`python -m fqntrace {verb}` on a {size} trace (P9{both})"
         target = f"≥ {got[0]['target'] / 1e3:,.0f} k events/CPU-s, ≤ {CLI_RSS_LIMIT_MIB} MiB"

@@ -16,6 +16,7 @@ runs the child with another interpreter (another checkout's .venv: a before/afte
 """
 
 import argparse
+import gzip
 import json
 import os
 import statistics
@@ -53,48 +54,41 @@ def step():
     model(x).sum().backward()
     opt.step()"""
 CHILDREN = {
-    "add": CHILD.replace("SETUP", "a, b = torch.ones(4), torch.ones(4)")
-    .replace("WARMUP", "2000")
-    .replace("OP", "torch.add(a, b)"),
-    "train": CHILD.replace("SETUP", TRAIN_SETUP).replace("WARMUP", "20").replace("OP", "step()"),
+    "add": CHILD.replace("SETUP", "a, b = torch.ones(4), torch.ones(4)").replace("WARMUP", "2000"),
+    "train": CHILD.replace("SETUP", TRAIN_SETUP).replace("WARMUP", "20"),
 }
+CHILDREN["add"] = CHILDREN["add"].replace("OP", "torch.add(a, b)")
+CHILDREN["train"] = CHILDREN["train"].replace("OP", "step()")
+
+
+def footer_number(tail, key):
+    """A number of the trace's footer (its last 200 bytes), e.g. "events"."""
+    return int(tail.split(f'"{key}": ')[1].split(",")[0])
 
 
 def run_once(ops, trace_dir, env_extra, python=sys.executable, workload="add", suffix=".json"):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
-    env.update(env_extra)
-    env["FQNTRACE"] = os.path.join(trace_dir, "drain" + suffix)
-    env["OMP_NUM_THREADS"] = "1"
+    env.update(env_extra, FQNTRACE=os.path.join(trace_dir, "drain" + suffix), OMP_NUM_THREADS="1")
     cmd = [python, "-c", CHILDREN[workload], str(ops)]
     out = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True).stdout.split()
     assert out[0] == "True", "fqntrace did not start"
     size = os.path.getsize(env["FQNTRACE"])
-    if suffix.endswith(".gz"):
-        import gzip
-
-        with gzip.open(env["FQNTRACE"], "rb") as f:
-            text = f.read()
-        tail = text[-200:].decode(errors="replace")
-    else:
-        with open(env["FQNTRACE"], "rb") as f:
-            f.seek(max(0, size - 200))
-            tail = f.read().decode(errors="replace")
-    dropped = (
-        int(tail.split('"dropped_events": ')[1].split(",")[0]) if "dropped_events" in tail else -1
-    )
+    with (gzip.open if suffix.endswith(".gz") else open)(env["FQNTRACE"], "rb") as f:
+        tail = f.read()[-200:].decode(errors="replace")
+    dropped = footer_number(tail, "dropped_events") if "dropped_events" in tail else -1
     if workload == "add":
         return float(out[1]), float(out[2]), size / ops, dropped
     # per written event: the tail's count (X events), of which the loop wrote all but the warm-up
-    events = int(tail.split('"events": ')[1].split(",")[0])
+    events = footer_number(tail, "events")
     per_step = events / (ops + 20)
     return float(out[1]) / per_step, float(out[2]) / per_step, size / events, dropped
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ops", type=int, default=400_000)
-    parser.add_argument("--runs", type=int, default=5)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add = parser.add_argument
+    add("--ops", type=int, default=400_000)
+    add("--runs", type=int, default=5)
     add("--suffix", default=".json", help="the trace's name ending: .json or .json.gz")
     add("--json", default="")
     add("--workload", choices=("add", "train"), default="add")
@@ -102,14 +96,13 @@ def main():
     add("--env", action="append", default=[], metavar="NAME=VALUE", help=env)
     add("--python", default=sys.executable, help="the interpreter of the child (default: this one)")
     args = parser.parse_args()
-    drain, loop, size, dropped = [], [], [], []
+    runs = []  # (drain ns, loop ns, bytes, dropped) per event of each run
     with tempfile.TemporaryDirectory(prefix="fqntrace-drain-cpu-") as d:
         for _ in range(args.runs):
             env = dict(kv.split("=", 1) for kv in args.env)
-            r = run_once(args.ops, d, env, args.python, args.workload, args.suffix)
-            for values, value in zip((drain, loop, size, dropped), r):
-                values.append(value)
+            runs.append(run_once(args.ops, d, env, args.python, args.workload, args.suffix))
             time.sleep(0.5)
+    drain, loop, size, dropped = (list(column) for column in zip(*runs))
     result = {"workload": args.workload, "env": args.env, "python": args.python}
     result.update(suffix=args.suffix, ops=args.ops, runs=args.runs)
     result.update(drain_ns_per_op=statistics.median(drain), drain_ns_per_op_runs=drain)

@@ -34,12 +34,8 @@ CALLGRIND_SETTINGS = {"ops": 5000, "mlp_steps": 50, "ddp_steps": 20}
 
 
 def machine():
-    info = {
-        "hostname": platform.node(),
-        "kernel": platform.release(),
-        "python": platform.python_version(),
-        "cores": os.cpu_count(),
-    }
+    info = {"hostname": platform.node(), "kernel": platform.release()}
+    info.update(python=platform.python_version(), cores=os.cpu_count())
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -86,16 +82,12 @@ def main():
         "bench/measured.json",
     )
     parser.add_argument("--results", default=measured.PATH)
-    parser.add_argument("--doc", default=os.path.join(ROOT, "docs", "benchmarks.md"))
+    parser.add_argument("--doc", default=doc_tables.DOC)
     args = parser.parse_args()
     kind = "quick" if args.quick else "full"
-    only = (
-        args.only.split(",")
-        if args.only
-        else [p for p in PARTS if not (args.quick and p == "callgrind")]
-    )
-    unknown = [p for p in only if p not in PARTS]
-    if unknown:
+    only = [p for p in PARTS if not (args.quick and p == "callgrind")]
+    only = args.only.split(",") if args.only else only
+    if unknown := [p for p in only if p not in PARTS]:
         sys.exit(f"bench: unknown part {', '.join(unknown)} (parts: {', '.join(PARTS)})")
     started = time.time()
     common = {"git_commit": measured.git_commit(), "kind": kind, "torch": measured.torch_version()}
@@ -108,12 +100,8 @@ def main():
             load_start = os.getloadavg()[0]
             numbers = PARTS[part](runner, args.quick)
             if numbers is not None:
-                numbers["run"] = {
-                    "date": date,
-                    **common,
-                    "loadavg": [load_start, os.getloadavg()[0]],
-                }
-                parts[part] = numbers
+                loadavg = [load_start, os.getloadavg()[0]]
+                parts[part] = {**numbers, "run": {"date": date, **common, "loadavg": loadavg}}
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
     if not parts:
@@ -126,10 +114,7 @@ def main():
     )
     results = measured.load(args.results)
     # Only the generated sections change; the hand-written analysis around them stays.
-    with open(args.doc) as f:
-        text = doc_tables.update(f.read(), results)
-    with open(args.doc, "w") as f:
-        f.write(text)
+    doc_tables.update_file(results, args.doc)
     log(f"updated the generated sections of {os.path.relpath(args.doc, ROOT)}")
     print(doc_tables.terminal_summary(results))
 

@@ -49,26 +49,20 @@ def save(parts, machine=None, path=PATH):
     return raw
 
 
+def output(*cmd):
+    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
+
+
 def git_commit():
     """This checkout's short commit, for a run's facts (None outside a git work tree)."""
     try:
-        return subprocess.run(
-            ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        return output("git", "-C", ROOT, "rev-parse", "--short", "HEAD")
     except (OSError, subprocess.CalledProcessError):
         return None
 
 
 def torch_version():
-    return subprocess.run(
-        [sys.executable, "-c", "import torch; print(torch.__version__)"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    return output(sys.executable, "-c", "import torch; print(torch.__version__)")
 
 
 def dumps(value, indent=""):

@@ -46,26 +46,30 @@ def run_p1(runner, s):
             raw[mode]["mlp"].append(out["mlp"]["samples"])
             facts[mode] = out["facts"]
             if "trace_file" in out:
-                facts[mode]["dropped_events_last_round"] = out["trace_file"]["footer"].get(
-                    "dropped_events"
-                )
-        base = median(raw["baseline"]["ops"][-1])
-        fq = median(raw["fqntrace"]["ops"][-1])
-        em = median(raw["empty"]["ops"][-1])
+                dropped = out["trace_file"]["footer"].get("dropped_events")
+                facts[mode]["dropped_events_last_round"] = dropped
+        base, fq, em = (median(raw[m]["ops"][-1]) for m in ("baseline", "fqntrace", "empty"))
         log(
             f"P1 round {r + 1}/{s['p1_rounds']} ({time.time() - t0:.0f} s): baseline {base:.0f} "
             f"ns/op, empty +{em - base:.0f}, fqntrace +{fq - base:.0f}"
         )
-    return {
-        "modes": list(P1_MODES),
-        "rounds": s["p1_rounds"],
-        "ops_per_sample": s["p1_ops"],
-        "samples_per_process": s["p1_samples"],
-        "mlp_steps_per_sample": s["mlp_steps"],
-        "threads": 1,
-        "raw": raw,
-        "raw_facts": facts,
-    }
+    p1 = {"modes": list(P1_MODES), "rounds": s["p1_rounds"], "ops_per_sample": s["p1_ops"]}
+    p1.update(samples_per_process=s["p1_samples"], mlp_steps_per_sample=s["mlp_steps"])
+    return {**p1, "threads": 1, "raw": raw, "raw_facts": facts}
+
+
+# The facts P6 keeps of its mode's run (bench/run_mode.py's set_up).
+P6_FACTS = ("running", "global_callbacks", "function_scope_active")
+
+
+def lowest(samples):
+    """The lowest sample of all processes."""
+    return min(min(x) for x in samples)
+
+
+def median_of_medians(samples):
+    """The median over processes of each process's median."""
+    return median([median(x) for x in samples])
 
 
 def summarize_p1(p1):
@@ -74,43 +78,24 @@ def summarize_p1(p1):
     Not paired per round: on this machine noise comes in bursts that hit single processes, and a
     paired difference is spoiled when either of its two processes is hit, while a median over
     rounds per mode shrugs off a minority of hit processes. The per-round spread is kept (IQR)."""
-    raw = p1["raw"]
-    per_round = {
-        b: {m: [median(x) for x in raw[m][b]] for m in p1["modes"]} for b in ("ops", "mlp")
-    }
+    raw, modes = p1["raw"], p1["modes"]
+    per_round = {b: {m: [median(x) for x in raw[m][b]] for m in modes} for b in ("ops", "mlp")}
     summary = {"ops": {}, "mlp": {}}
-    base_ops = median(per_round["ops"]["baseline"])
-    base_mlp = median(per_round["mlp"]["baseline"])
-    base_best = min(min(x) for x in raw["baseline"]["ops"])
-    base_thread = median([median(x) for x in raw["baseline"]["ops_thread_cpu"]])
-    for m in p1["modes"]:
-        ops = per_round["ops"][m]
-        best = min(min(x) for x in raw[m]["ops"])
-        thread_cpu = median([median(x) for x in raw[m]["ops_thread_cpu"]])
-        summary["ops"][m] = {
-            "ns_per_op": median(ops),
-            "added_ns": median(ops) - base_ops,
-            "iqr_ns": quartiles(ops),
-            "per_round": ops,
-            "thread_cpu_ns": thread_cpu,
-            "thread_cpu_added_ns": thread_cpu - base_thread,
-            "process_cpu_ns": median([median(x) for x in raw[m]["ops_process_cpu"]]),
-            "best_ns": best,
-            "best_added_ns": best - base_best,
-        }
-        mlp = per_round["mlp"][m]
-        summary["mlp"][m] = {
-            "us_per_step": median(mlp),
-            "slowdown_pct": 100.0 * (median(mlp) / base_mlp - 1.0),
-            "iqr_us": quartiles(mlp),
-            "per_round": mlp,
-            "best_us": min(min(x) for x in raw[m]["mlp"]),
-        }
-    best_mlp = summary["mlp"]["baseline"]["best_us"]
-    for m in p1["modes"]:
-        summary["mlp"][m]["best_slowdown_pct"] = 100.0 * (
-            summary["mlp"][m]["best_us"] / best_mlp - 1.0
-        )
+    base_ops, base_mlp = (median(per_round[b]["baseline"]) for b in ("ops", "mlp"))
+    base_best, base_best_mlp = (lowest(raw["baseline"][b]) for b in ("ops", "mlp"))
+    base_thread = median_of_medians(raw["baseline"]["ops_thread_cpu"])
+    for m in modes:
+        ops, mlp = per_round["ops"][m], per_round["mlp"][m]
+        best, thread_cpu = lowest(raw[m]["ops"]), median_of_medians(raw[m]["ops_thread_cpu"])
+        o = summary["ops"][m] = {"ns_per_op": median(ops), "added_ns": median(ops) - base_ops}
+        o.update(iqr_ns=quartiles(ops), per_round=ops, thread_cpu_ns=thread_cpu)
+        o["thread_cpu_added_ns"] = thread_cpu - base_thread
+        o["process_cpu_ns"] = median_of_medians(raw[m]["ops_process_cpu"])
+        o.update(best_ns=best, best_added_ns=best - base_best)
+        slowdown, best_us = 100.0 * (median(mlp) / base_mlp - 1.0), lowest(raw[m]["mlp"])
+        step = summary["mlp"][m] = {"us_per_step": median(mlp), "slowdown_pct": slowdown}
+        step.update(iqr_us=quartiles(mlp), per_round=mlp, best_us=best_us)
+        step["best_slowdown_pct"] = 100.0 * (best_us / base_best_mlp - 1.0)
     r = summary["ratios"] = {
         name: ratio(summary[b][mode][key], summary[b][ref][key])
         for name, b, key, mode, ref in RATIOS
@@ -124,18 +109,11 @@ def summarize_p1(p1):
     # over rounds; "within" when the difference of medians is inside it.
     base_iqr = quartiles(per_round["ops"]["baseline"])
     noise = max(0.01 * base_ops, base_iqr[1] - base_iqr[0])
-    added = summary["ops"]["loaded_off"]["added_ns"]
-    facts = p1["raw_facts"].get("loaded_off", {})
-    summary["p6"] = {
-        "running": facts.get("running"),
-        "global_callbacks": facts.get("global_callbacks"),
-        "function_scope_active": facts.get("function_scope_active"),
-        "added_ns": added,
-        "best_added_ns": summary["ops"]["loaded_off"]["best_added_ns"],
-        "noise_ns": noise,
-        "within_noise": abs(added) <= noise,
-        "mlp_slowdown_pct": summary["mlp"]["loaded_off"]["slowdown_pct"],
-    }
+    facts, off = p1["raw_facts"].get("loaded_off", {}), summary["ops"]["loaded_off"]
+    p6 = summary["p6"] = {k: facts.get(k) for k in P6_FACTS}
+    p6.update(added_ns=off["added_ns"], best_added_ns=off["best_added_ns"], noise_ns=noise)
+    p6["within_noise"] = abs(off["added_ns"]) <= noise
+    p6["mlp_slowdown_pct"] = summary["mlp"]["loaded_off"]["slowdown_pct"]
     return summary
 
 

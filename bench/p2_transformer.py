@@ -25,15 +25,9 @@ def run_p2_ab(runner, s, compiled=False):
         out = runner.run("baseline", "transformer_ab", args.split())["transformer_ab"]
         b, f = median(out["samples"]["baseline"]), median(out["samples"]["fqntrace"])
         quads += ab.group_changes(out["blocks"])
-        per_process.append(
-            {
-                "baseline_ms": b,
-                "fqntrace_ms": f,
-                "slowdown_pct": 100.0 * (f / b - 1.0),
-                "raw_blocks": out["blocks"],
-                "traced_event_lines": out["traced_event_lines"],
-            }
-        )
+        process = {"baseline_ms": b, "fqntrace_ms": f, "slowdown_pct": 100.0 * (f / b - 1.0)}
+        process.update(raw_blocks=out["blocks"], traced_event_lines=out["traced_event_lines"])
+        per_process.append(process)
         for k in pooled:
             pooled[k] += out["samples"][k]
         log(
@@ -42,24 +36,18 @@ def run_p2_ab(runner, s, compiled=False):
         )
     b, f = median(pooled["baseline"]), median(pooled["fqntrace"])
     steps_traced = len(pooled["fqntrace"]) + s["p2ab_blocks"] // 2 * s["p2ab_processes"]
-    return {
-        "processes": s["p2ab_processes"],
-        "blocks": s["p2ab_blocks"],
+    summary = {"baseline_ms": b, "fqntrace_ms": f, "slowdown_pct": 100.0 * (f / b - 1.0)}
+    summary["per_process_slowdown_pct"] = [p["slowdown_pct"] for p in per_process]
+    best = 100.0 * (min(pooled["fqntrace"]) / min(pooled["baseline"]) - 1.0)
+    summary.update(best_slowdown_pct=best, group_slowdown_pct_median=median(quads))
+    summary.update(group_slowdown_pct_iqr=quartiles(quads), groups=len(quads))
+    events = sum(p["traced_event_lines"] for p in per_process) / steps_traced
+    summary.update(events_per_step=events, target="<= 3%", met=100.0 * (f / b - 1.0) <= 3.0)
+    run = {"processes": s["p2ab_processes"], "blocks": s["p2ab_blocks"]}
+    return run | {
         "steps_per_block": s["p2ab_steps"],
         "per_process": per_process,
-        "summary": {
-            "baseline_ms": b,
-            "fqntrace_ms": f,
-            "slowdown_pct": 100.0 * (f / b - 1.0),
-            "per_process_slowdown_pct": [p["slowdown_pct"] for p in per_process],
-            "best_slowdown_pct": 100.0 * (min(pooled["fqntrace"]) / min(pooled["baseline"]) - 1.0),
-            "group_slowdown_pct_median": median(quads),
-            "group_slowdown_pct_iqr": quartiles(quads),
-            "groups": len(quads),
-            "events_per_step": sum(p["traced_event_lines"] for p in per_process) / steps_traced,
-            "target": "<= 3%",
-            "met": 100.0 * (f / b - 1.0) <= 3.0,
-        },
+        "summary": summary,
     }
 
 

@@ -14,21 +14,13 @@ def run_p3(runner, s):
     """P3: fqntrace.ModTracker vs torch's ModTracker on a module-heavy model. The trackers are
     context managers, so their variants alternate inside each process (bench/run_mode.py
     bench_trackers); a few processes, so one unlucky process cannot decide the result."""
-    args = [
-        "--modules",
-        s["p3_modules"],
-        "--rounds",
-        s["p3_rounds"],
-        "--steps",
-        s["p3_steps"],
-        "--warmup",
-        1,
-        "--threads",
-        1,
-    ]
-    raw = {v: [] for v in TRACKER_NAMES}
-    cpu = {v: [] for v in TRACKER_NAMES}
-    per_process = []
+    log(
+        f"P3: {s['p3_processes']} process(es) x {s['p3_rounds']} rounds x {len(TRACKER_NAMES)} "
+        f"tracker variants, {s['p3_modules']} modules"
+    )
+    args = f"--modules {s['p3_modules']} --rounds {s['p3_rounds']} --steps {s['p3_steps']}"
+    args = f"{args} --warmup 1 --threads 1".split()
+    raw, cpu, per_process = {v: [] for v in TRACKER_NAMES}, {v: [] for v in TRACKER_NAMES}, []
     for i in range(s["p3_processes"]):
         out = runner.run("baseline", "trackers", args)["trackers"]
         for v in TRACKER_NAMES:
@@ -65,15 +57,10 @@ def summarize_p3(raw, cpu, processes):
     out = {"variants": {}, "rounds_total": n}
     base, base_cpu, base_best = median(raw["none"]), median(cpu["none"]), min(raw["none"])
     for v in TRACKER_NAMES:
-        out["variants"][v] = {
-            "ms_per_step": median(raw[v]),
-            "iqr_ms": quartiles(raw[v]),
-            "added_ms": median(raw[v]) - base,
-            "thread_cpu_ms": median(cpu[v]),
-            "thread_cpu_added_ms": median(cpu[v]) - base_cpu,
-            "best_ms": min(raw[v]),
-            "best_added_ms": min(raw[v]) - base_best,
-        }
+        ms, iqr, cpu_ms, best = median(raw[v]), quartiles(raw[v]), median(cpu[v]), min(raw[v])
+        out["variants"][v] = dict(ms_per_step=ms, iqr_ms=iqr, added_ms=ms - base)
+        out["variants"][v].update(thread_cpu_ms=cpu_ms, thread_cpu_added_ms=cpu_ms - base_cpu)
+        out["variants"][v].update(best_ms=best, best_added_ms=best - base_best)
     var = out["variants"]
 
     def per_round(ours, theirs, data):
@@ -99,9 +86,4 @@ def summarize_p3(raw, cpu, processes):
 
 
 def run(runner, quick):
-    s = SETTINGS["quick" if quick else "full"]
-    log(
-        f"P3: {s['p3_processes']} process(es) x {s['p3_rounds']} rounds x {len(TRACKER_NAMES)} "
-        f"tracker variants, {s['p3_modules']} modules"
-    )
-    return run_p3(runner, s)
+    return run_p3(runner, SETTINGS["quick" if quick else "full"])

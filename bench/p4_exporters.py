@@ -40,9 +40,7 @@ def run_p4(s):
         with open(out_json) as f:
             gb = json.load(f)
     formats = {}
-    for b in gb["benchmarks"]:
-        if b.get("run_type") != "iteration":
-            continue
+    for b in (b for b in gb["benchmarks"] if b.get("run_type") == "iteration"):
         fmt = b["run_name"].split("/", 1)[1]
         scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
         d = formats.setdefault(fmt, {"raw_cpu_events_per_s": [], "raw_wall_events_per_s": []})
@@ -62,25 +60,13 @@ def run_p4(s):
         with ThreadPoolExecutor(2) as pool:
             done = pool.map(lambda fm: callgrind_exporter(exe, fm, s["p4_callgrind_events"]), fmts)
             callgrind = dict(zip(fmts, done))
-    chrome = formats.get("chrome", {})
-    rate = chrome.get("cpu_events_per_s_median")
-    bpe = chrome.get("bytes_per_event")
-    # gzip formats have their own target: their cost relative to the plain format.
-    slowest = min(
-        (
-            d["cpu_events_per_s_median"]
-            for f, d in formats.items()
-            if f != "all" and not f.endswith("_gz")
-        ),
-        default=None,
-    )
     gz, plain = formats.get("chrome_gz", {}), formats.get("chrome", {})
-    gz_ratio = (
-        gz["ns_per_event_cpu"] / plain["ns_per_event_cpu"]
-        if "ns_per_event_cpu" in gz and "ns_per_event_cpu" in plain
-        else None
-    )
-    gz_bpe = gz.get("bytes_per_event")
+    # gzip formats have their own target: their cost relative to the plain format.
+    plains = (d for fmt, d in formats.items() if fmt != "all" and not fmt.endswith("_gz"))
+    slowest = min((d["cpu_events_per_s_median"] for d in plains), default=None)
+    gz_ratio = None
+    if "ns_per_event_cpu" in gz and "ns_per_event_cpu" in plain:
+        gz_ratio = gz["ns_per_event_cpu"] / plain["ns_per_event_cpu"]
     return {
         "binary": "build/fqntrace_exporter_bench",
         "repetitions": s["p4_repetitions"],
@@ -93,14 +79,14 @@ def run_p4(s):
             "events_per_s": target(
                 ">= 2,000,000 events/s on one core (every format)", slowest, 2e6, at_least=True
             ),
-            "chrome_bytes_per_event": target("<= 200", bpe, 200),
-            "chrome_events_per_s": rate,
+            "chrome_bytes_per_event": target("<= 200", plain.get("bytes_per_event"), 200),
+            "chrome_events_per_s": plain.get("cpu_events_per_s_median"),
             "gzip_drain_cost_ratio": target(
                 "<= 1.5 (chrome_gz ÷ chrome, CPU ns per event)", gz_ratio, 1.5
             ),
             "gzip_bytes_per_event": {
                 "target": "(mix; <= 30 per op event on the demo)",
-                "value": gz_bpe,
+                "value": gz.get("bytes_per_event"),
             },
         },
     }
@@ -117,17 +103,12 @@ def callgrind_exporter(exe, fmt, events):
         if proc.returncode != 0:
             log(f"P4 callgrind {fmt} failed: {proc.stderr[-1500:]}")
             return None
-        done = json.loads(proc.stdout.strip().splitlines()[-1])
-        total = None
-        with open(out_file) as f:
-            for line in f:
-                if line.startswith("summary:") or line.startswith("totals:"):
-                    total = int(line.split()[1])
-        return {
-            "events": done["events"],
-            "instructions": total,
-            "instructions_per_event": total / done["events"] if total else None,
-        }
+        events = json.loads(proc.stdout.strip().splitlines()[-1])["events"]
+        with open(out_file) as f:  # the total: the last summary: or totals: line
+            totals = [line for line in f if line.startswith(("summary:", "totals:"))]
+        total = int(totals[-1].split()[1]) if totals else None
+        per_event = total / events if total else None
+        return {"events": events, "instructions": total, "instructions_per_event": per_event}
 
 
 def run(runner, quick):

@@ -6,39 +6,28 @@ import statistics
 from runner import log
 
 SETTINGS = {
-    "full": {
-        "p5_ops": 10000000,
-        "p5_budget": 120.0,
-        "p5_profiler_ops": 1000000,
-        "p5_baseline_ops": 5000000,
-    },
-    "quick": {
-        "p5_ops": 1000000,
-        "p5_budget": 30.0,
-        "p5_profiler_ops": 200000,
-        "p5_baseline_ops": 500000,
-    },
+    "full": dict(
+        p5_ops=10000000, p5_budget=120.0, p5_profiler_ops=1000000, p5_baseline_ops=5000000
+    ),
+    "quick": dict(p5_ops=1000000, p5_budget=30.0, p5_profiler_ops=200000, p5_baseline_ops=500000),
 }
 
 
 def rss_summary(rss, warmup_fraction=0.1):
     """Growth after warm-up (the first 10% of ops, at least 2 s), and whether it is flat."""
-    points = rss["points"]
-    total = points[-1][1]
+    points, total = rss["points"], rss["points"][-1][1]
     cut = next(
         (i for i, (t, n, _) in enumerate(points) if n >= warmup_fraction * total and t >= 2.0),
         len(points) - 1,
     )
-    after = points[cut:]
-    ref = after[0][2]
+    after, ref = points[cut:], points[cut][2]
     growth_kb = max(p[2] for p in after) - ref
     half = len(after) // 2
     first_max = max(p[2] for p in after[:half]) if half else ref
     second_max = max(p[2] for p in after[half:])
     slope = None
     if len(after) >= 3:
-        xs = [p[1] / 1e6 for p in after]
-        ys = [p[2] / 1024 for p in after]
+        xs, ys = [p[1] / 1e6 for p in after], [p[2] / 1024 for p in after]
         mx, my = statistics.fmean(xs), statistics.fmean(ys)
         den = sum((x - mx) ** 2 for x in xs)
         slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else None
@@ -58,57 +47,34 @@ def rss_summary(rss, warmup_fraction=0.1):
 
 
 def run_p5(runner, s):
+    def rss(mode, ops, budget):  # RSS every 0.5 s while `mode` loops tiny ops
+        return runner.run(
+            mode, "rss", ["--ops", ops, "--budget", budget, "--interval", 0.5, "--threads", 1]
+        )
+
     log(f"P5: fqntrace, up to {s['p5_ops']:,} ops or {s['p5_budget']:.0f} s")
-    fq = runner.run(
-        "fqntrace",
-        "rss",
-        ["--ops", s["p5_ops"], "--budget", s["p5_budget"], "--interval", 0.5, "--threads", 1],
-    )
+    fq = rss("fqntrace", s["p5_ops"], s["p5_budget"])
     log(f"P5: baseline, {s['p5_baseline_ops']:,} ops")
-    base = runner.run(
-        "baseline",
-        "rss",
-        ["--ops", s["p5_baseline_ops"], "--budget", 60, "--interval", 0.5, "--threads", 1],
-    )
+    base = rss("baseline", s["p5_baseline_ops"], 60)
     log(f"P5: torch.profiler, {s['p5_profiler_ops']:,} ops")
-    prof = runner.run(
-        "profiler",
-        "rss",
-        ["--ops", s["p5_profiler_ops"], "--budget", 60, "--interval", 0.5, "--threads", 1],
-    )
-    tf = fq["trace_file"]
-    footer = tf["footer"]
+    prof = rss("profiler", s["p5_profiler_ops"], 60)
+    tf, footer = fq["trace_file"], fq["trace_file"]["footer"]
     fq_sum = rss_summary(fq["rss"])
-    fq_sum.update(
-        {
-            "stopped_by_budget": fq["rss"]["stopped_by_budget"],
-            "trace_bytes": tf["bytes"],
-            "trace_lines": tf["lines"],
-            "trace_event_lines": tf["event_lines"],
-            "footer_x_events": footer.get("events"),
-            "dropped_events": footer.get("dropped_events"),
-            "complete": footer.get("complete"),
-            "bytes_per_event": tf["bytes"] / tf["event_lines"] if tf["event_lines"] else None,
-            "ops_planned": s["p5_ops"],
-            "target": "<= 32 MB and flat",
-        }
-    )
+    fq_sum.update(stopped_by_budget=fq["rss"]["stopped_by_budget"], trace_bytes=tf["bytes"])
+    fq_sum.update(trace_lines=tf["lines"], trace_event_lines=tf["event_lines"])
+    fq_sum.update(footer_x_events=footer.get("events"), dropped_events=footer.get("dropped_events"))
+    fq_sum.update(complete=footer.get("complete"))
+    fq_sum["bytes_per_event"] = tf["bytes"] / tf["event_lines"] if tf["event_lines"] else None
+    fq_sum.update(ops_planned=s["p5_ops"], target="<= 32 MB and flat")
     fq_sum["met"] = fq_sum["max_growth_after_warmup_mb"] <= 32 and fq_sum["flat"]
     pr = prof["rss"]
-    p_points = pr["points"]
-    p_ops = p_points[-1][1]
-    during_mb = (p_points[-1][2] - p_points[0][2]) / 1024
-    prof_sum = {
-        "ops": p_ops,
-        "seconds": p_points[-1][0],
-        "growth_during_mb": during_mb,
-        "mb_per_million_ops": during_mb / (p_ops / 1e6),
-        "rss_after_exit_growth_mb": (pr["rss_after_exit_kb"] - p_points[0][2]) / 1024,
-        "mb_per_million_ops_after_exit": (pr["rss_after_exit_kb"] - p_points[0][2])
-        / 1024
-        / (p_ops / 1e6),
-        "exit_seconds": pr["exit_seconds"],
-    }
+    (_, _, rss0), (t1, p_ops, rss1) = pr["points"][0], pr["points"][-1]
+    during_mb, after_exit_mb = (rss1 - rss0) / 1024, (pr["rss_after_exit_kb"] - rss0) / 1024
+    prof_sum = {"ops": p_ops, "seconds": t1, "growth_during_mb": during_mb}
+    prof_sum["mb_per_million_ops"] = during_mb / (p_ops / 1e6)
+    prof_sum["rss_after_exit_growth_mb"] = after_exit_mb
+    prof_sum["mb_per_million_ops_after_exit"] = after_exit_mb / (p_ops / 1e6)
+    prof_sum["exit_seconds"] = pr["exit_seconds"]
     return {
         "fqntrace": fq_sum,
         "baseline": rss_summary(base["rss"]),

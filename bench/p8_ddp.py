@@ -21,15 +21,9 @@ def torchrun(script, args, env_extra=None):
     """`script` under torchrun on 2 ranks, FQNTRACE unset (and `env_extra` set); its output."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
     env.update(OMP_NUM_THREADS="1", **(env_extra or {}))
-    proc = subprocess.run(
-        [TORCHRUN, "--standalone", "--nproc_per_node=2", script, *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    cmd = [TORCHRUN, "--standalone", "--nproc_per_node=2", script, *args]
+    output = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
+    proc = subprocess.run(cmd, env=env, timeout=600, **output)
     if proc.returncode != 0:
         raise RuntimeError(proc.stdout[-3000:])
     return proc.stdout
@@ -37,10 +31,8 @@ def torchrun(script, args, env_extra=None):
 
 def ab_job(blocks, steps, out, extra=()):
     """One job of ddp_ab.py: traced and untraced blocks alternate; per step the slower rank."""
-    torchrun(
-        os.path.join(HERE, "distributed", "ddp_ab.py"),
-        ["--blocks", str(blocks), "--steps", str(steps), "--out", out, *extra],
-    )
+    args = ["--blocks", str(blocks), "--steps", str(steps), "--out", out, *extra]
+    torchrun(os.path.join(HERE, "distributed", "ddp_ab.py"), args)
     ranks = []
     for r in (0, 1):
         with open(os.path.join(out, f"ab.{r}.times.json")) as f:
@@ -53,16 +45,9 @@ def ab_job(blocks, steps, out, extra=()):
     untraced, traced = ab.arms(blocks_ms)
     groups = [pct / 100 for pct in ab.group_changes(blocks_ms, statistics.median)]
     off, on = statistics.median(untraced), statistics.median(traced)
-    return {
-        "blocks": blocks,
-        "steps_per_block": steps,
-        "train_args": list(extra),
-        "untraced_ms": off,
-        "traced_ms": on,
-        "overhead": on / off - 1,
-        "group_overheads": groups,
-        "group_median": statistics.median(groups),
-    }
+    job = {"blocks": blocks, "steps_per_block": steps, "train_args": list(extra)}
+    job.update(untraced_ms=off, traced_ms=on, overhead=on / off - 1, group_overheads=groups)
+    return job | {"group_median": statistics.median(groups)}
 
 
 def run_ddp(s, tmpdir):
@@ -83,18 +68,12 @@ def run_ddp(s, tmpdir):
     overheads = [r["overhead"] for r in runs]
     groups = [g for r in runs for g in r["raw_group_overheads"]]
     value = median(overheads)
-    return {
-        "runs": runs,
-        "blocks": s["p8_blocks"],
-        "overhead_median": value,
-        "overhead_iqr": quartiles(overheads),
-        "group_median": median(groups),
-        "group_iqr": quartiles(groups),
-        "groups": len(groups),
-        "untraced_ms_median": median([r["untraced_ms"] for r in runs]),
-        "traced_ms_median": median([r["traced_ms"] for r in runs]),
-        "target": target("<= 3 %", value, 0.03),
-    }
+    ddp = {"runs": runs, "blocks": s["p8_blocks"], "overhead_median": value}
+    ddp.update(overhead_iqr=quartiles(overheads), group_median=median(groups))
+    ddp.update(group_iqr=quartiles(groups), groups=len(groups))
+    for arm in ("untraced_ms", "traced_ms"):
+        ddp[f"{arm}_median"] = median([r[arm] for r in runs])
+    return ddp | {"target": target("<= 3 %", value, 0.03)}
 
 
 def run(runner, quick):

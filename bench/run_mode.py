@@ -24,7 +24,7 @@ import time
 
 import ab
 import torch
-from modes import BY_NAME, MODES, NAMES, TRACKER_NAMES
+from modes import BY_NAME, MODES, NAMES, TRACKER_NAMES, help_line
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -82,8 +82,7 @@ def set_up(mode):
         fqntrace._native.load()
         assert fqntrace.tracing(), "fqntrace did not start although FQNTRACE is set"
         assert fqntrace._hooks.installed(), "fqntrace's module hooks are not installed"
-        facts["trace"] = os.environ["FQNTRACE"]
-        facts["flops"] = os.environ.get("FQNTRACE_FLOPS", "0") == "1"
+        facts.update(trace=os.environ["FQNTRACE"], flops=os.environ.get("FQNTRACE_FLOPS") == "1")
         if mode == "fqntrace_nohooks":
             # No module has run yet, so no parameter hook exists either: only ops are observed.
             fqntrace._hooks.uninstall()
@@ -119,16 +118,14 @@ def measuring(mode):
 
 def bench_ops(mode, args):
     a, b = torch.ones(4), torch.ones(4)
-    n = args.ops
-    add = torch.add
+    n, add = args.ops, torch.add
     samples, thread_cpu, process_cpu = [], [], []
     with measuring(mode):
         for _ in range(args.warmup):
             for _ in range(n):
                 add(a, b)
         for _ in range(args.samples):
-            c0, p0 = time.thread_time_ns(), time.process_time_ns()
-            t0 = time.perf_counter_ns()
+            c0, p0, t0 = time.thread_time_ns(), time.process_time_ns(), time.perf_counter_ns()
             for _ in range(n):
                 add(a, b)
             t1 = time.perf_counter_ns()
@@ -137,13 +134,8 @@ def bench_ops(mode, args):
             # the whole process (adds fqntrace's drain thread, which runs beside the loop).
             thread_cpu.append((time.thread_time_ns() - c0) / n)
             process_cpu.append((time.process_time_ns() - p0) / n)
-    return {
-        "unit": "ns/op",
-        "ops_per_sample": n,
-        "samples": samples,
-        "thread_cpu_samples": thread_cpu,
-        "process_cpu_samples": process_cpu,
-    }
+    result = {"unit": "ns/op", "ops_per_sample": n, "samples": samples}
+    return result | {"thread_cpu_samples": thread_cpu, "process_cpu_samples": process_cpu}
 
 
 def mlp_step():
@@ -187,8 +179,7 @@ def transformer_step(batch, compile=False):
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     if compile:
         model = torch.compile(model)
-    tokens = torch.randint(vocab, (batch, seq))
-    targets = torch.randint(vocab, (batch, seq))
+    tokens, targets = torch.randint(vocab, (batch, seq)), torch.randint(vocab, (batch, seq))
 
     def step():
         logits = model(tokens)
@@ -222,15 +213,10 @@ def demo_step():
 
 
 def bench_transformer_ab(mode, args):
-    """P2 inside one process, through the A/B harness (bench/ab.py): untraced blocks (A) and
-    blocks traced by fqntrace.profile (B). Needs mode baseline (FQNTRACE unset). Between traced
-    blocks the session is stopped and the module hooks removed, so untraced blocks run without
-    fqntrace's Python hooks (the parameter hooks stay: one no-op Python call per parameter per
-    backward, ~0.02 % of a step)."""
+    """P2 inside one process, through the A/B harness (bench/ab.py's traced_blocks): untraced
+    blocks (A) and blocks traced by fqntrace.profile (B). Needs mode baseline (FQNTRACE unset).
+    The parameter hooks that stay in untraced blocks cost ~0.02 % of a step."""
     import tempfile
-
-    import fqntrace
-    import fqntrace._hooks
 
     # Compiled (--compile) with inductor: the warm-up below compiles both arms, untraced (no
     # module hooks) and traced (fqntrace's hooks, which Dynamo guards on), so no block recompiles.
@@ -239,43 +225,25 @@ def bench_transformer_ab(mode, args):
     with tempfile.TemporaryDirectory(prefix="fqntrace-ab-") as tmp:
         path = os.path.join(tmp, "ab.json")
 
-        def block(traced):
+        def count_events():  # the trace of a traced block: one event a line but 2
             nonlocal events
-            if not traced:
-                step()
-                return ab.timed(step, args.steps)
-            with fqntrace.profile(path):
-                step()  # settle: the session's first step allocates its buffers
-                times = ab.timed(step, args.steps)
-            fqntrace._hooks.uninstall()
             with open(path, "rb") as trace:
                 events += sum(1 for _ in trace) - 2
-            return times
 
         for _ in range(args.warmup):
             step()
-        with fqntrace.profile(path):  # first traced steps name the modules and hook parameters
-            step()
-        fqntrace._hooks.uninstall()
-        blocks = ab.run(args.blocks, block)
+        blocks = ab.traced_blocks(step, args.blocks, args.steps, path, count_events)
     untraced, traced = ab.arms(blocks)
-    return {
-        "unit": "ms/step",
-        "batch": args.batch,
-        "blocks": blocks,
-        "steps_per_block": args.steps,
-        "samples": {"baseline": untraced, "fqntrace": traced},
-        "traced_event_lines": events,
-    }
+    result = dict(unit="ms/step", batch=args.batch, blocks=blocks, steps_per_block=args.steps)
+    samples = {"baseline": untraced, "fqntrace": traced}
+    return result | {"samples": samples, "traced_event_lines": events}
 
 
 def bench_rss(mode, args):
     """Tiny ops in a loop; RSS every ~interval s. Stops at args.ops ops or args.budget seconds."""
     a, b = torch.ones(4), torch.ones(4)
-    add = torch.add
-    chunk = 10000
-    points = []  # (seconds, ops done, RSS kB)
-    done = 0
+    add, chunk = torch.add, 10000
+    points, done = [], 0  # points: (seconds, ops done, RSS kB)
     with measuring(mode):
         t0 = last = time.perf_counter()
         points.append((0.0, 0, rss_kb()))
@@ -313,28 +281,19 @@ def bench_trackers(mode, args):
     instance: fqntrace's tracker hooks the parameters of the modules it names (AccumulateGrad
     attribution) and those hooks outlive the context, so a shared model would slow the others.
     Needs mode baseline (FQNTRACE unset: no session, so no trace is written)."""
-    import fqntrace
+    from fqntrace import ModTracker, ModuleTracker
     from torch.distributed._tools.mod_tracker import ModTracker as TorchModTracker
     from torch.utils.module_tracker import ModuleTracker as TorchModuleTracker
 
-    classes = {
-        "none": None,
-        "torch_modtracker": TorchModTracker,
-        "fqntrace_modtracker": fqntrace.ModTracker,
-        "torch_moduletracker": TorchModuleTracker,
-        "fqntrace_moduletracker": fqntrace.ModuleTracker,
-    }
+    # In TRACKER_NAMES's order; None: no tracker.
+    classes = (None, TorchModTracker, ModTracker, TorchModuleTracker, ModuleTracker)
     torch.manual_seed(0)
     x = torch.randn(4, 8)
-    setups = {
-        name: (
-            torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(args.modules)]),
-            cls() if cls else None,
-        )
-        for name, cls in classes.items()
-    }
-    samples = {name: [] for name in TRACKER_NAMES}
-    thread_cpu = {name: [] for name in TRACKER_NAMES}
+    setups = {}  # variant: (its own model, its tracker)
+    for name, cls in zip(TRACKER_NAMES, classes):
+        model = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(args.modules)])
+        setups[name] = model, cls() if cls else None
+    samples, thread_cpu = {name: [] for name in TRACKER_NAMES}, {name: [] for name in TRACKER_NAMES}
 
     def run(name, steps):
         model, tracker = setups[name]
@@ -350,19 +309,12 @@ def bench_trackers(mode, args):
     for r in range(args.rounds):
         k = r % len(TRACKER_NAMES)
         for name in TRACKER_NAMES[k:] + TRACKER_NAMES[:k]:
-            c0 = time.thread_time_ns()
-            t0 = time.perf_counter_ns()
+            c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
             run(name, args.steps)
             samples[name].append((time.perf_counter_ns() - t0) / args.steps / 1e6)
             thread_cpu[name].append((time.thread_time_ns() - c0) / args.steps / 1e6)
-    return {
-        "unit": "ms/step",
-        "modules": args.modules,
-        "steps_per_sample": args.steps,
-        "rounds": args.rounds,
-        "samples": samples,
-        "thread_cpu_samples": thread_cpu,
-    }
+    result = {"unit": "ms/step", "modules": args.modules, "steps_per_sample": args.steps}
+    return result | {"rounds": args.rounds, "samples": samples, "thread_cpu_samples": thread_cpu}
 
 
 BENCHES = {
@@ -375,7 +327,7 @@ def main():
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="modes:\n" + "\n".join(f"  {m.name:<17} {m.description}" for m in MODES),
+        epilog="modes:\n" + "\n".join(map(help_line, MODES)),
     )
     add = parser.add_argument
     add("--mode", choices=NAMES, required=True)

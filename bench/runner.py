@@ -3,6 +3,7 @@ each, with the environment the mode needs), the facts of a trace file, the stati
 parts report (median, quartiles) and the log line.
 """
 
+import contextlib
 import json
 import os
 import statistics
@@ -83,24 +84,14 @@ class Runner:
 def trace_facts(path):
     """Size, streaming line count and the footer of a Chrome trace (one event per line)."""
     size = os.path.getsize(path)
-    newlines = 0
     with open(path, "rb") as f:
-        while True:
-            block = f.read(1 << 24)
-            if not block:
-                break
-            newlines += block.count(b"\n")
+        newlines = sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 24), b""))
         f.seek(max(0, size - 4096))
         tail = f.read().decode("utf-8", "replace")
-    footer = {}
-    marker = tail.rfind('"fqntrace": ')
+    footer, marker = {}, tail.rfind('"fqntrace": ')
     if marker >= 0:
-        try:
-            footer = json.loads(
-                tail[marker + len('"fqntrace": ') :].rstrip().rstrip("}").strip() + "}"
-            )
-        except ValueError:
-            footer = {}
+        with contextlib.suppress(ValueError):  # a cut tail: no footer
+            footer = json.loads(tail[marker + 12 :].rstrip().rstrip("}").strip() + "}")
     lines = newlines + 1
     # Line 1 is the header, the last line the tail; every line between is one event.
     return {"bytes": size, "lines": lines, "event_lines": max(0, lines - 2), "footer": footer}

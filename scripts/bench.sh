@@ -2,18 +2,17 @@
 # Benchmarks fqntrace against an empty RecordFunction observer, torch.profiler and ModTracker
 # (P1 per-op + MLP, P2 transformer step, P3 ModTracker, P4 exporter throughput, P5 memory and
 # trace size, P6 library loaded but off, P7 the drain thread's CPU per event and
-# the demo's bytes per op event, P8 the DDP 2-rank step, in-process A/B; then
-# the cost of the thread CPU readings, bench/cpu_time_cost.py). Sets up first (scripts/setup.sh), builds the bench
-# helpers, runs bench/driver.py, prints the table, writes each part's summary to
-# bench/measured.json (raw samples to build/bench/raw/) and fills the generated sections of
-# docs/benchmarks.md (the hand-written analysis around them is left alone).
+# the demo's bytes per op event, P8 the DDP 2-rank step, in-process A/B). Sets up first
+# (scripts/setup.sh), builds the bench helpers, runs bench/driver.py, prints the table, writes
+# each part's summary to bench/measured.json (raw samples to build/bench/raw/) and fills the
+# generated sections of docs/benchmarks.md (the hand-written analysis around them is left alone).
 #   scripts/bench.sh            full run (~20 min on 2 cores, plus set-up when it rebuilds)
 #   scripts/bench.sh --quick    smoke run: fewer rounds and ops (~3 min, plus set-up)
 #   scripts/bench.sh --cli [MiB]  P9: every `python -m fqntrace` verb on a MiB-sized trace (default
 #                               300; Chrome and JSON Lines), CPU s, events/CPU-s, peak RSS against
-#                               each verb's target, DuckDB beside it when installed; prints the
-#                               table and, at 300 or 1024 MiB, replaces bench/measured.json's part
-#                               cli-MiB and refills docs/benchmarks.md's P9 and opening tables.
+#                               each verb's target; prints the table and, at 300 or 1024 MiB,
+#                               replaces bench/measured.json's part cli-MiB and refills
+#                               docs/benchmarks.md's P9 and opening tables.
 #                               Needs ~10x MiB of disk in build/cli_bench while it runs
 #   --python PY --build DIR     no set-up: run PY (a venv with fqntrace installed) and take P4's
 #                               exporter benchmark from the build DIR (e.g. another checkout's)
@@ -32,7 +31,7 @@ while [ $# -gt 0 ]; do
     --python) PY="$2"; shift ;;
     --build) BUILD="$(cd "$2" && pwd)"; shift ;;
     [0-9]*) CLI_MB="$1" ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument '$1' (use --quick, --cli [MiB], --python PY --build DIR)" >&2
        exit 2 ;;
   esac
@@ -78,11 +77,3 @@ if [ ! -x "$BUILD/fqntrace_exporter_bench" ]; then
 fi
 
 "$PY" "$ROOT/bench/driver.py" "${QUICK[@]}"
-# What the thread CPU readings (FQNTRACE_CPU) cost a traced step: printed only; its numbers go by
-# hand into bench/measured_by_hand.toml's rows of docs/benchmarks.md's opening table.
-log "thread CPU readings, in-process A/B (bench/cpu_time_cost.py)"
-if [ ${#QUICK[@]} -gt 0 ]; then
-  "$PY" "$ROOT/bench/cpu_time_cost.py" --blocks 8 --steps 20
-else
-  "$PY" "$ROOT/bench/cpu_time_cost.py"
-fi

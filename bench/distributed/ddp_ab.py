@@ -14,8 +14,7 @@ import os
 import sys
 import time
 
-import fqntrace
-import fqntrace._hooks
+import fqntrace  # noqa: F401  (loaded before the process group and the model, as a job loads it)
 import torch
 import torch.distributed as dist
 
@@ -48,21 +47,7 @@ def main():
     path = os.path.join(args.out, f"ab.{rank}.json")
     for _ in range(3):
         step()
-    with fqntrace.profile(path):  # names the modules and hooks the parameters once
-        step()
-    fqntrace._hooks.uninstall()  # untraced blocks run with torch's own nn.Module.__call__
-
-    def block(traced):
-        if not traced:
-            step()
-            return ab.timed(step, args.steps)
-        with fqntrace.profile(path):
-            step()  # the session's first step allocates its buffers
-            times = ab.timed(step, args.steps)
-        fqntrace._hooks.uninstall()
-        return times
-
-    blocks = ab.run(args.blocks, block)
+    blocks = ab.traced_blocks(step, args.blocks, args.steps, path)
     with open(os.path.join(args.out, f"ab.{rank}.times.json"), "w") as f:
         json.dump({"rank": rank, "blocks": blocks}, f)
     dist.barrier()

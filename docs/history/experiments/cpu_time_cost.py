@@ -1,9 +1,13 @@
 """What the thread CPU readings (FQNTRACE_CPU, plugin/thread_cpu.h) cost a traced step, in one
 process: blocks of steps alternate between a session with the readings off (FQNTRACE_CPU=0,
-arm A) and one with them on (B), through the A/B harness (bench/ab.py). Workloads: P1's MLP step (4 Linear, 3 ReLU, batch 8: forward, backward,
-zero_grad) and P2's transformer training step (fqntrace.demo.TinyTransformer, AdamW).
+arm A) and one with them on (B), through the A/B harness (bench/ab.py). Workloads: P1's MLP
+step (4 Linear, 3 ReLU, batch 8: forward, backward, zero_grad) and P2's transformer training
+step (fqntrace.demo.TinyTransformer, AdamW). Once bench/cpu_time_cost.py, run by
+scripts/bench.sh; here since the readings are opt-in, as the command behind the rows `cpu` and
+`cpu-mlp` of bench/measured_by_hand.toml (docs/benchmarks.md's opening table).
 
-    .venv/bin/python bench/cpu_time_cost.py [--blocks 64] [--steps 50] [--null] [--json]
+    .venv/bin/python docs/history/experiments/cpu_time_cost.py [--blocks 64] [--steps 50] \
+        [--null] [--json]
 
 Prints, per workload: the median step time (wall and the loop thread's CPU) with readings on
 and off, the difference, and the ranges per step that carry CPU time (module calls and
@@ -22,10 +26,15 @@ import sys
 import tempfile
 import time
 
-import ab
 import fqntrace
-import run_mode
 import torch
+
+# bench/ab.py (the A/B harness) and bench/run_mode.py (P1's and P2's steps), from here.
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench")
+)
+import ab  # noqa: E402
+import run_mode  # noqa: E402
 
 
 def measured_ranges(step, folder):
@@ -83,7 +92,7 @@ def main():
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if os.environ.get("FQNTRACE"):
-        sys.exit("run bench/cpu_time_cost.py without FQNTRACE set")
+        sys.exit("run cpu_time_cost.py without FQNTRACE set")
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(prefix="fqntrace-cpu-cost-") as folder:
         # P1's MLP step, and P2's transformer step at its default batch (fewer steps a block).
