@@ -1,14 +1,15 @@
 """The device half of the join on a real GPU trace: ../shared/data/gpu/a100_ddp_rank0.json.gz, a
 torch.profiler trace recorded on an A100 (rank 0 of 2-rank DDP with NCCL: CPU ops, CUDA runtime
-calls, kernels — NCCL's included —, memcpy and memset; the note beside it says where it comes from). No GPU was available
-to record one of our own, so fqntrace's side is played from the trace itself, as fqntrace would
-have attributed its ranges (by "Record function id"): a forward op takes the module its kind
-stands for, what runs inside a range inherits the range's, and an autograd node takes the module
-of the forward op with its sequence number (plugin/seq_map.h's rule). Then the join that runs in
-a traced process when the profiler exports (kineto_annotate.annotate_events with the drain's
-attribution) and the `annotate` verb (attribution read from fqntrace's trace file) must name every
-device event as an independent oracle does — the innermost host range around the device event's
-runtime launch call, by time on its thread — and give one device time per module that adds up."""
+calls, kernels — NCCL's included —, memcpy and memset; the note beside it says where it comes
+from). No GPU was available to record one of our own, so fqntrace's side is played from the trace
+itself, as fqntrace would have attributed its ranges (by "Record function id"): a forward op takes
+the module its kind stands for, what runs inside a range inherits the range's, and an autograd
+node takes the module of the forward op with its sequence number (plugin/seq_map.h's rule). Then
+the join that runs in a traced process when the profiler exports (kineto_annotate.annotate_events
+with the drain's attribution) and the `annotate` verb (attribution read from fqntrace's trace
+file) must name every device event as an independent oracle does — the innermost host range
+around the device event's runtime launch call, by time on its thread — and give one device time
+per module that adds up."""
 
 import collections
 import copy
