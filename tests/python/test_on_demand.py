@@ -251,10 +251,13 @@ def test_two_captures_by_pattern_and_by_pid(tmp_path):
     assert "[memory]" in kinds[1] and "[memory]" not in kinds[0]
 
 
+# Ops big enough (~0.1 ms each) that the drain keeps up with the loop on a busy 2-core machine:
+# 16x32 ops ran ~10x faster than the drain could write them while another test ran beside it.
 NO_STEPS = """
 import os, sys, torch
-model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
-x = torch.randn(16, 32)
+torch.set_num_threads(1)
+model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1))
+x = torch.randn(256, 256)
 n = 0
 while not os.path.exists(sys.argv[1]):
     with torch.no_grad():
@@ -285,7 +288,10 @@ def test_seconds_capture_of_a_loop_without_steps(tmp_path):
     finally:
         open(stop, "w").close()
         out, err = job.communicate(timeout=BOUND)
-    assert job.returncode == 0 and err == "" and "calls True" in out
+    assert job.returncode == 0 and "calls True" in out
+    # Nothing on stderr but, on a machine too busy for the drain, the documented line for events
+    # the writer dropped (the trace counts them): a capture is still whole and valid then.
+    assert [line for line in err.splitlines() if "because the writer fell behind" not in line] == []
     path = str(tmp_path / "traces" / "inf.capture-1.json")
     cli("validate", path)
     capture = header(path)
