@@ -255,15 +255,25 @@ m(torch.randn(3, 4)).sum().backward()
     assert len([e for e in slices(trace) if e["name"] == "AddmmBackward0"]) == 3 * 3
 
 
-# A burst of tiny ops far larger than one thread's buffer: the drain keeps up, nothing is dropped.
-def test_burst_of_tiny_ops_loses_nothing(run, tmp_path):
+# A burst of tiny ops far larger than one thread's buffer: every op is written, or counted as
+# dropped, and the program is told how many. Whether the drain keeps up is a matter of CPU: it
+# runs niced (plugin/session.cpp), and beside another test on 2 cores it once fell 24,526 events
+# behind (the compatibility tier, 2026-12-05); its speed is the benchmarks' (P7, docs/benchmarks.md).
+def test_burst_of_tiny_ops_is_written_or_counted(run, tmp_path):
     path = tmp_path / "burst.json"
     code = "import torch\na = torch.ones(4)\nfor _ in range(300000):\n    torch.add(a, a)\n"
     proc = run(code, {"FQNTRACE": str(path)}, check_rc=0)
-    assert "dropped" not in proc.stderr
     trace = load_trace(path)
-    assert trace["fqntrace"]["dropped_events"] == 0
-    assert sum(1 for e in slices(trace) if e["name"] == "aten::add") == 300000
+    dropped = trace["fqntrace"]["dropped_events"]
+    assert sum(1 for e in slices(trace) if e["name"] == "aten::add") + dropped == 300000
+    assert trace["fqntrace"]["complete"] is True
+    if dropped:
+        assert proc.stderr == (
+            f"fqntrace: dropped {dropped} events because the writer fell behind; the trace says "
+            "so in fqntrace.dropped_events.\n"
+        )
+    else:
+        assert proc.stderr == ""
 
 
 # The drain thread runs 5 nice levels below the process (busy nodes: the program's threads first).
