@@ -20,6 +20,26 @@ def run_python(code, env_extra=None, cwd=None, check_rc=None):
     return proc
 
 
+def cli(*args):
+    """`python -m fqntrace ARGS` in a fresh interpreter of this venv (FQNTRACE unset); returns
+    the CompletedProcess."""
+    env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
+    return subprocess.run(
+        [sys.executable, "-m", "fqntrace", *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def cli_stdout(*args):
+    """cli(), which must succeed: its stdout."""
+    proc = cli(*args)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
 def load_trace(path):
     with open(path) as f:
         return json.load(f)

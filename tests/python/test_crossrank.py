@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "dist_scripts", "straggler.py")
@@ -16,12 +17,6 @@ TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
 TORCH_EXIT_ABORT = "terminate called without an active exception"
 
 pytestmark = pytest.mark.skipif(not os.path.exists(TORCHRUN), reason="torchrun not in this venv")
-
-
-def cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "fqntrace", *args], capture_output=True, text=True, timeout=300
-    )
 
 
 @pytest.fixture(scope="module")

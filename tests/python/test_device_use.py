@@ -6,12 +6,10 @@ queued with it, as torch's own _lazy_init does, with torch.cuda.device_count() a
 
 import json
 import os
-import subprocess
-import sys
 
 import fqntrace
 import pytest
-from conftest import run_python
+from conftest import cli_stdout, run_python
 from fqntrace.analysis import trace_events
 
 PROGRAM = """
@@ -30,19 +28,11 @@ if sys.argv[1:] == ["gpu"]:
 HOST_NOTE = "host time only: the process used CUDA (2 devices) but the trace has no device events"
 
 
-def fqntrace_cli(*args):
-    proc = subprocess.run(
-        [sys.executable, "-m", "fqntrace", *args], capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
-
-
 def traced(path, *argv, env=None):
     """Runs PROGRAM traced into `path`; checks that the trace validates."""
     code = f"import sys; sys.argv = ['prog', *{list(argv)!r}]\n" + PROGRAM
     run_python(code, env_extra={"FQNTRACE": str(path), **(env or {})}, check_rc=0)
-    assert fqntrace_cli("validate", str(path)).startswith("ok: ")  # exit 0 too
+    assert cli_stdout("validate", str(path)).startswith("ok: ")  # exit 0 too
     return path
 
 
@@ -66,22 +56,22 @@ def traces(tmp_path_factory):
 
 def test_a_cpu_run_says_no_device_was_used_and_shows_no_note(traces):
     assert tail_of(traces["cpu"])["device"] == {"used": False}
-    summary = json.loads(fqntrace_cli("summary", "--json", str(traces["cpu"])))
+    summary = json.loads(cli_stdout("summary", "--json", str(traces["cpu"])))
     assert summary["device"] == {"used": False, "device_events": False}
-    assert "host time only" not in fqntrace_cli("summary", str(traces["cpu"]))
+    assert "host time only" not in cli_stdout("summary", str(traces["cpu"]))
 
 
 def test_a_gpu_run_without_device_events_says_its_times_are_the_hosts(traces):
     for key in ("gpu", "gpu_lines"):
         assert tail_of(traces[key])["device"] == {"used": True, "type": "cuda", "count": 2}
-        summary = json.loads(fqntrace_cli("summary", "--json", str(traces[key])))
+        summary = json.loads(cli_stdout("summary", "--json", str(traces[key])))
         assert summary["device"] == {
             "used": True,
             "type": "cuda",
             "count": 2,
             "device_events": False,
         }
-        table = fqntrace_cli("summary", str(traces[key]))
+        table = cli_stdout("summary", str(traces[key]))
         assert HOST_NOTE in table
         assert "ProfilerActivity.CUDA" in table
     # The notebook's text and HTML views are the CLI's table.
@@ -111,11 +101,11 @@ def test_device_events_in_the_trace_silence_the_note(traces, tmp_path):
     }
     path = tmp_path / "with_kernels.jsonl"
     path.write_text("\n".join(lines[:-1] + [json.dumps(kernel), lines[-1]]) + "\n")
-    summary = json.loads(fqntrace_cli("summary", "--json", str(path)))
+    summary = json.loads(cli_stdout("summary", "--json", str(path)))
     assert summary["device"]["device_events"] is True
     phase = summary["modules"][op["args"]["fqn"]][op["args"]["phase"]]
     assert phase["device_ms"] == pytest.approx(0.0035)
-    assert "host time only" not in fqntrace_cli("summary", str(path))
+    assert "host time only" not in cli_stdout("summary", str(path))
 
 
 def test_a_trace_that_does_not_say_keeps_its_summary(traces, tmp_path):
@@ -126,7 +116,7 @@ def test_a_trace_that_does_not_say_keeps_its_summary(traces, tmp_path):
     path = tmp_path / "older.json"
     path.write_text(json.dumps(trace))
     assert trace_events.device_use(trace["fqntrace"]) is None
-    assert "device" not in json.loads(fqntrace_cli("summary", "--json", str(path)))
+    assert "device" not in json.loads(cli_stdout("summary", "--json", str(path)))
 
 
 def test_merge_cross_rank_and_report_carry_it(traces, tmp_path):
@@ -137,16 +127,16 @@ def test_merge_cross_rank_and_report_carry_it(traces, tmp_path):
     ranks = sorted(str(p) for p in tmp_path.glob("run*.json"))  # a file per rank
     assert len(ranks) == 2, ranks
     merged = tmp_path / "merged.json"
-    fqntrace_cli("merge", *ranks, "-o", str(merged))
+    cli_stdout("merge", *ranks, "-o", str(merged))
     assert tail_of(merged)["device"] == {"used": True, "type": "cuda", "count": 2}
-    across = json.loads(fqntrace_cli("summary", "--json", *ranks))
+    across = json.loads(cli_stdout("summary", "--json", *ranks))
     assert set(across["device"]) == {"0", "1"}
-    assert HOST_NOTE in fqntrace_cli("summary", *ranks)
+    assert HOST_NOTE in cli_stdout("summary", *ranks)
     page = tmp_path / "report.html"
-    fqntrace_cli("report", str(traces["gpu"]), "-o", str(page))
+    cli_stdout("report", str(traces["gpu"]), "-o", str(page))
     assert HOST_NOTE in page.read_text()
     cpu_page = tmp_path / "cpu.html"
-    fqntrace_cli("report", str(traces["cpu"]), "-o", str(cpu_page))
+    cli_stdout("report", str(traces["cpu"]), "-o", str(cpu_page))
     assert "host time only" not in cpu_page.read_text()
     assert os.path.getsize(cpu_page) > 0
 

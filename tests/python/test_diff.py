@@ -3,10 +3,9 @@ matmul in one block; a different model; summaries; bad inputs."""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
+from conftest import cli as fqntrace_cli
 from fqntrace.analysis import diff, diff_table, summarize
 from slow_block import SLOW_BLOCK, Net, Other, train
 
@@ -22,17 +21,6 @@ def runs(tmp_path_factory):
         "other": train(Other(), folder / "other.json"),
         "folder": folder,
     }
-
-
-def fqntrace_cli(*args):
-    env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
-    return subprocess.run(
-        [sys.executable, "-m", "fqntrace", *map(str, args)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def one_line(stderr):

@@ -16,11 +16,9 @@ import copy
 import gzip
 import json
 import os
-import subprocess
-import sys
 
 import pytest
-from conftest import REPO
+from conftest import REPO, cli_stdout
 from fqntrace.analysis import kineto_annotate
 
 A100 = os.path.join(os.path.dirname(REPO), "shared", "data", "gpu", "a100_ddp_rank0.json.gz")
@@ -108,14 +106,6 @@ def recorded():
     return doc, fqntrace_attribution(doc["traceEvents"])
 
 
-def fqntrace_cli(*args):
-    proc = subprocess.run(
-        [sys.executable, "-m", "fqntrace", *args], capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
-
-
 def test_every_device_event_gets_the_module_of_the_op_that_launched_it(recorded):
     doc, attribution = recorded
     events = copy.deepcopy(doc["traceEvents"])
@@ -163,11 +153,11 @@ def test_the_live_join_and_the_annotate_verb_give_one_device_time_per_module(rec
     ours_path = tmp_path / "fqntrace.json"
     ours_path.write_text(json.dumps(ours))
     verb_path = tmp_path / "annotated.json"
-    out = fqntrace_cli("annotate", A100, str(ours_path), "-o", str(verb_path))
+    out = cli_stdout("annotate", A100, str(ours_path), "-o", str(verb_path))
     assert "device events 3774/3774 (100.0 %)" in out
 
     summaries = [
-        json.loads(fqntrace_cli("summary", "--json", str(p))) for p in (live_path, verb_path)
+        json.loads(cli_stdout("summary", "--json", str(p))) for p in (live_path, verb_path)
     ]
     device = [
         {

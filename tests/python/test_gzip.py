@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 
+from conftest import cli
 from fqntrace.analysis import summarize, whole_file
 
 KILLS = 10
@@ -31,12 +32,6 @@ while True:
         print(i, flush=True)
     i += 1
 """
-
-
-def cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "fqntrace", *args], capture_output=True, text=True, timeout=300
-    )
 
 
 def _demo(env_extra):

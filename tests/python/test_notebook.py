@@ -16,6 +16,7 @@ import time
 import urllib.request
 
 import pytest
+from conftest import cli
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -89,17 +90,6 @@ def executed(tmp_path_factory):
     finally:
         if env_before is not None:
             os.environ["FQNTRACE"] = env_before
-
-
-def cli(*args):
-    env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
-    return subprocess.run(
-        [sys.executable, "-m", "fqntrace", *map(str, args)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def test_the_magic_shows_the_module_tree_and_table(executed):
