@@ -134,8 +134,13 @@ def bench_ops(mode, args):
             # the whole process (adds fqntrace's drain thread, which runs beside the loop).
             thread_cpu.append((time.thread_time_ns() - c0) / n)
             process_cpu.append((time.process_time_ns() - p0) / n)
-    result = {"unit": "ns/op", "ops_per_sample": n, "samples": samples}
-    return result | {"thread_cpu_samples": thread_cpu, "process_cpu_samples": process_cpu}
+    return {
+        "unit": "ns/op",
+        "ops_per_sample": n,
+        "samples": samples,
+        "thread_cpu_samples": thread_cpu,
+        "process_cpu_samples": process_cpu,
+    }
 
 
 def mlp_step():
