@@ -1,5 +1,5 @@
 // fqntrace._C, the CPython extension the Python package calls directly (no torch.ops dispatch,
-// no record_function object). Its functions come in four groups, one file each; module.cpp puts
+// no record_function object). Its functions come in five groups, one file each; module.cpp puts
 // them into one method table.
 #pragma once
 #define PY_SSIZE_T_CLEAN
@@ -13,9 +13,12 @@ namespace fqntrace::binding {
 void add_module_scope_methods(std::vector<PyMethodDef>& methods);
 // set_region_codes, register_graph, graph_enter/graph_exit: torch.compile support.
 void add_compiled_code_methods(std::vector<PyMethodDef>& methods);
-// start, stop, flush, running, set_process_group, device_use: fqntrace.profile() and the
-// package's session control.
+// start, stop, flush, running, set_process_group: fqntrace.profile() and the package's session
+// control.
 void add_session_methods(std::vector<PyMethodDef>& methods);
+// device_use, device_collecting, recording_target, device_events: the GPU in use and
+// FQNTRACE_DEVICE's collector (device_methods.cpp).
+void add_device_methods(std::vector<PyMethodDef>& methods);
 
 // unprofiled, around: callables whose calls Python profilers never see (unprofiled_calls.cpp).
 void add_unprofiled_methods(std::vector<PyMethodDef>& methods);

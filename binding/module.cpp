@@ -38,6 +38,7 @@ PyMODINIT_FUNC PyInit__C() {
     fqntrace::binding::add_module_scope_methods(table);
     fqntrace::binding::add_compiled_code_methods(table);
     fqntrace::binding::add_session_methods(table);
+    fqntrace::binding::add_device_methods(table);
     fqntrace::binding::add_unprofiled_methods(table);
     table.push_back({nullptr, nullptr, 0, nullptr});
   }

@@ -1,5 +1,5 @@
 // The session half of fqntrace._C: fqntrace.profile() starts and stops sessions; the package
-// asks whether one runs, flushes it, and reports the distributed backend and the GPU in use.
+// asks whether one runs, flushes it, and reports the distributed backend.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -8,7 +8,6 @@
 
 #include "binding/methods.h"  // first: Python.h must precede the system headers
 #include "plugin/config.h"
-#include "plugin/device_use.h"
 #include "plugin/log.h"
 #include "plugin/observer.h"
 #include "plugin/session.h"
@@ -106,14 +105,6 @@ PyObject* py_set_process_group(PyObject*, PyObject* args) {
 
 // device_use(None, 0): the package watches for a GPU and none is in use yet; device_use("cuda", n):
 // torch initialized CUDA with n devices. Read when a trace's tail is written.
-PyObject* py_device_use(PyObject*, PyObject* args) {
-  const char* type = nullptr;
-  int count = 0;
-  if (!PyArg_ParseTuple(args, "zi", &type, &count)) return nullptr;
-  device_use::note(type != nullptr, type != nullptr ? type : "", count);
-  Py_RETURN_NONE;
-}
-
 // A step ends now (fqntrace.step()).
 PyObject* py_step(PyObject*, PyObject*) {
   try {
@@ -247,8 +238,6 @@ void add_session_methods(std::vector<PyMethodDef>& methods) {
   methods.push_back(
       {"set_process_group", py_set_process_group, METH_VARARGS,
        "(backend, rank, world_size) once init_process_group ran, for distributedInfo"});
-  methods.push_back({"device_use", py_device_use, METH_VARARGS,
-                     "(type or None, count): the GPU the process initialized, for the tail"});
   methods.push_back({"record_function_ids", py_record_function_ids, METH_O,
                      "torch.profiler starts (True) or stops (False) recording: ranges carry ids"});
   methods.push_back(

@@ -49,6 +49,7 @@ add_library(fqntrace SHARED
   drain/tick_converter.cpp
   exporters/chrome_trace_exporter.cpp
   exporters/crc32.cpp
+  exporters/device_json.cpp
   exporters/event_lines.cpp
   exporters/gzip_stream.cpp
   exporters/json_lines_exporter.cpp
@@ -106,6 +107,7 @@ Python3_add_library(fqntrace_C MODULE WITH_SOABI
   binding/compiled_code_methods.cpp
   binding/module_scope_methods.cpp
   binding/session_methods.cpp
+  binding/device_methods.cpp
   binding/unprofiled_calls.cpp)
 set_target_properties(fqntrace_C PROPERTIES OUTPUT_NAME "_C"
   BUILD_RPATH "$ORIGIN;${FQNTRACE_TORCH_LIB_DIR}"

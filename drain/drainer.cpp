@@ -182,12 +182,33 @@ bool Drainer::flush(std::string* error) {
   return true;
 }
 
+void Drainer::device_event(const DeviceEvent& e, uint64_t base_time_ns) {
+  if (failed_) return;
+  uint32_t tid = device_track_tid(e);
+  if (device_tracks_.insert(tid).second) {
+    std::string label = device_track_name(e);
+    for (auto& ex : exporters_) ex->thread_seen(tid, label);
+  }
+  uint64_t ts = e.wall_ns > base_time_ns ? e.wall_ns - base_time_ns : 0;
+  DeviceEventRecord r{e.cat,    e.name, tid,     e.device,      e.stream,     ts,
+                      e.dur_ns, e.fqn,  e.phase, e.correlation, e.external_id};
+  for (auto& ex : exporters_) ex->device_event(r);
+  ++events_written_;
+  ++device_.collected;
+}
+
 std::vector<std::string> Drainer::finish(uint64_t dropped_events, const DeviceUse& device) {
   if (!failed_) spans_.close_all();  // stretches still open end with the session
   FinishInfo fin;
   fin.dropped_events = dropped_events;
   fin.events_written = events_written_;
   fin.device = device;
+  fin.device.collect |= device_.recordings != 0;  // events handed over say so, asked or not
+  fin.device.recordings = device_.recordings;
+  fin.device.collected = device_.collected;
+  fin.device.not_attributed = device_.not_attributed;
+  fin.device.ops = device_.ops;
+  fin.device.ops_joined = device_.ops_joined;
   std::vector<std::string> errors;
   for (auto& ex : exporters_) {
     std::string error;

@@ -14,6 +14,7 @@
 
 #include "buffer/buffer_registry.h"
 #include "buffer/module_table.h"
+#include "drain/device_events.h"
 #include "drain/module_spans.h"
 #include "drain/rf_attribution.h"
 #include "drain/tick_converter.h"
@@ -48,6 +49,16 @@ class Drainer {
   // drainer, docs/on-demand.md), none: dropped. Shapes are joined once for both.
   using Route = std::function<unsigned(const RawEvent&)>;
   uint64_t drain_routed(ThreadBuffer& buffer, Drainer* other, const Route& route);
+
+  // FQNTRACE_DEVICE: one device event (times made relative to `base_time_ns`, the trace's
+  // origin), on its stream's track, named the first time; then the recording's counts (DeviceUse).
+  void device_event(const DeviceEvent& e, uint64_t base_time_ns);
+  void device_recording(const DeviceCounts& counts) {
+    ++device_.recordings;
+    device_.not_attributed += counts.not_attributed;
+    device_.ops += counts.ops;
+    device_.ops_joined += counts.ops_joined;
+  }
 
   // false (with *error) when an exporter could not write: from then on events are discarded.
   bool flush(std::string* error);
@@ -87,6 +98,8 @@ class Drainer {
   std::vector<uint32_t> span_tracks_;  // module tracks already named
   RfAttribution rf_;
   std::set<std::pair<uint32_t, std::string>> announced_;  // threads named, by (tid, name)
+  std::set<uint32_t> device_tracks_;                      // device stream tracks already named
+  DeviceUse device_;                      // FQNTRACE_DEVICE's counts for this drainer's files
   size_t modules_declared_ = 0;           // entries of the module table already exported
   std::vector<ModuleEntry> new_modules_;  // scratch
 };

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "exporters/device_json.h"
 #include "exporters/event_lines.h"
 #include "exporters/exporter.h"
 #include "exporters/json_text.h"
@@ -40,6 +41,11 @@ class EventStreamExporter : public Exporter {
     } else {  // ranges and module spans: cached line heads (event_lines.h)
       lines_->append(file_.pending(), e, separator(), &first_);
     }
+    file_.wrote();
+  }
+
+  void device_event(const DeviceEventRecord& e) final {
+    json::append_device_event(file_.pending(), e, info_.pid, separator(), &first_);
     file_.wrote();
   }
 

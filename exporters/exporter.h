@@ -47,6 +47,23 @@ struct EventRecord {
   const std::string* input_types = nullptr;
 };
 
+// A device activity (kernel, memcpy, memset) collected through torch's Kineto with FQNTRACE_DEVICE
+// (python/fqntrace/_device_time.py) and joined to the op that launched it: written on a track of
+// its own per device stream (`tid`, named by the drain), with the launching op's fqn and phase.
+struct DeviceEventRecord {
+  const std::string& cat;   // "kernel", "gpu_memcpy" or "gpu_memset" (Kineto's categories)
+  const std::string& name;  // as Kineto names it
+  uint32_t tid;             // the stream's track (drain/device_tracks.h)
+  int device;
+  int64_t stream;
+  uint64_t ts_ns;  // relative to TraceInfo::base_time_ns, as EventRecord's
+  uint64_t dur_ns;
+  const std::string& fqn;
+  const std::string& phase;
+  int64_t correlation;  // Kineto's: the runtime call that launched it (-1: none)
+  int64_t external_id;  // Kineto's: the op that launched it (-1: none)
+};
+
 // Whether the traced process used a GPU by the time its file ends: the Python package learns it
 // from torch's own CUDA initialization (python/fqntrace/_device.py). `known` false: nobody
 // watched (a C++ program without the package), and the tail says nothing.
@@ -55,6 +72,18 @@ struct DeviceUse {
   bool used = false;
   std::string type;  // when used: "cuda", or "rocm" for torch's ROCm build
   int count = 0;     // when used: the devices the process sees
+  // FQNTRACE_DEVICE: device activity was asked for (`collect`). `collect_off`: why none was
+  // collected (no GPU here), else "". The counts are the file's own: Kineto sessions joined
+  // (`recordings`), the device events written, those whose launching op fqntrace did not record
+  // (left out), and Kineto's CPU ops and how many of them fqntrace's attribution named (the
+  // join's health: all, when the ids work).
+  bool collect = false;
+  std::string collect_off;
+  uint64_t recordings = 0;
+  uint64_t collected = 0;
+  uint64_t not_attributed = 0;
+  uint64_t ops = 0;
+  uint64_t ops_joined = 0;
 };
 
 struct FinishInfo {
@@ -76,6 +105,8 @@ class Exporter {
   // when it stays where it is. Writing goes on either way.
   virtual bool move_to(const std::string& path, std::string* error) = 0;
   virtual void event(const EventRecord& e) = 0;
+  // FQNTRACE_DEVICE's events; formats that carry none ignore them.
+  virtual void device_event(const DeviceEventRecord& e) {}
   // An entry of the module table (buffer/module_table.h): a module fqntrace named, its class and
   // its parent's fqn ("" for a root). Formats that carry no table ignore it.
   virtual void module_declared(const std::string& fqn, const std::string& module_type,

@@ -314,13 +314,30 @@ void append_capture(std::string& out, const TraceInfo& info) {
 void append_device(std::string& out, const DeviceUse& device) {
   if (!device.known) return;
   if (!device.used) {
-    out += ", \"device\": {\"used\": false}";
-    return;
+    out += ", \"device\": {\"used\": false";
+  } else {
+    out += ", \"device\": {\"used\": true, \"type\": ";
+    append_string(out, device.type);
+    out += ", \"count\": ";
+    append_int(out, device.count);
   }
-  out += ", \"device\": {\"used\": true, \"type\": ";
-  append_string(out, device.type);
-  out += ", \"count\": ";
-  append_int(out, device.count);
+  if (device.collect) {  // FQNTRACE_DEVICE
+    out += ", \"collected\": {\"recordings\": ";
+    append_uint(out, device.recordings);
+    out += ", \"events\": ";
+    append_uint(out, device.collected);
+    out += ", \"not_attributed\": ";
+    append_uint(out, device.not_attributed);
+    out += ", \"ops\": ";
+    append_uint(out, device.ops);
+    out += ", \"ops_joined\": ";
+    append_uint(out, device.ops_joined);
+    if (!device.collect_off.empty()) {
+      out += ", \"off\": ";
+      append_string(out, device.collect_off);
+    }
+    out += "}";
+  }
   out += "}";
 }
 

@@ -19,6 +19,13 @@ void note(bool used, const std::string& type, int count) {
   g_device.count = used ? count : 0;
 }
 
+void collecting(bool on, const std::string& off) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_device.known = true;
+  g_device.collect = on;
+  g_device.collect_off = on ? off : "";
+}
+
 DeviceUse current() {
   std::lock_guard<std::mutex> lock(g_mu);
   return g_device;

@@ -12,6 +12,10 @@ namespace fqntrace::device_use {
 // `count` devices (used = true).
 void note(bool used, const std::string& type, int count);
 
+// FQNTRACE_DEVICE: the package collects device activity (`on`); `off`: why it collects none
+// (no GPU here, or it failed), else "".
+void collecting(bool on, const std::string& off);
+
 // What the next tail says (known = false until note() was called).
 DeviceUse current();
 

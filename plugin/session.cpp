@@ -78,6 +78,9 @@ constexpr int kTermFlushWaitMs = 500;  // the drain thread wakes every 20 ms: am
 std::atomic<uint32_t> g_flush_requests{0};
 std::atomic<uint32_t> g_flushes_done{0};
 std::atomic<bool> g_drain_alive{false};
+// FQNTRACE_DEVICE: the capture whose device events Kineto is recording (0: none), which its
+// file waits for (expect_device_events).
+std::atomic<uint32_t> g_device_capture{0};
 struct sigaction g_default_term {};
 
 void flush_then_terminate(int signal_number) {
@@ -313,6 +316,10 @@ struct Session {
     auto waited = std::chrono::steady_clock::now() - capture.ended_at;
     bool complete = capture.ended && waited >= 2 * kDrainPeriod &&
                     (capture.tail_name_id == 0 || capture.tail_seen || waited >= 2s);
+    // FQNTRACE_DEVICE: a capture Kineto records for gets its device events at the step that ends
+    // it (python/fqntrace/_device_time.py); a program that never gets there, the file without.
+    bool device_due = g_device_capture.load(std::memory_order_acquire) == capture.index;
+    complete = complete && (!device_due || waited >= 30s);
     if (!now && !complete) return;
     std::string error;
     bool ok = capture.drain->flush(&error);
@@ -624,6 +631,7 @@ void set_record_function_ids(bool on) {
     std::lock_guard<std::mutex> drain_lock(g_session->drain_mu);
     g_session->drain_all();
     g_session->drain->rf_attribution().clear();
+    if (g_session->capture.drain) g_session->capture.drain->rf_attribution().clear();
   }
   if (!g_session->callback_installed || before == (g_id_requests > 0)) return;
   // Ranges already open keep the callback they started with (RecordFunction copies them).
@@ -670,10 +678,13 @@ std::vector<RangeAttribution> record_function_attribution() {
   g_session->flush_all();
   const InternTable& names = InternTable::instance();
   std::vector<RangeAttribution> out;
-  out.reserve(g_session->drain->rf_attribution().entries().size());
-  for (const RfEntry& e : g_session->drain->rf_attribution().entries()) {
-    out.push_back({e.rf_id, &names.str(e.fqn_id), e.type_id != 0 ? &names.str(e.type_id) : nullptr,
-                   phase_name(e.phase)});
+  // A capture's ranges reach its own drainer only when the trace file does not record them.
+  for (Drainer* d : {g_session->drain.get(), g_session->capture.drain.get()}) {
+    if (d == nullptr) continue;
+    for (const RfEntry& e : d->rf_attribution().entries()) {
+      out.push_back({e.rf_id, &names.str(e.fqn_id),
+                     e.type_id != 0 ? &names.str(e.type_id) : nullptr, phase_name(e.phase)});
+    }
   }
   return out;
 }
@@ -684,6 +695,34 @@ std::vector<SummaryDue> take_summaries_due() {
   if (g_forked_child) return {};  // the parent's, copied by fork: never written twice
   std::lock_guard<std::mutex> lock(g_summaries_mu);
   return std::exchange(g_summaries_due, {});
+}
+
+bool add_device_events(bool main, uint32_t capture, const std::vector<DeviceEvent>& events,
+                       const DeviceCounts& counts) {
+  if (g_forked_child) return false;
+  std::lock_guard<std::mutex> lock(g_lifecycle_mu);
+  if (g_session == nullptr) return false;
+  Session& s = *g_session;
+  std::lock_guard<std::mutex> drain_lock(s.drain_mu);
+  s.drain_all();  // a capture's file opens with its first segment: make sure it is open
+  bool taken = false;
+  std::vector<Drainer*> to;
+  if (main && s.config.trace_file && !s.drain->failed()) to.push_back(s.drain.get());
+  if (capture != 0 && capture == s.capture.index && s.capture.drain) {
+    to.push_back(s.capture.drain.get());
+  }
+  if (capture != 0) g_device_capture.compare_exchange_strong(capture, 0);
+  for (Drainer* d : to) {
+    for (const DeviceEvent& e : events) d->device_event(e, s.info.base_time_ns);
+    d->device_recording(counts);
+    taken = true;
+  }
+  s.finish_capture_if_complete(false);
+  return taken;
+}
+
+void expect_device_events(uint32_t capture) {
+  g_device_capture.store(capture, std::memory_order_release);
 }
 
 void flush_session() {

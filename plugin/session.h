@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "drain/device_events.h"
 #include "plugin/config.h"
 
 namespace fqntrace {
@@ -42,6 +43,15 @@ struct RangeAttribution {
 // Every range ended since the current (or last) torch.profiler recording started, after
 // draining everything recorded so far.
 std::vector<RangeAttribution> record_function_attribution();
+// FQNTRACE_DEVICE: a recording's device events, joined to their ops (python/fqntrace/
+// _device_time.py), go to the trace file (`main`) and/or the capture `capture` (0: none) if its
+// file is still open, with the recording's counts. A capture's file is completed once its device
+// events are in. false when nothing took them.
+bool add_device_events(bool main, uint32_t capture, const std::vector<DeviceEvent>& events,
+                       const DeviceCounts& counts);
+// FQNTRACE_DEVICE's collector starts recording for the capture `capture`: its file waits for
+// add_device_events (at most 30 s after the capture ends).
+void expect_device_events(uint32_t capture);
 // Drain now and push bytes to the OS (tests and fqntrace.flush()).
 void flush_session();
 

@@ -270,6 +270,13 @@ bool recording_wanted(bool* capture_memory) {
   return main_records(step) || capture;
 }
 
+void recording_target(bool* main, uint32_t* capture) {
+  std::lock_guard<std::mutex> lock(g_step_mu);
+  uint64_t step = g_step.load(std::memory_order_relaxed);
+  *main = session_state::running() && main_records(step);
+  *capture = capture_records(step) ? g_capture.index : 0;
+}
+
 size_t segments_since(size_t from, std::vector<Segment>* out) {
   std::lock_guard<std::mutex> lock(g_step_mu);
   size_t begin = from < g_segments_first ? 0 : from - g_segments_first;

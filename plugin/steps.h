@@ -55,6 +55,10 @@ void end_capture(uint32_t index);
 // whether the allocator's reports are wanted by the capture. The session asks after every change.
 bool recording_wanted(bool* capture_memory);
 
+// What the running step records into: the trace file (*main) and/or the capture *capture (0:
+// none). FQNTRACE_DEVICE's collector follows it at every step's end.
+void recording_target(bool* main, uint32_t* capture);
+
 // The recording state from `start_ticks` on, until the next segment: the trace file records
 // (`main`), and/or the capture `capture` (0: none). The drain sends each event to the outputs
 // of the segment its start lies in. `tail_name_id` (a capture's end): the name of its last step

@@ -17,7 +17,7 @@ import atexit
 import os
 import threading
 
-from fqntrace import _native, _summary_file
+from fqntrace import _device_time, _native, _summary_file
 
 _registered = False
 
@@ -31,6 +31,7 @@ def _flush():
 
 def _stop():
     try:
+        _device_time.finish()  # FQNTRACE_DEVICE: the last recording's device events first
         binding = _native.load()
         binding.stop()  # a failure was already reported on stderr
     except Exception:

@@ -4,7 +4,17 @@ it relies on) is off, with one line that says so, and the others and the trace g
 
 import sys
 
-from fqntrace import _coexist, _device, _distributed, _exit, _fsdp, _hooks, _kineto_hook, _steps
+from fqntrace import (
+    _coexist,
+    _device,
+    _device_time,
+    _distributed,
+    _exit,
+    _fsdp,
+    _hooks,
+    _kineto_hook,
+    _steps,
+)
 
 # (what the user loses if it fails, set-up), in the order they must run.
 PARTS = (
@@ -16,6 +26,7 @@ PARTS = (
     ("training steps from optimizer steps", _steps.install),
     ("starting torch.profiler beside fqntrace's memory reports", _coexist.install),
     ("fqn and phase in torch.profiler's own traces", _kineto_hook.install),
+    ("device time per module (FQNTRACE_DEVICE)", _device_time.install),
 )
 
 

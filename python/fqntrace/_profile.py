@@ -6,7 +6,7 @@ import os
 import sys
 import tempfile
 
-from fqntrace import _features, _native, _summary_file
+from fqntrace import _device_time, _features, _native, _summary_file
 
 _numbers = itertools.count()
 
@@ -93,7 +93,7 @@ def _sample_text(sample):
 
 
 @contextlib.contextmanager
-def profile(path=None, steps=None, memory=None, sample=None, cpu=None):
+def profile(path=None, steps=None, memory=None, sample=None, cpu=None, device=None):
     """Traces everything the body runs to `path` (.json: Chrome trace, .jsonl: JSON Lines, .gz
     after either: gzip; {pid} and {rank} are expanded; None: a new file under the temporary
     directory). Yields the expanded path, a str whose .summary(), .steps(), .diff(), .report()
@@ -105,7 +105,9 @@ def profile(path=None, steps=None, memory=None, sample=None, cpu=None):
     records each op with probability p, for a long job traced all along (FQNTRACE_SAMPLE,
     docs/sampling.md); None: as FQNTRACE_SAMPLE says. `cpu=True` also records each module's
     thread CPU time (FQNTRACE_CPU, a system call per module call: docs/benchmarks.md); None: as
-    FQNTRACE_CPU says. Raises ValueError for a
+    FQNTRACE_CPU says. `device=True` also collects the GPU's kernels, copies and fills through
+    torch's Kineto and writes them with the module and phase of the op that launched each
+    (FQNTRACE_DEVICE, docs/trace-format.md); None: as FQNTRACE_DEVICE says. Raises ValueError for a
     bad path, steps or sample and RuntimeError if a session is already running (e.g. FQNTRACE is set).
     When the tracer cannot be loaded here (built for another torch, or missing), the body runs
     untraced, the block yields None, and one line on stderr says what rebuilds it."""
@@ -118,11 +120,14 @@ def profile(path=None, steps=None, memory=None, sample=None, cpu=None):
     if path is None:
         path = temporary_path()
     expanded = TracePath(C.start(str(path), _steps_text(steps), memory, _sample_text(sample), cpu))
+    _device_time.ask(device)
     # First of the parts: a body that never ends (os._exit, abort) still leaves a file.
     _features.install_all()
     try:
         yield expanded
     finally:
+        _device_time.finish()  # the last recording's device events, before the file ends
+        _device_time.ask(None)
         stopped = C.stop()
         _summary_file.write_finished(C)  # FQNTRACE_FORMATS=summary: from the finished trace
         if not stopped:

@@ -10,7 +10,7 @@ removes the optimizer hook, so a step is never ended twice. The choice lasts one
 session (fqntrace.profile()) starts with the optimizer hook again, as a fresh process would.
 """
 
-from fqntrace import _native
+from fqntrace import _device_time, _native
 
 _handle = None
 _explicit = False
@@ -39,6 +39,7 @@ def step():
             _handle.remove()
             _handle = None
     _native.load().step()
+    _device_time.after_step()
 
 
 def current_step():

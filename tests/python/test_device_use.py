@@ -73,7 +73,7 @@ def test_a_gpu_run_without_device_events_says_its_times_are_the_hosts(traces):
         }
         table = cli_stdout("summary", str(traces[key]))
         assert HOST_NOTE in table
-        assert "ProfilerActivity.CUDA" in table
+        assert "trace with FQNTRACE_DEVICE=1" in table
     # The notebook's text and HTML views are the CLI's table.
     trace = fqntrace.load(str(traces["gpu"]))
     assert HOST_NOTE in trace.table()

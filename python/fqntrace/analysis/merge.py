@@ -322,5 +322,13 @@ def _tail(ranks, n_slices):
     devices = [trace_events.device_use(r.tail) for r in ranks]
     if devices and None not in devices:
         used = [d for d in devices if d["used"]]
-        tail["device"] = used[0] if used else {"used": False}
+        tail["device"] = dict(used[0] if used else {"used": False})
+        tail["device"].pop("collected", None)
+        collected = [d["collected"] for d in devices if "collected" in d]
+        if collected:  # FQNTRACE_DEVICE's counts, over the ranks
+            keys = {k for c in collected for k in c if k != "off"}
+            tail["device"]["collected"] = {k: sum(c.get(k, 0) for c in collected) for k in keys}
+            offs = [c["off"] for c in collected if "off" in c]
+            if offs:
+                tail["device"]["collected"]["off"] = offs[0]
     return tail

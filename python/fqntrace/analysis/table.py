@@ -287,23 +287,30 @@ def render_table(summary, depth=None, sort=None, phase=None, width=TABLE_WIDTH, 
 
 def host_time_notes(summary):
     """The lines that say a GPU job's times are the host's (the trace's process initialized a GPU
-    and the trace holds no device events), else []."""
+    and the trace holds no device events, or FQNTRACE_DEVICE collected none), else []."""
     device = summary.get("device")
-    if (
-        not isinstance(device, dict)
-        or device.get("used") is not True
-        or device.get("device_events")
-    ):
+    if not isinstance(device, dict) or device.get("device_events"):
         return []
+    collected = device.get("collected") if isinstance(device.get("collected"), dict) else None
+    off = printable(str(collected["off"])) if collected and "off" in collected else None
+    if device.get("used") is not True:
+        return (
+            [f"host time only: FQNTRACE_DEVICE collected no device events ({off})"] if off else []
+        )
     count = device.get("count")
     devices = f" ({count} device{'s' if count != 1 else ''})" if isinstance(count, int) else ""
     kind = printable(str(device.get("type") or "a GPU").upper())  # data from the trace
-    return [
+    lines = [
         f"host time only: the process used {kind}{devices} but the trace has no device events; "
-        "times are op launches and sync waits, not GPU time",
-        "device time per module: run torch.profiler with ProfilerActivity.CUDA in the traced "
-        "program and summarize its export (docs/trace-format.md)",
+        "times are op launches and sync waits, not GPU time"
     ]
+    if off:
+        lines.append(f"FQNTRACE_DEVICE collected no device events ({off})")
+    elif collected is not None:
+        lines.append("FQNTRACE_DEVICE collected no device events: no recorded op launched any")
+    else:
+        lines.append("device time per module: trace with FQNTRACE_DEVICE=1 (docs/trace-format.md)")
+    return lines
 
 
 # Thread CPU time is opt-in (plugin/thread_cpu.h): a table without it says how to get it.

@@ -208,19 +208,29 @@ def ms(ns):
 
 def device_use(tail):
     """What a trace's tail says of the GPU its process used (docs/trace-format.md): {"used":
-    False}, or {"used": True, "type": "cuda" | "rocm", "count": n}; None when it says nothing
-    (a trace written before fqntrace watched, a C++ program, a cut-off file)."""
+    False}, or {"used": True, "type": "cuda" | "rocm", "count": n}, with FQNTRACE_DEVICE's
+    "collected" counts (and "off": why none) when it collected; None when it says nothing (a
+    trace written before fqntrace watched, a C++ program, a cut-off file)."""
     device = tail.get("device") if isinstance(tail, dict) else None
     if not isinstance(device, dict) or not isinstance(device.get("used"), bool):
         return None
-    if not device["used"]:
-        return {"used": False}
-    count = device.get("count")
-    return {
-        "used": True,
-        "type": device.get("type") if isinstance(device.get("type"), str) else "gpu",
-        "count": count if isinstance(count, int) and not isinstance(count, bool) else None,
-    }
+    out = {"used": False}
+    if device["used"]:
+        count = device.get("count")
+        out = {
+            "used": True,
+            "type": device.get("type") if isinstance(device.get("type"), str) else "gpu",
+            "count": count if isinstance(count, int) and not isinstance(count, bool) else None,
+        }
+    collected = device.get("collected")
+    if isinstance(collected, dict):
+        out["collected"] = {
+            k: v
+            for k, v in collected.items()
+            if (k == "off" and isinstance(v, str))
+            or (isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+        }
+    return out
 
 
 def rank_of(header):

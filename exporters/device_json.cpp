@@ -1,0 +1,41 @@
+#include "exporters/device_json.h"
+
+#include "exporters/json_text.h"
+
+namespace fqntrace::json {
+
+void append_device_event(std::string& out, const DeviceEventRecord& e, long pid,
+                         const char* separator, bool* first) {
+  begin_line(out, separator, first);
+  out += "{\"ph\":\"X\",\"cat\":";
+  append_string(out, e.cat);
+  out += ",\"name\":";
+  append_string(out, e.name);
+  out += ",\"pid\":";
+  append_int(out, pid);
+  out += ",\"tid\":";
+  append_uint(out, e.tid);
+  out += ",\"ts\":";
+  append_us(out, e.ts_ns);
+  out += ",\"dur\":";
+  append_us(out, e.dur_ns);
+  out += ",\"args\":{\"fqn\":";
+  append_string(out, e.fqn);
+  out += ",\"phase\":";
+  append_string(out, e.phase);
+  out += ",\"device\":";
+  append_int(out, e.device);
+  out += ",\"stream\":";
+  append_int(out, e.stream);
+  if (e.correlation >= 0) {
+    out += ",\"correlation\":";
+    append_int(out, e.correlation);
+  }
+  if (e.external_id >= 0) {
+    out += ",\"External id\":";
+    append_int(out, e.external_id);
+  }
+  out += "}}";
+}
+
+}  // namespace fqntrace::json
