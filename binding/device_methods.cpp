@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "binding/methods.h"  // first: Python.h must precede the system headers
-#include "drain/device_events.h"
 #include "plugin/device_use.h"
 #include "plugin/session.h"
 #include "plugin/steps.h"
@@ -61,8 +60,8 @@ bool event_of(PyObject* t, DeviceEvent* e) {
   PyObject *cat, *name, *fqn, *phase;
   long long stream, correlation, external;
   unsigned long long wall, dur;
-  if (!PyArg_ParseTuple(t, "UUiLiKKUULL", &cat, &name, &e->device, &stream, &e->lane, &wall,
-                        &dur, &fqn, &phase, &correlation, &external)) {
+  if (!PyArg_ParseTuple(t, "UUiLiKKUULL", &cat, &name, &e->device, &stream, &e->lane, &wall, &dur,
+                        &fqn, &phase, &correlation, &external)) {
     return false;
   }
   e->stream = stream;

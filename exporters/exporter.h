@@ -53,7 +53,7 @@ struct EventRecord {
 struct DeviceEventRecord {
   const std::string& cat;   // "kernel", "gpu_memcpy" or "gpu_memset" (Kineto's categories)
   const std::string& name;  // as Kineto names it
-  uint32_t tid;             // the stream's track (drain/device_tracks.h)
+  uint32_t tid;             // the stream's track (drain/device_events.h)
   int device;
   int64_t stream;
   uint64_t ts_ns;  // relative to TraceInfo::base_time_ns, as EventRecord's

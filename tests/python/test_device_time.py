@@ -13,6 +13,7 @@ import textwrap
 
 import pytest
 import torch
+from browser import Page
 from conftest import cli_stdout, run_python
 from fqntrace.analysis import device_join, kineto_annotate
 from test_gpu_trace import A100, fqntrace_attribution, host_ranges
@@ -235,6 +236,33 @@ def test_recorded_a100_through_the_live_path_gives_annotates_device_time(tmp_pat
     assert len(live) >= 5
     table = cli_stdout("summary", path)
     assert "fwd dev" in table and "host time only" not in table
+
+    # The report's module table: a device-time column per phase, each module's as summary's.
+    report = tmp_path / "live.html"
+    cli_stdout("report", path, "-o", report)
+    with Page() as page:
+        page.open(report)
+        page.wait_for("document.querySelectorAll('#modules tbody tr').length > 0")
+        assert page.errors == []
+        heads = page.evaluate(
+            "Array.from(document.querySelectorAll('#modules thead th')).map((th) =>"
+            " th.textContent.trim())"
+        )
+        rows = page.evaluate(
+            "Array.from(document.querySelectorAll('#modules tbody tr')).map((tr) =>"
+            " Array.from(tr.children).map((td) => td.textContent.trim()))"
+        )
+    assert {"fwd dev ms", "bwd dev ms"} <= set(heads)
+    summary = json.loads(cli_stdout("summary", "--json", path))
+    column, checked = heads.index("bwd dev ms"), 0
+    for row in rows:
+        fqn = row[0]
+        if fqn in summary["modules"] and "device_ms" in summary["modules"][fqn]["backward"]:
+            shown = float(row[column].replace(",", ""))
+            expected = summary["modules"][fqn]["backward"]["device_ms"]
+            assert shown == pytest.approx(expected, rel=0.01, abs=0.01), fqn
+            checked += 1
+    assert checked >= 3
 
 
 def kineto_annotate_device(doc):
