@@ -100,22 +100,33 @@ class _Collector:
             self._guarded(self._start, target)
 
     def _guarded(self, action, *args):
+        """action(*args), fqntrace's own calls into the profiler (the pause wrappers stand by);
+        an error turns collection off with one line, never into the program."""
         self.busy = True
         try:
             action(*args)
         except Exception as error:
-            self.failed = True
-            self.target = None
-            self.C.expect_device_events(0)
-            self.C.device_collecting(True, f"failed: {type(error).__name__}")
-            _log(
-                f"FQNTRACE_DEVICE: device events off ({type(error).__name__}: {error}); the "
-                "trace goes on with host time only"
-            )
+            self.fail(error)
         finally:
             self.busy = False
 
+    def fail(self, error):
+        self.failed = True
+        self.target = None
+        _log(
+            f"FQNTRACE_DEVICE: device events off ({type(error).__name__}: {error}); the trace "
+            "goes on with host time only"
+        )
+        try:
+            self.C.expect_device_events(0)  # no capture waits for them
+            self.C.device_collecting(True, f"failed: {type(error).__name__}")
+        except Exception:
+            pass
+
     def _start(self, target):
+        if self.torch._C._autograd._profiler_enabled():
+            self.paused = True  # the program's profiler holds Kineto: back when it stops
+            return
         config = self._config()
         self.profiler._prepare_profiler(config, self.activities)
         self.C.record_function_ids(True)  # each range fqntrace records carries Kineto's handle
@@ -148,7 +159,10 @@ class _Collector:
         """The program's own torch.profiler is about to start."""
         if self.busy or self.paused:
             return
-        self.sync()  # a recording that changed since the last step is followed first
+        try:
+            self.sync()  # a recording that changed since the last step is followed first
+        except Exception as error:
+            self.fail(error)
         self._guarded(self._stop)
         self.paused = True
 
@@ -157,7 +171,10 @@ class _Collector:
         if self.busy or not self.paused:
             return
         self.paused = False
-        self.sync()
+        try:
+            self.sync()
+        except Exception as error:
+            self.fail(error)
 
     def finish(self):
         """The session stops (exit, or the end of fqntrace.profile()): the last events in."""
@@ -228,8 +245,12 @@ def after_optimizer_step(optimizer, args, kwargs):
 
 def after_step():
     """A step ended (fqntrace's optimizer hook or fqntrace.step())."""
-    if _collector is not None:
-        _collector.sync(step_ended=True)
+    collector = _collector
+    if collector is not None:
+        try:
+            collector.sync(step_ended=True)
+        except Exception as error:  # never into the optimizer's step
+            collector.fail(error)
 
 
 def finish():

@@ -162,6 +162,26 @@ def test_the_programs_own_profiler_keeps_its_rows(tmp_path):
     assert any(key == "aten::addmm" for key, _ in rows["cpu"])
 
 
+def test_a_profiler_already_recording_is_left_alone_and_collection_follows_it(tmp_path):
+    body = """
+    import json, fqntrace, torch.profiler as tp
+    with tp.profile(activities=[tp.ProfilerActivity.CPU]) as prof:
+        with fqntrace.profile("inner.json"):
+            for _ in range(2): train_step()
+    json.dump(len(prof.events()), open("n.json", "w"))
+    """
+    proc = run_python(
+        LOOP + textwrap.dedent(body), {"FQNTRACE_DEVICE": "cpu"}, cwd=str(tmp_path), check_rc=0
+    )
+    assert kineto_noise_free(proc.stderr) == [], proc.stderr
+    # The block's session started inside the program's profiler: fqntrace's collection waited
+    # for it (nothing collected, no failure), and the program's profiler recorded as usual.
+    collected = tail(tmp_path / "inner.json")["device"]["collected"]
+    assert collected["recordings"] == 0 and "off" not in collected
+    assert json.loads((tmp_path / "n.json").read_text()) > 0
+    cli_stdout("validate", tmp_path / "inner.json")
+
+
 def _a100_through_the_live_join():
     """The recorded trace as the live collector would hand it over: joined by device_join with
     the attribution fqntrace's drain keeps (played from the trace, as in test_gpu_trace)."""
