@@ -4,9 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "drain/device_events.h"
 #include "exporters/json_text.h"
-#include "tests/cpp/test_util.h"
 
 using namespace fqntrace;
 
