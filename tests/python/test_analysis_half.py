@@ -26,6 +26,7 @@ ANALYSIS = {
     "diff",
     "diff_table",
     "kineto_annotate",
+    "device_join",
     "memory",
     "merge",
     "repair",
