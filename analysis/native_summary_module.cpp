@@ -327,8 +327,10 @@ PyObject* live_totals(PyObject* self, PyObject*) {
   PyObject* modules = PyList_New(0);
   if (modules == nullptr) return nullptr;
   for (const auto& m : engine.modules()) {
-    PyObject* row = Py_BuildValue("(NLLL)", text(engine.fqn(m.fqn)), (long long)m.phases[0].self_ns,
-                                  (long long)m.phases[1].self_ns, (long long)m.phases[2].self_ns);
+    int64_t device_ns = m.phases[0].device_ns + m.phases[1].device_ns + m.phases[2].device_ns;
+    PyObject* row = Py_BuildValue("(NLLLL)", text(engine.fqn(m.fqn)), (long long)m.phases[0].self_ns,
+                                  (long long)m.phases[1].self_ns, (long long)m.phases[2].self_ns,
+                                  (long long)device_ns);
     if (row == nullptr || PyList_Append(modules, row) < 0) {
       Py_XDECREF(row);
       Py_DECREF(modules);
@@ -360,7 +362,8 @@ PyMethodDef kEngineMethods[] = {
      "With live=True: [(kind, phase or is_user_annotation, fqn or name, a, b)] since the last "
      "call, in order: kind 0 counted time (when_ns, ns), 1 a ProfilerStep range (start, end)."},
     {"live_totals", live_totals, METH_NOARGS,
-     "([(fqn, self ns forward, backward, recompute)], first start ns, latest end ns) so far."},
+     "([(fqn, self ns forward, backward, recompute, device ns of all phases)], first start ns, "
+     "latest end ns) so far."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyTypeObject kEngineType = {PyVarObject_HEAD_INIT(nullptr, 0) nullptr};

@@ -15,7 +15,9 @@ import pytest
 import torch
 from browser import Page
 from conftest import cli_stdout, run_python
-from fqntrace.analysis import device_join, kineto_annotate
+from fqntrace.analysis import device_join, kineto_annotate, summarize
+from fqntrace.analysis.top.sources import Source
+from fqntrace.analysis.top.tree import build_rows
 from test_gpu_trace import A100, fqntrace_attribution, host_ranges
 
 LOOP = textwrap.dedent(
@@ -257,6 +259,18 @@ def test_recorded_a100_through_the_live_path_gives_annotates_device_time(tmp_pat
     table = cli_stdout("summary", path)
     assert "fwd dev" in table and "host time only" not in table
 
+    # top: a since-start device column per module subtree, from either engine, and on screen.
+    summary = json.loads(cli_stdout("summary", "--json", path))
+    for native in (True, False):
+        rows = top_rows(path, native)
+        for fqn in ("Net", "Net.conv", "Net.bn"):
+            subtree = sum(summary["modules"][fqn][p].get("device_ms", 0) for p in ("forward", "backward"))
+            assert rows[fqn].device / 1e6 == pytest.approx(subtree, rel=1e-6), (native, fqn)
+        assert rows["Net"].device / 1e6 == pytest.approx(total_ms, rel=1e-6)
+    pytest.importorskip("rich")
+    screen = cli_stdout("top", "--once", path)
+    assert "\u03a3dev" in screen and "device time of the kernels" in screen
+
     # The report's module table: a device-time column per phase, each module's as summary's.
     report = tmp_path / "live.html"
     cli_stdout("report", path, "-o", report)
@@ -283,6 +297,31 @@ def test_recorded_a100_through_the_live_path_gives_annotates_device_time(tmp_pat
             assert shown == pytest.approx(expected, rel=0.01, abs=0.01), fqn
             checked += 1
     assert checked >= 3
+
+
+def top_rows(path, native):
+    """top's rows {fqn: Row} after reading the whole file, by the native engine or Python's."""
+    saved = summarize._native
+    if not native:
+        summarize._native = None
+    elif saved is None:
+        pytest.skip("the native summary engine is not built")
+    try:
+        source = Source(str(path), window_s=600)
+        while source.poll() is not None:
+            pass
+        source.settle()
+    finally:
+        summarize._native = saved
+    rows = {}
+
+    def walk(nodes):
+        for r in nodes:
+            rows[r.fqn] = r
+            walk(r.children)
+
+    walk(build_rows([source]))
+    return rows
 
 
 def kineto_annotate_device(doc):

@@ -31,7 +31,7 @@ def _ns(value):
 
 
 class Joined:
-    """A recording's device events (FIELDS tuples in start order) and the counts its trace's tail
+    """A recording's device events (FIELDS tuples) and the counts its trace's tail
     keeps: device events left out, Kineto's CPU ops and how many of them the attribution named."""
 
     def __init__(self, events=(), left_out=0, ops=0, ops_joined=0):
@@ -42,7 +42,8 @@ class Joined:
 
 
 def device_events(doc, attribution):
-    """Joined. `doc`: the Kineto trace as JSON (its events get fqn and phase in place)."""
+    """Joined, its events in end order (an inner one before the one enclosing it). `doc`: the
+    Kineto trace as JSON (its events get fqn and phase in place)."""
     events = doc.get("traceEvents") if isinstance(doc, dict) else None
     if not isinstance(events, list):
         return Joined()
@@ -73,7 +74,7 @@ def device_events(doc, attribution):
         )  # fmt: skip
     found.sort(key=lambda f: (f[2], f[3], f[5], -f[6]))
     _assign_lanes(found)
-    found.sort(key=lambda f: (f[5], -f[6]))
+    found.sort(key=lambda f: (f[5] + f[6], -f[5]))  # by end, as fqntrace writes every track
     return Joined(map(tuple, found), left_out, counts.cpu_ops, counts.cpu_ops_annotated)
 
 

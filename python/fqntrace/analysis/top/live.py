@@ -161,6 +161,15 @@ class LiveSummary(summarize.StreamSummary, LiveWindow):
                     out[(phase, fqn)] = ns
         return out
 
+    def device_since_start(self):
+        """{fqn: device ns its ops launched, all phases} (FQNTRACE_DEVICE, annotated traces)."""
+        out = {}
+        for fqn, m in self.totals.modules.items():
+            ns = sum(m["phases"][phase]["device_ns"] for phase in PHASES)
+            if ns:
+                out[fqn] = ns
+        return out
+
 
 class NativeLiveSummary(LiveWindow):
     """LiveSummary's numbers from the native engine (summary_engine.h, live mode): it is fed the
@@ -170,7 +179,7 @@ class NativeLiveSummary(LiveWindow):
     def __init__(self, window_s, exclude_steps=step_times.DEFAULT_EXCLUDED, jsonl=False):
         super().__init__(window_s, exclude_steps)
         self.engine = summarize._native.Engine(jsonl, live=True)
-        self._modules = []  # [(fqn, self ns per phase)] as of the last settle()
+        self._modules = []  # [(fqn, self ns per phase, device ns)] as of the last settle()
 
     def feed_block(self, chunk, start, end):
         """Whole event lines chunk[start:end]: how many events, None when they are not."""
@@ -213,11 +222,15 @@ class NativeLiveSummary(LiveWindow):
 
     def since_start(self):
         out = {}
-        for fqn, *per_phase in self._modules:
+        for fqn, *per_phase, _ in self._modules:
             for phase, ns in zip(PHASES, per_phase):
                 if ns:
                     out[(phase, fqn)] = ns
         return out
+
+    def device_since_start(self):
+        """{fqn: device ns its ops launched, all phases} (FQNTRACE_DEVICE, annotated traces)."""
+        return {fqn: row[-1] for fqn, *row in self._modules if row[-1]}
 
 
 def new_live(window_s, exclude_steps, jsonl):

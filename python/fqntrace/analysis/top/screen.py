@@ -97,6 +97,9 @@ def render(sources, view, window_s, rate):
     table.add_column("%", justify="right", no_wrap=True)
     for p in phases:
         table.add_column("\u03a3" + PHASE_SHORT[p], justify="right", no_wrap=True)
+    with_device = any(r.device for r in roots)
+    if with_device:
+        table.add_column("\u03a3dev", justify="right", no_wrap=True)
     with_steps = any(r.steps for r in roots)
     with_cpu = any(r.steps.get(CPU) for r in roots)
     if with_steps:
@@ -120,6 +123,8 @@ def render(sources, view, window_s, rate):
         cells = [Text(trace_events.printable(name))] + [_ms(r.recent[p]) for p in phases]
         cells.append(f"{share:.1f}" if share else "-")
         cells += [_ms(r.total[p]) for p in phases]
+        if with_device:
+            cells.append(_ms(r.device))
         if with_steps:
             cells += [_ms(r.step_median(p)) for p in phases]
         if with_cpu:
@@ -132,6 +137,12 @@ def render(sources, view, window_s, rate):
         "of trace time (%: share"
         + (", rN: per rank" if per_rank else "")
         + "); \u03a3: since the start"
+        + (
+            "; \u03a3dev: device time of the kernels, copies and fills it launched, all phases "
+            "(written at each recording's end)"
+            if with_device
+            else ""
+        )
         + (
             "; /st: median per step over the last steps, " + _left_out(ordered[0].exclude_steps)
             if with_steps

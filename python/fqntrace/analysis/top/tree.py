@@ -8,7 +8,7 @@ SORTS = ("tree", "recent", "total")
 
 
 class Row:
-    __slots__ = ("fqn", "depth", "children", "recent", "total", "per_rank", "steps")
+    __slots__ = ("fqn", "depth", "children", "recent", "total", "device", "per_rank", "steps")
 
     def __init__(self, fqn):
         self.fqn = fqn
@@ -16,6 +16,7 @@ class Row:
         self.children = []
         self.recent = dict.fromkeys(PHASES, 0)
         self.total = dict.fromkeys(PHASES, 0)
+        self.device = 0  # device ns since the start, all phases
         self.per_rank = {}  # rank label -> recent ns, all phases
         self.steps = {}  # phase -> [subtree ns per recent kept step] (the first file's steps)
 
@@ -52,6 +53,9 @@ def build_rows(sources):
         for (phase, fqn), ns in live.since_start().items():
             for r in _chain(row, fqn):
                 r.total[phase] += ns
+        for fqn, ns in live.device_since_start().items():
+            for r in _chain(row, fqn):
+                r.device += ns
         if index == 0:  # per-step medians of one process (ranks' steps do not line up)
             per, n = live.step_samples()
             for (phase, fqn), values in per.items():
