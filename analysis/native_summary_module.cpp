@@ -328,9 +328,9 @@ PyObject* live_totals(PyObject* self, PyObject*) {
   if (modules == nullptr) return nullptr;
   for (const auto& m : engine.modules()) {
     int64_t device_ns = m.phases[0].device_ns + m.phases[1].device_ns + m.phases[2].device_ns;
-    PyObject* row = Py_BuildValue("(NLLLL)", text(engine.fqn(m.fqn)), (long long)m.phases[0].self_ns,
-                                  (long long)m.phases[1].self_ns, (long long)m.phases[2].self_ns,
-                                  (long long)device_ns);
+    PyObject* row = Py_BuildValue("(NLLLL)", text(engine.fqn(m.fqn)),
+                                  (long long)m.phases[0].self_ns, (long long)m.phases[1].self_ns,
+                                  (long long)m.phases[2].self_ns, (long long)device_ns);
     if (row == nullptr || PyList_Append(modules, row) < 0) {
       Py_XDECREF(row);
       Py_DECREF(modules);
