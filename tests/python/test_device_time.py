@@ -259,6 +259,14 @@ def test_recorded_a100_through_the_live_path_gives_annotates_device_time(tmp_pat
     table = cli_stdout("summary", path)
     assert "fwd dev" in table and "host time only" not in table
 
+    # The notebook's table (fqntrace.load): device_ms per module and phase, as summary's.
+    import fqntrace
+
+    loaded = {(r["fqn"], r["phase"]): r for r in fqntrace.load(str(path)).summary(frame=False)}
+    assert {
+        k: round(r["self_device_ms"], 6) for k, r in loaded.items() if r.get("self_device_ms")
+    } == live
+
     # top: a since-start device column per module subtree, from either engine, and on screen.
     summary = json.loads(cli_stdout("summary", "--json", path))
     for native in (True, False):
