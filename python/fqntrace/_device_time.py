@@ -24,7 +24,7 @@ import threading
 
 from fqntrace import _native
 
-ROLL_STEPS = 50
+ROLL_STEPS = 10  # Kineto holds at most this many steps of a whole run's events
 _PROFILER = "torch.autograd.profiler"
 _ON = ("1", "true", "yes", "on")
 _OFF = ("", "0", "false", "no", "off")
@@ -232,15 +232,10 @@ def install():
     C.device_collecting(True, "")
     _collector = _Collector(C, torch, activities)
     _wrap_profiler(C)
-    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from fqntrace import _steps
 
-    # After fqntrace's own optimizer hook (registered first), which ends the step.
-    register_optimizer_step_post_hook(C.unprofiled(after_optimizer_step))
+    _steps.follow_with(after_step)  # the optimizer hook: the step ends, then the collector syncs
     _collector.sync()
-
-
-def after_optimizer_step(optimizer, args, kwargs):
-    after_step()
 
 
 def after_step():

@@ -16,16 +16,37 @@ _handle = None
 _explicit = False
 
 
+def _register(hook):
+    global _handle
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    if _handle is not None:
+        _handle.remove()
+    _handle = register_optimizer_step_post_hook(hook)
+
+
 def install():
     """At a session's start: the optimizer hook ends steps until the program calls step()
     (idempotent)."""
-    global _handle, _explicit
+    global _explicit
     _explicit = False
-    if _handle is not None:
-        return
-    from torch.optim.optimizer import register_optimizer_step_post_hook
+    if _handle is None:
+        _register(_native.load().optimizer_step)
 
-    _handle = register_optimizer_step_post_hook(_native.load().optimizer_step)
+
+def follow_with(after):
+    """FQNTRACE_DEVICE: the optimizer hook ends the step, then calls after() — one hook, so the
+    step has ended when after() runs whatever other hooks the program registers. Nothing while
+    the program ends steps itself (step() calls fqntrace._device_time.after_step)."""
+    if _handle is None:
+        return
+    C = _native.load()
+
+    def hook(optimizer, args, kwargs):
+        C.optimizer_step(optimizer, args, kwargs)
+        after()
+
+    _register(C.unprofiled(hook))
 
 
 def step():

@@ -6,9 +6,10 @@ workload: the median step time in each arm, and what a recording's end costs (sy
 Kineto's stop, its trace saved and joined, the device events handed over): the session's stop in
 B less A's, per recording and per op Kineto recorded. Workloads: P1's MLP step and P2's
 transformer training step (bench/run_mode.py). A block has fewer steps than the collector's
-roll-over (ROLL_STEPS), so each B block is one recording.
+roll-over (ROLL_STEPS, counting the block's untimed first step), so each B block is one
+recording.
 
-    .venv/bin/python docs/history/experiments/device_cost.py [--blocks 16] [--steps 40]
+    .venv/bin/python docs/history/experiments/device_cost.py [--blocks 32] [--steps 8]
 
 Run without FQNTRACE set.
 """
@@ -72,8 +73,8 @@ def measure(name, step, blocks, steps, folder):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--blocks", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=40, help="MLP steps per block (< 50)")
+    parser.add_argument("--blocks", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=8, help="MLP steps per block (< 9)")
     args = parser.parse_args()
     if os.environ.get("FQNTRACE"):
         sys.exit("run device_cost.py without FQNTRACE set")
@@ -85,7 +86,7 @@ def main():
                 "transformer",
                 run_mode.transformer_step(8),
                 args.blocks,
-                max(2, args.steps // 10),
+                max(2, args.steps // 4),
                 folder,
             ),
         ]
