@@ -63,6 +63,7 @@ echo "== compat: core Python tests under this torch"
 unset FQNTRACE
 FQNTRACE_OTHER_BUILD="$ROOT/.venv" "$PY" -m pytest -q -p no:cacheprovider -n 2 --dist loadfile \
   tests/compat tests/python/test_tracing.py tests/python/test_steps.py \
+  tests/python/test_device_time.py \
   tests/python/test_ecosystem.py \
   "tests/python/test_compile.py::test_tracing_does_not_change_the_compiled_program[whole]" \
   "tests/python/test_compile.py::test_tracing_does_not_change_the_compiled_program[method_graph_break]" \
