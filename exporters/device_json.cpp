@@ -7,20 +7,7 @@ namespace fqntrace::json {
 void append_device_event(std::string& out, const DeviceEventRecord& e, long pid,
                          const char* separator, bool* first) {
   begin_line(out, separator, first);
-  out += "{\"ph\":\"X\",\"cat\":";
-  append_string(out, e.cat);
-  out += ",\"name\":";
-  append_string(out, e.name);
-  out += ",\"pid\":";
-  append_int(out, pid);
-  out += ",\"tid\":";
-  append_uint(out, e.tid);
-  out += ",\"ts\":";
-  append_us(out, e.ts_ns);
-  out += ",\"dur\":";
-  append_us(out, e.dur_ns);
-  out += ",\"args\":{\"fqn\":";
-  append_string(out, e.fqn);
+  append_slice_head(out, e.cat, e.name, pid, e.tid, e.ts_ns, e.dur_ns, e.fqn);
   out += ",\"phase\":";
   append_string(out, e.phase);
   out += ",\"device\":";

@@ -114,25 +114,30 @@ void append_us(std::string& out, uint64_t ns) {
   out.append(buf, 4);
 }
 
+void append_slice_head(std::string& out, std::string_view cat, const std::string& name, long pid,
+                       uint32_t tid, uint64_t ts_ns, uint64_t dur_ns, const std::string& fqn) {
+  out += "{\"ph\":\"X\",\"cat\":";
+  append_string(out, cat);
+  out += ",\"name\":";
+  append_string(out, name);
+  out += ",\"pid\":";
+  append_int(out, pid);
+  out += ",\"tid\":";
+  append_uint(out, tid);
+  out += ",\"ts\":";
+  append_us(out, ts_ns);
+  out += ",\"dur\":";
+  append_us(out, dur_ns);
+  out += ",\"args\":{\"fqn\":";
+  append_string(out, fqn);
+}
+
 void append_event(std::string& out, const EventRecord& e, long pid, const char* separator,
                   bool* first) {
   const RawEvent& raw = e.raw;
   const Range& r = raw.range;
   begin_line(out, separator, first);
-  out += "{\"ph\":\"X\",\"cat\":\"";
-  out += category(raw);
-  out += "\",\"name\":";
-  append_string(out, e.name);
-  out += ",\"pid\":";
-  append_int(out, pid);
-  out += ",\"tid\":";
-  append_uint(out, e.tid);
-  out += ",\"ts\":";
-  append_us(out, e.ts_ns);
-  out += ",\"dur\":";
-  append_us(out, e.dur_ns);
-  out += ",\"args\":{\"fqn\":";
-  append_string(out, e.fqn);
+  append_slice_head(out, category(raw), e.name, pid, e.tid, e.ts_ns, e.dur_ns, e.fqn);
   out += ",\"phase\":\"";
   out += phase_name(raw.phase);
   out += "\"";

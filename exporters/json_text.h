@@ -19,6 +19,10 @@ void append_uint(std::string& out, uint64_t v);
 void append_us(std::string& out, uint64_t ns);
 // Starts a line: `separator` before every line but the very first one a writer emits (`*first`).
 void begin_line(std::string& out, const char* separator, bool* first);
+// An "X" slice's object up to its args' fqn: `{"ph":"X","cat":…,"name":…,"pid":…,"tid":…,"ts":…,
+// "dur":…,"args":{"fqn":…` (the caller adds the other args and closes both objects).
+void append_slice_head(std::string& out, std::string_view cat, const std::string& name, long pid,
+                       uint32_t tid, uint64_t ts_ns, uint64_t dur_ns, const std::string& fqn);
 
 // The event (and, for a node with a forward op, the flow's two ends), each object on its own
 // line, each line preceded by `separator` except the very first one the writer emits

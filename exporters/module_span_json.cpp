@@ -7,18 +7,7 @@ namespace fqntrace::json {
 void append_module_span(std::string& out, const EventRecord& e, long pid, const char* separator,
                         bool* first) {
   begin_line(out, separator, first);
-  out += "{\"ph\":\"X\",\"cat\":\"module_span\",\"name\":";
-  append_string(out, e.name);
-  out += ",\"pid\":";
-  append_int(out, pid);
-  out += ",\"tid\":";
-  append_uint(out, e.tid);
-  out += ",\"ts\":";
-  append_us(out, e.ts_ns);
-  out += ",\"dur\":";
-  append_us(out, e.dur_ns);
-  out += ",\"args\":{\"fqn\":";
-  append_string(out, e.fqn);
+  append_slice_head(out, "module_span", e.name, pid, e.tid, e.ts_ns, e.dur_ns, e.fqn);
   out += ",\"phase\":\"";
   out += phase_name(e.raw.phase);
   out += "\"";
