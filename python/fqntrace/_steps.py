@@ -10,10 +10,11 @@ removes the optimizer hook, so a step is never ended twice. The choice lasts one
 session (fqntrace.profile()) starts with the optimizer hook again, as a fresh process would.
 """
 
-from fqntrace import _device_time, _native
+from fqntrace import _native
 
 _handle = None
 _explicit = False
+_after = None  # FQNTRACE_DEVICE's collector, called once a step has ended (follow_with)
 
 
 def _register(hook):
@@ -35,9 +36,11 @@ def install():
 
 
 def follow_with(after):
-    """FQNTRACE_DEVICE: the optimizer hook ends the step, then calls after() — one hook, so the
-    step has ended when after() runs whatever other hooks the program registers. Nothing while
-    the program ends steps itself (step() calls fqntrace._device_time.after_step)."""
+    """FQNTRACE_DEVICE: every step's end, then after() — the optimizer hook does both (one hook,
+    so the step has ended when after() runs, whatever other hooks the program registers), and so
+    does step()."""
+    global _after
+    _after = after
     if _handle is None:
         return
     C = _native.load()
@@ -60,7 +63,8 @@ def step():
             _handle.remove()
             _handle = None
     _native.load().step()
-    _device_time.after_step()
+    if _after is not None:
+        _after()
 
 
 def current_step():
