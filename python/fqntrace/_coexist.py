@@ -15,19 +15,12 @@ _STARTERS = (
 )
 
 
-def _wrap(module, name, C):
-    original = getattr(module, name, None)
-    if original is None or _native.wrapped_by(original, "coexist"):
-        return
-    # A C callable: it gives the slot back and calls torch's function, leaving no frame of ours
-    # on the stack that torch.profiler's Python tracer (with_stack=True) records when it starts.
-    setattr(module, name, C.around(original, C.memory_yield_slot, None, "coexist"))
-
-
 def install():
     """Wraps the profilers' start functions once (in the modules torch has imported)."""
     C = _native.load()
     for module_name, name in _STARTERS:
         module = sys.modules.get(module_name)
         if module is not None:
-            _wrap(module, name, C)
+            # The slot given back, then torch's function: no frame of ours on the stack that
+            # torch.profiler's Python tracer (with_stack=True) records when it starts.
+            _native.wrap_around(module, name, C.memory_yield_slot, None, "coexist")

@@ -270,13 +270,7 @@ def _wrap_profiler(C):
     """The program's torch.profiler starts (prepare, enable) and stops: fqntrace's collection
     steps aside and comes back."""
     module = sys.modules[_PROFILER]
-    for name, before, after in (
-        ("_prepare_profiler", _pause, None),
-        ("_enable_profiler", _pause, None),
-        ("_disable_profiler", None, _resume),
-    ):
-        original = getattr(module, name, None)
-        if original is None or _native.wrapped_by(original, "device"):
-            continue
-        wrap = [C.unprofiled(f) if f is not None else None for f in (before, after)]
-        setattr(module, name, C.around(original, wrap[0], wrap[1], "device"))
+    pause, resume = C.unprofiled(_pause), C.unprofiled(_resume)
+    _native.wrap_around(module, "_prepare_profiler", pause, None, "device")
+    _native.wrap_around(module, "_enable_profiler", pause, None, "device")
+    _native.wrap_around(module, "_disable_profiler", None, resume, "device")

@@ -26,16 +26,6 @@ def _log(message):
     sys.stderr.write(f"fqntrace: {message}\n")
 
 
-def _wrap_function(module, name, C, before=None, after=None):
-    """`before` / `after` (C callables: a builtin of _C or a functools.partial of one) run around
-    torch's function, in a C wrapper: no frame of fqntrace's for torch.profiler's Python tracer
-    to record, and their errors never reach torch."""
-    original = getattr(module, name, None)
-    if original is None or _native.wrapped_by(original, "kineto"):
-        return
-    setattr(module, name, C.around(original, before, after, "kineto"))
-
-
 def _annotate(path, C):
     from fqntrace.analysis import kineto_annotate
 
@@ -73,12 +63,10 @@ def install():
     if module is None:
         return
     C = _native.load()
-    _wrap_function(
-        module, "_enable_profiler", C, before=functools.partial(C.record_function_ids, True)
-    )
-    _wrap_function(
-        module, "_disable_profiler", C, after=functools.partial(C.record_function_ids, False)
-    )
+    ids_on = functools.partial(C.record_function_ids, True)
+    ids_off = functools.partial(C.record_function_ids, False)
+    _native.wrap_around(module, "_enable_profiler", ids_on, None, "kineto")
+    _native.wrap_around(module, "_disable_profiler", None, ids_off, "kineto")
     profile_class = getattr(module, "profile", None)
     if profile_class is not None:
         _wrap_export(profile_class, C)

@@ -51,6 +51,18 @@ def wrapped_by(fn, tag):
     return False
 
 
+def wrap_around(module, name, before, after, tag):
+    """module.name becomes _C.around(original, before, after, tag) once (nothing when it is
+    missing or already wraps a `tag` wrapper). `before` / `after`: C callables (a builtin of _C, a
+    functools.partial or _C.unprofiled of one), run around the function in a C wrapper: no frame
+    of fqntrace's for torch.profiler's Python tracer to record, and their errors never reach
+    the caller."""
+    original = getattr(module, name, None)
+    if original is None or wrapped_by(original, tag):
+        return
+    setattr(module, name, load().around(original, before, after, tag))
+
+
 def tracing() -> bool:
     """True while a session writes a trace."""
     return load().running()

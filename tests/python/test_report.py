@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 from browser import Page, chromium_binary
+from conftest import cli
 from fqntrace import demo
 from fqntrace.analysis import steps, summarize
 from PIL import Image
@@ -22,17 +23,6 @@ pytestmark = pytest.mark.skipif(
 )
 ZOOM_INTO = "TinyTransformer.layers.0"
 STEPS = 3
-
-
-def fqntrace_cli(*args):
-    env = {k: v for k, v in os.environ.items() if k != "FQNTRACE"}
-    return subprocess.run(
-        [sys.executable, "-m", "fqntrace", *map(str, args)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +54,7 @@ def box_centre(page, node_id):
 
 
 def make_report(*args):
-    proc = fqntrace_cli("report", *args)
+    proc = cli("report", *args)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("report: ")
     return proc
@@ -241,7 +231,7 @@ def test_step_chart_is_not_scaled_by_the_warm_up_and_the_table_shows_summary_med
     assert mhigh > 0
 
     # Every time in the table is summary --json's per-step median, to the digit.
-    proc = fqntrace_cli("summary", "--json", trace)
+    proc = cli("summary", "--json", trace)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["steps"]["excluded"] == [0] and summary["steps"]["count"] == 7
@@ -398,12 +388,12 @@ def test_report_bad_inputs_give_one_line(demo_trace, folder, tmp_path):
         [demo_trace, "-o", tmp_path / "a.txt"],
         [tmp_path / "missing.json", "-o", tmp_path / "a.html"],
     ):
-        proc = fqntrace_cli("report", *args)
+        proc = cli("report", *args)
         assert proc.returncode == 1, proc.stdout
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("fqntrace: "), proc.stderr
     assert not list(tmp_path.glob("*.html"))
-    assert fqntrace_cli("report", demo_trace).returncode == 2  # no -o
+    assert cli("report", demo_trace).returncode == 2  # no -o
 
 
 def test_module_names_that_look_like_markup_stay_text(demo_trace, folder, page):
