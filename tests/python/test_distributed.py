@@ -735,7 +735,14 @@ def test_holistic_trace_analysis_reads_the_ranks_as_one_job(ddp, tmp_path):
     symbols = analysis.t.symbol_table.get_sym_table()
     for r in range(WORLD):
         frame = analysis.t.get_trace(r)
-        assert len(frame) == len(xs(ddp["traces"][r]))
+        events = xs(ddp["traces"][r])
+        # HTA keeps the CPU events that start by the last ProfilerStep's end; it compares the
+        # ranks' aligned ts with that end unaligned, so whether it keeps the job's closing events
+        # after the last step (the final barrier) depends on the second the ranks started (CI saw
+        # 4367 of 4368 once). Every event inside the steps must be there.
+        last_end = max(e["ts"] + e["dur"] for e in events if e["name"].startswith("ProfilerStep#"))
+        inside = [e for e in events if e["ts"] <= last_end]
+        assert len(inside) <= len(frame) <= len(events)
         names = {symbols[i] for i in frame["name"].unique()}
         assert {
             "c10d::allreduce_",
