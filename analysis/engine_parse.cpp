@@ -240,14 +240,7 @@ bool SummaryEngine::State::parse_args(od::value v, Event& e, bool& unsupported) 
       if (type == od::json_type::string) {
         std::string_view s;
         if (x.get_string().get(s)) return false;
-        if (s == "forward")
-          e.phase = 0;
-        else if (s == "backward")
-          e.phase = 1;
-        else if (s == "recompute")
-          e.phase = 2;
-        else
-          e.phase = 4 + strings.id("s" + std::string(s));
+        phase_text(e, s);
       } else if (type == od::json_type::null) {
         e.phase = kPhaseNone;
         if (!skip(x)) return false;
@@ -311,7 +304,6 @@ bool SummaryEngine::State::parse_doc(Doc& doc, Event& e) {  // e: a new Event()
   cur_pid_raw.assign("\x01");  // no pid: no raw token is this
   cur_tid_raw.assign("\x01");
   bool pid_parsed = false, tid_parsed = false;
-  std::string text;
   for (auto result : obj) {
     od::field field;
     std::string_view key;
@@ -324,12 +316,7 @@ bool SummaryEngine::State::parse_doc(Doc& doc, Event& e) {  // e: a new Event()
       if (type == od::json_type::string) {
         std::string_view s;
         if (x.get_string().get(s)) return false;
-        e.ph_str = true;
-        if (s.size() == 1 &&
-            (s[0] == 'X' || s[0] == 'i' || s[0] == 's' || s[0] == 'f' || s[0] == 'M'))
-          e.ph = s[0];
-        else if (s == "footer")
-          e.ph = 'F';  // a JSON Lines footer is no event
+        ph_text(e, s);
       } else if (!skip(x)) {
         return false;
       } else {
@@ -341,13 +328,7 @@ bool SummaryEngine::State::parse_doc(Doc& doc, Event& e) {  // e: a new Event()
       if (type == od::json_type::string) {
         std::string_view s;
         if (x.get_string().get(s)) return false;
-        e.name = strings.id(s);
-        e.name_is_str = true;
-        e.name_is_memory = s == "[memory]";
-        e.name_is_wrapper = s.substr(0, kEngineWrapper.size()) == kEngineWrapper;
-        e.name_is_step = s.substr(0, kStepPrefix.size()) == kStepPrefix;
-        e.name_is_compiled = s == "CompiledFunction" || s == "CompiledFunctionBackward" ||
-                             s.substr(0, kCompiledRegion.size()) == kCompiledRegion;
+        name_text(e, s);
       } else {
         e.name = question_mark;
         e.name_is_str = e.name_is_memory = e.name_is_wrapper = false;
@@ -362,15 +343,7 @@ bool SummaryEngine::State::parse_doc(Doc& doc, Event& e) {  // e: a new Event()
       if (type == od::json_type::string) {
         std::string_view s;
         if (x.get_string().get(s)) return false;
-        if (checks != nullptr) e.cat_text = strings.id(s);  // a flow's key
-        if (s == "cpu_op")
-          e.cat = kCatCpuOp;
-        else if (s == "user_annotation")
-          e.cat = kCatUserAnnotation;
-        else if (s == "kernel" || s == "gpu_memcpy" || s == "gpu_memset")
-          e.cat = kCatDevice;
-        else if (s == "module_span")
-          e.cat = kCatModuleSpan;
+        cat_text(e, s);
       } else if (!skip(x)) {
         return false;
       }
@@ -418,6 +391,57 @@ bool SummaryEngine::State::parse_doc(Doc& doc, Event& e) {  // e: a new Event()
     }
   }
   if (unsupported) return false;
+  resolve_thread(e, pid_parsed, tid_parsed, pid_text, tid_text, pid_key);
+  return true;
+}
+
+// The values parse_doc and the plain-line path read alike: one rule each.
+void SummaryEngine::State::ph_text(Event& e, std::string_view s) {
+  e.ph_str = true;
+  if (s.size() == 1 && (s[0] == 'X' || s[0] == 'i' || s[0] == 's' || s[0] == 'f' || s[0] == 'M'))
+    e.ph = s[0];
+  else if (s == "footer")
+    e.ph = 'F';  // a JSON Lines footer is no event
+}
+
+void SummaryEngine::State::name_text(Event& e, std::string_view s) {
+  e.name = strings.id(s);
+  e.name_is_str = true;
+  e.name_is_memory = s == "[memory]";
+  e.name_is_wrapper = s.substr(0, kEngineWrapper.size()) == kEngineWrapper;
+  e.name_is_step = s.substr(0, kStepPrefix.size()) == kStepPrefix;
+  e.name_is_compiled = s == "CompiledFunction" || s == "CompiledFunctionBackward" ||
+                       s.substr(0, kCompiledRegion.size()) == kCompiledRegion;
+}
+
+void SummaryEngine::State::cat_text(Event& e, std::string_view s) {
+  if (checks != nullptr) e.cat_text = strings.id(s);  // a flow's key
+  if (s == "cpu_op")
+    e.cat = kCatCpuOp;
+  else if (s == "user_annotation")
+    e.cat = kCatUserAnnotation;
+  else if (s == "kernel" || s == "gpu_memcpy" || s == "gpu_memset")
+    e.cat = kCatDevice;
+  else if (s == "module_span")
+    e.cat = kCatModuleSpan;
+}
+
+void SummaryEngine::State::phase_text(Event& e, std::string_view s) {
+  if (s == "forward")
+    e.phase = 0;
+  else if (s == "backward")
+    e.phase = 1;
+  else if (s == "recompute")
+    e.phase = 2;
+  else
+    e.phase = 4 + strings.id("s" + std::string(s));
+}
+
+// The event's thread from its pid's and tid's raw tokens (cur_pid_raw, cur_tid_raw), the texts
+// of those parsed (the others are the last event's: cached).
+void SummaryEngine::State::resolve_thread(Event& e, bool pid_parsed, bool tid_parsed,
+                                          std::string& pid_text, std::string& tid_text,
+                                          std::string& pid_key) {
   if (checks != nullptr) {
     e.has_pid = present(cur_pid_raw);
     e.has_tid = present(cur_tid_raw);
@@ -427,7 +451,7 @@ bool SummaryEngine::State::parse_doc(Doc& doc, Event& e) {  // e: a new Event()
     e.thread = cached_thread;  // most events are on the thread of the event before
     e.pid_str = cached_pid_str;
     e.pid_key = cached_pid_key;
-    return true;
+    return;
   }
   // One of the two is the last event's: its texts come from the cache.
   if (!pid_parsed && cache_valid && cur_pid_raw == cached_pid_raw) {
@@ -435,7 +459,7 @@ bool SummaryEngine::State::parse_doc(Doc& doc, Event& e) {  // e: a new Event()
     pid_key = strings.str(cached_pid_key);
   }
   if (!tid_parsed && cache_valid && cur_tid_raw == cached_tid_raw) tid_text = cached_tid_text;
-  text = pid_text;
+  std::string text = pid_text;
   text.push_back('\x1f');
   text += tid_text;
   uint32_t thread_key = strings.id(text);
@@ -454,7 +478,6 @@ bool SummaryEngine::State::parse_doc(Doc& doc, Event& e) {  // e: a new Event()
   cached_thread = e.thread;
   cached_pid_str = e.pid_str;
   cached_pid_key = e.pid_key;
-  return true;
 }
 
 // A string or an integer: str() and the thread key agree with the raw token.
@@ -503,61 +526,76 @@ long SummaryEngine::State::feed(const char* data, size_t size, bool block) {
     for (auto& [pid, rs] : ranges) std::sort(rs.begin(), rs.end());
     ranges_sorted = true;
   }
-  if (buffer.size() < size + simdjson::SIMDJSON_PADDING)
-    buffer.resize(size + simdjson::SIMDJSON_PADDING);
-  std::memcpy(buffer.data(), data, size);  // simdjson reads past the end: padding
-  std::memset(buffer.data() + size, 0, simdjson::SIMDJSON_PADDING);
-  const char* base = buffer.data();
-  size_t total = size;
-  size_t capacity_end = total + simdjson::SIMDJSON_PADDING;
   events.clear();
-  if (block) return feed_lines(buffer.data(), size);
-  size_t pos = 0;
-  while (pos < total) {
-    size_t newline =
-        block ? std::string_view(base + pos, total - pos).find('\n') : std::string_view::npos;
-    size_t stop = newline == std::string_view::npos ? total : pos + newline;
-    size_t a = pos, b = stop;
-    while (a < b && (base[a] == ' ' || base[a] == '\t' || base[a] == '\r')) ++a;
-    while (b > a && (base[b - 1] == ' ' || base[b - 1] == '\t' || base[b - 1] == '\r')) --b;
-    if (!jsonl && b > a && base[b - 1] == ',') {
-      --b;  // a Chrome line's separator
-      while (b > a && (base[b - 1] == ' ' || base[b - 1] == '\t')) --b;
-    }
-    pos = stop + 1;
-    if (a == b) continue;  // a blank line
-    if (base[a] != '{') return kInvalid;
-    events.emplace_back();
-    if (!parse_event(base + a, b - a, capacity_end - a, events.back())) return kInvalid;
-    if (jsonl && events.back().ph == 'F') return kInvalid;  // the reader reads the footer
+  if (block) return feed_lines(data, size);
+  // One event, its separator and whitespace around it trimmed.
+  size_t a = 0, b = size;
+  while (a < b && (data[a] == ' ' || data[a] == '\t' || data[a] == '\r' || data[a] == '\n')) ++a;
+  while (b > a &&
+         (data[b - 1] == ' ' || data[b - 1] == '\t' || data[b - 1] == '\r' || data[b - 1] == '\n'))
+    --b;
+  if (!jsonl && b > a && data[b - 1] == ',') {
+    --b;  // a Chrome line's separator
+    while (b > a && (data[b - 1] == ' ' || data[b - 1] == '\t')) --b;
   }
+  if (a == b) return consume();  // a blank line
+  if (data[a] != '{') return kInvalid;
+  const char* text = padded(data + a, b - a);
+  events.emplace_back();
+  if (!parse_event(text, b - a, b - a + simdjson::SIMDJSON_PADDING, events.back())) return kInvalid;
+  if (jsonl && events.back().ph == 'F') return kInvalid;  // the reader reads the footer
   return consume();
 }
 
-// A block of event lines: the line ends' commas (Chrome) blanked, then one stage 1 over the
-// whole block (iterate_many), the events one document each.
-long SummaryEngine::State::feed_lines(char* base, size_t total) {
+// simdjson reads past a text's end: a copy with its padding after it.
+const char* SummaryEngine::State::padded(const char* data, size_t size) {
+  if (buffer.size() < size + simdjson::SIMDJSON_PADDING)
+    buffer.resize(size + simdjson::SIMDJSON_PADDING);
+  std::memcpy(buffer.data(), data, size);
+  std::memset(buffer.data() + size, 0, simdjson::SIMDJSON_PADDING);
+  return buffer.data();
+}
+
+// A block of event lines, read in place: each line by the plain-line path (plain_line), and a
+// line it does not take (escapes, non-ASCII text, nested values, exponents) by simdjson, its
+// comma blanked in a padded copy, every object on it an event.
+long SummaryEngine::State::feed_lines(const char* base, size_t total) {
   size_t pos = 0;
   while (pos < total) {
     const void* nl = std::memchr(base + pos, '\n', total - pos);
     size_t stop = nl == nullptr ? total : static_cast<size_t>(static_cast<const char*>(nl) - base);
-    size_t b = stop;
-    while (b > pos && (base[b - 1] == ' ' || base[b - 1] == '\t' || base[b - 1] == '\r')) --b;
-    if (!jsonl && b > pos && base[b - 1] == ',') base[b - 1] = ' ';  // a Chrome line's separator
+    const char* p = base + pos;
+    const char* end = base + stop;
     pos = stop + 1;
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r')) ++p;
+    if (p == end) continue;  // a blank line
+    events.emplace_back();
+    if (!plain_line(p, end, events.back())) {
+      events.pop_back();
+      if (!simdjson_line(p, end)) return kInvalid;
+    }
+    if (jsonl && !events.empty() && events.back().ph == 'F')
+      return kInvalid;  // the reader reads the footer
   }
+  return consume();
+}
+
+// One line's objects by simdjson (iterate_many), appended to events. False: not valid events.
+bool SummaryEngine::State::simdjson_line(const char* p, const char* end) {
+  size_t b = static_cast<size_t>(end - p);
+  while (b > 0 && (p[b - 1] == ' ' || p[b - 1] == '\t' || p[b - 1] == '\r')) --b;
+  char* text = const_cast<char*>(padded(p, b));                  // our copy
+  if (!jsonl && b > 0 && text[b - 1] == ',') text[b - 1] = ' ';  // a Chrome line's separator
   od::document_stream stream;
-  if (parser.iterate_many(base, total, std::max<size_t>(total, 1 << 16)).get(stream))
-    return kInvalid;
+  if (parser.iterate_many(text, b, std::max<size_t>(b, 1 << 16)).get(stream)) return false;
   for (auto it = stream.begin(); it != stream.end(); ++it) {
     od::document_reference doc;
-    if ((*it).get(doc)) return kInvalid;
+    if ((*it).get(doc)) return false;
     events.emplace_back();
-    if (!parse_doc(doc, events.back())) return kInvalid;
-    if (jsonl && events.back().ph == 'F') return kInvalid;  // the reader reads the footer
+    if (!parse_doc(doc, events.back())) return false;
+    if (jsonl && events.back().ph == 'F') return false;
   }
-  if (stream.truncated_bytes() != 0) return kInvalid;
-  return consume();
+  return stream.truncated_bytes() == 0;
 }
 
 }  // namespace fqntrace::analysis

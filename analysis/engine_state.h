@@ -1,5 +1,6 @@
 // The summary engine's state and the work on it, one concern per file:
 //   engine_parse.cpp     event text to Events (simdjson On-Demand)
+//   engine_plain_line.cpp  the core's plain event lines to Events without simdjson
 //   engine_frontier.cpp  one event through its thread's frame stack (StreamSummary.add)
 //   engine_totals.cpp    what a counted range adds: module totals, per-step time, memory
 //   engine_checks.cpp    validate's stream checks (Mode::kChecks)
@@ -31,7 +32,7 @@ using namespace engine;  // the engine's own types, in every engine file
 struct SummaryEngine::State {
   bool jsonl;
   od::parser parser;
-  std::vector<char> buffer;  // a block copied with simdjson's padding after it
+  std::vector<char> buffer;  // a text copied with simdjson's padding after it
   Interner strings;          // fqns, names, module types, keys
   uint32_t question_mark;
   uint32_t addr_none;         // args.get("Addr") is None
@@ -217,9 +218,25 @@ struct SummaryEngine::State {
 
   void finish_sampled();
 
-  // A block of event lines: the line ends' commas (Chrome) blanked, then one stage 1 over the
-  // whole block (iterate_many), the events one document each.
-  long feed_lines(char* base, size_t total);
+  // A block of event lines, read in place: each line by plain_line, or by simdjson_line when
+  // plain_line does not take it.
+  long feed_lines(const char* base, size_t total);
+  bool simdjson_line(const char* p, const char* end);
+  const char* padded(const char* data, size_t size);  // a copy in buffer, padded for simdjson
+  // ---- the plain-line path (engine_plain_line.cpp) ----------------------------------------
+  // One line (from its first non-blank byte to its end) into e, when it is an object of plain
+  // values as the core writes them: keys and strings of printable ASCII without escapes,
+  // numbers without exponents and few enough digits to convert exactly, objects only under
+  // "args", each known key once. False: not such a line (e and the parse state untouched but
+  // for interned strings); simdjson reads it.
+  bool plain_line(const char* p, const char* end, Event& e);
+  // The values parse_doc and plain_line read alike (engine_parse.cpp): one rule each.
+  void ph_text(Event& e, std::string_view s);
+  void name_text(Event& e, std::string_view s);
+  void cat_text(Event& e, std::string_view s);
+  void phase_text(Event& e, std::string_view s);
+  void resolve_thread(Event& e, bool pid_parsed, bool tid_parsed, std::string& pid_text,
+                      std::string& tid_text, std::string& pid_key);
 
   // A parsed block's events: the sums, or validate's checks.
   long consume();

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from fqntrace.analysis import errors, follower, summarize, validate
+from fqntrace.analysis import errors, follower, step_times, summarize, validate
 from fqntrace.analysis.top.live import NativeLiveSummary
 from fqntrace.analysis.top.sources import Source
 
@@ -133,6 +133,110 @@ def test_native_summary_equals_the_python_loop_on_real_traces(traces, monkeypatc
         assert native == python, path
     kineto = summarize.summarize_stream(traces[2])
     assert any(m["forward"]["self_ms"] > 0 for f, m in kineto["modules"].items() if f != "Global")
+
+
+# Edits that keep an event line valid JSON but move it off the core's exact spelling: those on
+# the left stay plain (the engine's plain-line path reads them), those on the right make
+# simdjson read the line. Each must give what the Python loop gives.
+PLAIN_EDITS = [
+    (r'"ts":(\d+)\.(\d+)', r'"ts":\1.\g<2>0'),  # the same times, other spellings
+    (r'"dur":(\d+)\.(\d+)', r'"dur":\1.\g<2>0'),
+    (r'"dur":(\d+)\.\d+', r'"dur":"\1"'),  # not a number: no duration
+    (r'"depth":(\d+)', r'"depth":\1.0'),  # a float depth is no depth
+    (r'"depth":(\d+)', r'"depth":"\1"'),
+    (r'"fqn":"(?:[^"\\]|\\.)*"', r'"fqn":7'),  # not a string: no fqn
+    (r'"phase":"forward"', r'"phase":"warmup"'),  # a phase of its own
+    (r'"args":\{', r'"zz":-12.5,"args":{"other":"x",'),  # keys nobody reads
+    (r'":', r'" :  '),  # blanks between the tokens
+    (r',"', r' ,	"'),
+    (r'\}\}$', r'} }  '),
+    (r'"cat":"cpu_op"', r'"cat":3'),
+    (r'"name":"(?:[^"\\]|\\.)*"', r'"name":-0'),
+    (r'"ph":"X"', r'"ph":"footer"'),  # no event (in a Chrome trace)
+    (r'"args":\{[^{}]*\}', r'"args":5'),
+    (r'"args":\{"fqn"', r'"args":{"self_cpu_ns":1500,"fqn"'),
+    (r'"args":\{"fqn"', r'"args":{"self_cpu_ns":1.5,"fqn"'),
+    (r'"Addr":\d+', r'"Addr":"0x10"'),
+    (r'"Addr":(\d+)', r'"Addr":\1.0'),
+    (r'"Bytes":(-?\d+)', r'"Bytes":\1.5'),
+    (r'"flops":(\d+)', r'"flops":"\1"'),
+    (r'"args":\{', r'"args":{"async_work":0,'),
+    (r'"args":\{', r'"args":{"async_work":"",'),
+    (r'"args":\{', r'"args":{"collective":"x","Fwd thread id":2,'),
+    (r'"id":(\d+)', r'"id":"f\1"'),
+    (r'"id":(\d+)', r'"id":\1.0'),
+    (r'^\{', r'{"ts":0,'),  # a known key twice: the last counts (simdjson's path)
+    (r'"cat":"cpu_op"', r'"cat":"cpu_op","cat":"x"'),
+    (r'"name":"', r'"name":1,"name":"'),
+    (r'"args":\{', r'"args":{"fqn":"Net.head",'),
+    (r'"name":"', r'"name":"\\u00e9\\"'),  # escapes
+    (r'"name":"', r'"name":"é'),  # UTF-8
+    (r'"dur":(\d+)\.(\d+)', r'"dur":\1.\2E0'),  # an exponent
+    (r'"ts":(\d+)\.(\d+)', r'"ts":\1.\g<2>000000'),  # too many digits to divide exactly
+    (r'"args":\{', r'"args":{"t":true,"n":null,"a":[1,{"b":[]}],'),
+    (r'"pid":(\d+)', r'"pid":"\1"'),  # a string pid (and thread key)
+    (r'"ph":"X"', r'"ph":"X","phase":1'),
+]
+
+
+def engine_blocks(path):
+    """How many blocks of path's event lines the native engine read (raises when it cannot take
+    the file: the summary would be the Python loop's)."""
+    real, blocks = summarize._native.Engine, []
+
+    class Counting:
+        def __init__(self, *args, **kwargs):
+            self._engine = real(*args, **kwargs)
+
+        def feed_block(self, chunk, start, end):
+            blocks.append(self._engine.feed_block(chunk, start, end))
+            return blocks[-1]
+
+        def __getattr__(self, name):
+            return getattr(self._engine, name)
+
+    summarize._native.Engine = Counting
+    try:
+        ranges = step_times.read_step_ranges(path)
+        summarize._summarize_native(path, ranges, lambda m: None, step_times.DEFAULT_EXCLUDED)
+    finally:
+        summarize._native.Engine = real
+    return sum(n >= 0 for n in blocks)
+
+
+def test_plain_lines_read_as_the_python_loop_reads_them(traces, tmp_path, monkeypatch):
+    import random
+    import re
+
+    rng = random.Random(45)
+    edits = [(re.compile(a), b) for a, b in PLAIN_EDITS]
+    used = [0] * len(edits)
+    for source in (traces[0], traces[1]):  # Chrome and JSON Lines
+        out = []
+        for line in open(source).read().split("\n"):
+            chrome_comma = line.endswith(",")
+            body = line[:-1] if chrome_comma else line
+            if body.startswith('{"ph"') and '"footer"' not in body and rng.random() < 0.3:
+                for k in rng.sample(range(len(edits)), 2):
+                    pattern, replacement = edits[k]
+                    if "footer" in replacement and source.endswith(".jsonl"):
+                        continue  # a footer line ends a JSON Lines trace
+                    edited = pattern.sub(replacement, body, count=1)
+                    try:
+                        json.loads(edited)
+                    except ValueError:
+                        continue  # two edits of one number: not JSON, not a case
+                    used[k] += edited != body
+                    body = edited
+            out.append(body + ("," if chrome_comma else ""))
+        path = tmp_path / os.path.basename(source)
+        path.write_text("\n".join(out))
+        native, python = both(str(path), monkeypatch)
+        assert native == python, path
+        assert engine_blocks(str(path)) > 0  # the engine read the file, not the Python loop
+        native, python = validate_both(path, monkeypatch)
+        assert native == python, path
+    assert all(used), [PLAIN_EDITS[k] for k, n in enumerate(used) if not n]
 
 
 def test_bad_input_behaves_as_in_the_python_loop(traces, tmp_path, monkeypatch):

@@ -1,0 +1,271 @@
+// The core's own event lines without simdjson: an object of plain values, as the core writes
+// them, read byte by byte into an Event by the same rules as parse_doc (engine_parse.cpp shares
+// the rules for ph, name, cat, phase and the thread). simdjson's On-Demand reader validates and
+// walks any JSON; most of a summary's time went there (docs/benchmarks.md), and a trace's lines
+// are nearly all of this one shape. A line that is not plain — an escape, a byte outside
+// printable ASCII, an array, true/false/null, an exponent, a known key twice — is left to
+// simdjson, so what plain_line accepts it reads exactly as parse_doc would, and it never judges
+// a line invalid.
+#include <cstring>
+
+#include "analysis/engine_state.h"
+
+namespace fqntrace::analysis {
+
+namespace {
+
+// A plain value: a string (its text between the quotes) or a number (its token; an int, or a
+// float that converts exactly by one division).
+struct Plain {
+  enum Kind : uint8_t { kString, kInt, kFloat } kind = kString;
+  std::string_view text;
+  Number n;
+};
+
+inline const char* blanks(const char* p, const char* end) {
+  while (p < end && (*p == ' ' || *p == '\t' || *p == '\r')) ++p;
+  return p;
+}
+
+// From just after an opening quote: past the closing one, text set; nullptr when the string is
+// not printable ASCII without escapes.
+inline const char* plain_string(const char* p, const char* end, std::string_view& text) {
+  const char* start = p;
+  for (; p < end; ++p) {
+    unsigned char c = static_cast<unsigned char>(*p);
+    if (c == '"') {
+      text = std::string_view(start, static_cast<size_t>(p - start));
+      return p + 1;
+    }
+    if (c == '\\' || c < 0x20 || c >= 0x80) return nullptr;
+  }
+  return nullptr;
+}
+
+// Exact powers of ten as doubles (10^15 < 2^53).
+constexpr double kPow10[] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                             1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+
+// A JSON number without an exponent. An int of at most 18 digits fits int64_t. A float of at
+// most 15 digits is m / 10^k with both exact doubles, so the division's correctly rounded
+// quotient is the double nearest the decimal, as simdjson (and Python) parse it.
+inline const char* plain_number(const char* p, const char* end, Plain& v) {
+  const char* start = p;
+  bool negative = p < end && *p == '-';
+  if (negative) ++p;
+  const char* digits = p;
+  uint64_t m = 0;
+  while (p < end && static_cast<unsigned>(*p - '0') < 10) m = m * 10 + (*p++ - '0');
+  size_t int_digits = static_cast<size_t>(p - digits);
+  if (int_digits == 0 || int_digits > 18 || (int_digits > 1 && *digits == '0')) return nullptr;
+  v.n = Number();
+  v.n.ok = true;
+  if (p == end || *p != '.') {
+    if (p < end && (*p == 'e' || *p == 'E')) return nullptr;
+    v.kind = Plain::kInt;
+    v.n.is_int = true;
+    v.n.i = negative ? -static_cast<int64_t>(m) : static_cast<int64_t>(m);
+    v.text = std::string_view(start, static_cast<size_t>(p - start));
+    return p;
+  }
+  const char* fraction = ++p;
+  while (p < end && static_cast<unsigned>(*p - '0') < 10) m = m * 10 + (*p++ - '0');
+  size_t frac_digits = static_cast<size_t>(p - fraction);
+  if (frac_digits == 0 || int_digits + frac_digits > 15) return nullptr;
+  if (p < end && (*p == 'e' || *p == 'E')) return nullptr;
+  v.kind = Plain::kFloat;
+  double d = static_cast<double>(m) / kPow10[frac_digits];
+  v.n.d = negative ? -d : d;
+  v.text = std::string_view(start, static_cast<size_t>(p - start));
+  return p;
+}
+
+inline const char* plain_value(const char* p, const char* end, Plain& v) {
+  if (p < end && *p == '"') {
+    v.kind = Plain::kString;
+    return plain_string(p + 1, end, v.text);
+  }
+  return plain_number(p, end, v);
+}
+
+// A key, the colon and the blanks after it: at the value, or nullptr.
+inline const char* plain_key(const char* p, const char* end, std::string_view& key) {
+  if (p >= end || *p != '"') return nullptr;
+  p = plain_string(p + 1, end, key);
+  if (p == nullptr) return nullptr;
+  p = blanks(p, end);
+  if (p >= end || *p != ':') return nullptr;
+  return blanks(p + 1, end);
+}
+
+// After a value: past the comma (more: true) or the closing brace (more: false), or nullptr.
+inline const char* next_item(const char* p, const char* end, bool& more) {
+  p = blanks(p, end);
+  if (p >= end) return nullptr;
+  if (*p == ',') {
+    more = true;
+    return blanks(p + 1, end);
+  }
+  if (*p != '}') return nullptr;
+  more = false;
+  return p + 1;
+}
+
+// integer(): an exact int sets the flag and the value; a float or a string neither (0).
+inline void plain_integer(const Plain& v, bool& is_int, int64_t& out) {
+  is_int = v.kind == Plain::kInt;
+  out = is_int ? v.n.i : 0;
+}
+
+// Each known key once, or simdjson reads the line (the last of repeated keys counts there).
+enum TopKey : uint32_t {
+  kPh = 1,
+  kName = 2,
+  kCat = 4,
+  kTs = 8,
+  kDur = 16,
+  kPid = 32,
+  kTid = 64,
+  kId = 128,
+  kArgs = 256
+};
+
+}  // namespace
+
+bool SummaryEngine::State::plain_line(const char* p, const char* end, Event& e) {
+  if (p >= end || *p != '{') return false;
+  e.name = question_mark;
+  e.addr_key = addr_none;
+  std::string_view pid_raw, tid_raw;
+  Number pid;
+  uint32_t seen = 0;
+  uint32_t args_seen = 0;
+  auto once = [](uint32_t& set, uint32_t bit) {
+    bool first = (set & bit) == 0;
+    set |= bit;
+    return first;
+  };
+  p = blanks(p + 1, end);
+  bool more = p < end && *p != '}';
+  if (!more) ++p;
+  while (more) {
+    std::string_view key;
+    p = plain_key(p, end, key);
+    if (p == nullptr) return false;
+    if (p < end && *p == '{') {
+      if (key != "args" || !once(seen, kArgs)) return false;
+      clear_args(e);
+      e.args = true;
+      p = blanks(p + 1, end);
+      bool args_more = p < end && *p != '}';
+      if (!args_more) ++p;
+      while (args_more) {
+        std::string_view arg;
+        Plain v;
+        p = plain_key(p, end, arg);
+        if (p == nullptr || (p = plain_value(p, end, v)) == nullptr) return false;
+        bool text = v.kind == Plain::kString;
+        if (arg == "fqn") {
+          if (!once(args_seen, 1)) return false;
+          e.fqn = text ? strings.id(v.text) : kNone;
+        } else if (arg == "phase") {
+          if (!once(args_seen, 2) || !text) return false;  // a number's key: simdjson's path
+          phase_text(e, v.text);
+        } else if (arg == "depth") {
+          if (!once(args_seen, 4)) return false;
+          plain_integer(v, e.has_depth, e.depth);
+        } else if (arg == "self_cpu_ns") {
+          if (!once(args_seen, 8)) return false;
+          if (!text) e.cpu = v.n;
+        } else if (arg == "module_type") {
+          if (!once(args_seen, 16)) return false;
+          e.has_module_type = true;
+          e.module_type = text ? strings.id(v.text) : kNone;
+        } else if (arg == "async_work") {
+          if (!once(args_seen, 32)) return false;
+          e.async_work = text ? !v.text.empty() : v.n.is_int ? v.n.i != 0 : v.n.d != 0;
+        } else if (arg == "collective") {
+          e.has_collective = true;
+        } else if (arg == "bytes") {
+          if (!once(args_seen, 64)) return false;
+          plain_integer(v, e.bytes_int, e.bytes);
+        } else if (arg == "flops") {
+          if (!once(args_seen, 128)) return false;
+          plain_integer(v, e.flops_int, e.flops);
+        } else if (arg == "Fwd thread id") {
+          e.has_fwd_thread = true;
+        } else if (arg == "Addr") {
+          if (!once(args_seen, 256)) return false;
+          e.addr_key = strings.id(text ? "s" + std::string(v.text) : key_of_number(v.n, v.text));
+        } else if (arg == "Bytes") {
+          if (!once(args_seen, 512)) return false;
+          plain_integer(v, e.size_int, e.size);
+        } else if (arg == "stack_depth") {
+          if (!once(args_seen, 1024)) return false;
+          plain_integer(v, e.has_stack_depth, e.stack_depth);
+        } else if (arg == "node_ns") {
+          if (!once(args_seen, 2048)) return false;
+          plain_integer(v, e.has_node_ns, e.node_ns);
+        }
+        if ((p = next_item(p, end, args_more)) == nullptr) return false;
+      }
+    } else {
+      Plain v;
+      if ((p = plain_value(p, end, v)) == nullptr) return false;
+      bool text = v.kind == Plain::kString;
+      if (key == "ph") {
+        if (!once(seen, kPh)) return false;
+        if (text) ph_text(e, v.text);
+      } else if (key == "name") {
+        if (!once(seen, kName)) return false;
+        if (text) name_text(e, v.text);
+      } else if (key == "cat") {
+        if (!once(seen, kCat)) return false;
+        e.cat_kind = text ? 1 : 2;
+        if (text) cat_text(e, v.text);
+      } else if (key == "ts") {
+        if (!once(seen, kTs)) return false;
+        if (!text) e.ts = v.n;
+      } else if (key == "dur") {
+        if (!once(seen, kDur)) return false;
+        if (!text) e.dur = v.n;
+      } else if (key == "pid") {
+        if (!once(seen, kPid) || v.kind != Plain::kInt) return false;  // strings: simdjson's
+        pid_raw = v.text;
+        pid = v.n;
+      } else if (key == "tid") {
+        if (!once(seen, kTid) || v.kind != Plain::kInt) return false;
+        tid_raw = v.text;
+      } else if (key == "id" && checks != nullptr) {
+        if (!once(seen, kId)) return false;
+        e.id_kind = text ? 2 : v.kind == Plain::kInt ? 1 : 3;
+        if (v.kind == Plain::kInt) e.id_int = v.n.i;
+        if (text) e.id_text = strings.id(v.text);
+      } else if (key == "args") {
+        if (!once(seen, kArgs)) return false;
+        clear_args(e);  // not an object: no args
+      }
+    }
+    if ((p = next_item(p, end, more)) == nullptr) return false;
+  }
+  p = blanks(p, end);
+  if (!jsonl && p < end && *p == ',') p = blanks(p + 1, end);  // a Chrome line's separator
+  if (p != end) return false;
+
+  // The line is taken: its thread, as parse_doc finds it (str() of an int pid or tid is its
+  // token).
+  cur_pid_raw.assign(seen & kPid ? pid_raw : std::string_view("\x01"));
+  cur_tid_raw.assign(seen & kTid ? tid_raw : std::string_view("\x01"));
+  bool pid_parsed = (seen & kPid) && !(cache_valid && cur_pid_raw == cached_pid_raw);
+  bool tid_parsed = (seen & kTid) && !(cache_valid && cur_tid_raw == cached_tid_raw);
+  std::string pid_text = "None", tid_text = "None", pid_key = "n";
+  if (pid_parsed) {
+    pid_text.assign(pid_raw);
+    pid_key = key_of_number(pid, pid_raw);
+  }
+  if (tid_parsed) tid_text.assign(tid_raw);
+  resolve_thread(e, pid_parsed, tid_parsed, pid_text, tid_text, pid_key);
+  return true;
+}
+
+}  // namespace fqntrace::analysis
