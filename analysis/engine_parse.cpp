@@ -560,22 +560,26 @@ const char* SummaryEngine::State::padded(const char* data, size_t size) {
 // line it does not take (escapes, non-ASCII text, nested values, exponents) by simdjson, its
 // comma blanked in a padded copy, every object on it an event.
 long SummaryEngine::State::feed_lines(const char* base, size_t total) {
-  size_t pos = 0;
-  while (pos < total) {
-    const void* nl = std::memchr(base + pos, '\n', total - pos);
-    size_t stop = nl == nullptr ? total : static_cast<size_t>(static_cast<const char*>(nl) - base);
-    const char* p = base + pos;
-    const char* end = base + stop;
-    pos = stop + 1;
-    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r')) ++p;
-    if (p == end) continue;  // a blank line
+  const char* p = base;
+  const char* limit = base + total;
+  while (p < limit) {
+    while (p < limit && (*p == ' ' || *p == '\t' || *p == '\r')) ++p;
+    if (p == limit) break;
+    if (*p == '\n') {  // a blank line
+      ++p;
+      continue;
+    }
     events.emplace_back();
-    if (!plain_line(p, end, events.back())) {
+    const char* end = plain_line(p, limit, events.back());
+    if (end == nullptr) {
       events.pop_back();
+      const void* nl = std::memchr(p, '\n', static_cast<size_t>(limit - p));
+      end = nl == nullptr ? limit : static_cast<const char*>(nl);
       if (!simdjson_line(p, end)) return kInvalid;
     }
     if (jsonl && !events.empty() && events.back().ph == 'F')
       return kInvalid;  // the reader reads the footer
+    p = end + 1;
   }
   return consume();
 }

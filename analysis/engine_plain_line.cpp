@@ -132,8 +132,8 @@ enum TopKey : uint32_t {
 
 }  // namespace
 
-bool SummaryEngine::State::plain_line(const char* p, const char* end, Event& e) {
-  if (p >= end || *p != '{') return false;
+const char* SummaryEngine::State::plain_line(const char* p, const char* end, Event& e) {
+  if (p >= end || *p != '{') return nullptr;
   e.name = question_mark;
   e.addr_key = addr_none;
   std::string_view pid_raw, tid_raw;
@@ -146,111 +146,112 @@ bool SummaryEngine::State::plain_line(const char* p, const char* end, Event& e) 
     return first;
   };
   p = blanks(p + 1, end);
-  bool more = p < end && *p != '}';
+  bool more = p >= end || *p != '}';  // `{}`: no items; at the end: plain_key says no
   if (!more) ++p;
   while (more) {
     std::string_view key;
     p = plain_key(p, end, key);
-    if (p == nullptr) return false;
+    if (p == nullptr) return nullptr;
     if (p < end && *p == '{') {
-      if (key != "args" || !once(seen, kArgs)) return false;
+      if (key != "args" || !once(seen, kArgs)) return nullptr;
       clear_args(e);
       e.args = true;
       p = blanks(p + 1, end);
-      bool args_more = p < end && *p != '}';
+      bool args_more = p >= end || *p != '}';
       if (!args_more) ++p;
       while (args_more) {
         std::string_view arg;
         Plain v;
         p = plain_key(p, end, arg);
-        if (p == nullptr || (p = plain_value(p, end, v)) == nullptr) return false;
+        if (p == nullptr || (p = plain_value(p, end, v)) == nullptr) return nullptr;
         bool text = v.kind == Plain::kString;
         if (arg == "fqn") {
-          if (!once(args_seen, 1)) return false;
+          if (!once(args_seen, 1)) return nullptr;
           e.fqn = text ? strings.id(v.text) : kNone;
         } else if (arg == "phase") {
-          if (!once(args_seen, 2) || !text) return false;  // a number's key: simdjson's path
+          if (!once(args_seen, 2) || !text) return nullptr;  // a number's key: simdjson's path
           phase_text(e, v.text);
         } else if (arg == "depth") {
-          if (!once(args_seen, 4)) return false;
+          if (!once(args_seen, 4)) return nullptr;
           plain_integer(v, e.has_depth, e.depth);
         } else if (arg == "self_cpu_ns") {
-          if (!once(args_seen, 8)) return false;
+          if (!once(args_seen, 8)) return nullptr;
           if (!text) e.cpu = v.n;
         } else if (arg == "module_type") {
-          if (!once(args_seen, 16)) return false;
+          if (!once(args_seen, 16)) return nullptr;
           e.has_module_type = true;
           e.module_type = text ? strings.id(v.text) : kNone;
         } else if (arg == "async_work") {
-          if (!once(args_seen, 32)) return false;
+          if (!once(args_seen, 32)) return nullptr;
           e.async_work = text ? !v.text.empty() : v.n.is_int ? v.n.i != 0 : v.n.d != 0;
         } else if (arg == "collective") {
           e.has_collective = true;
         } else if (arg == "bytes") {
-          if (!once(args_seen, 64)) return false;
+          if (!once(args_seen, 64)) return nullptr;
           plain_integer(v, e.bytes_int, e.bytes);
         } else if (arg == "flops") {
-          if (!once(args_seen, 128)) return false;
+          if (!once(args_seen, 128)) return nullptr;
           plain_integer(v, e.flops_int, e.flops);
         } else if (arg == "Fwd thread id") {
           e.has_fwd_thread = true;
         } else if (arg == "Addr") {
-          if (!once(args_seen, 256)) return false;
+          if (!once(args_seen, 256)) return nullptr;
           e.addr_key = strings.id(text ? "s" + std::string(v.text) : key_of_number(v.n, v.text));
         } else if (arg == "Bytes") {
-          if (!once(args_seen, 512)) return false;
+          if (!once(args_seen, 512)) return nullptr;
           plain_integer(v, e.size_int, e.size);
         } else if (arg == "stack_depth") {
-          if (!once(args_seen, 1024)) return false;
+          if (!once(args_seen, 1024)) return nullptr;
           plain_integer(v, e.has_stack_depth, e.stack_depth);
         } else if (arg == "node_ns") {
-          if (!once(args_seen, 2048)) return false;
+          if (!once(args_seen, 2048)) return nullptr;
           plain_integer(v, e.has_node_ns, e.node_ns);
         }
-        if ((p = next_item(p, end, args_more)) == nullptr) return false;
+        if ((p = next_item(p, end, args_more)) == nullptr) return nullptr;
       }
     } else {
       Plain v;
-      if ((p = plain_value(p, end, v)) == nullptr) return false;
+      if ((p = plain_value(p, end, v)) == nullptr) return nullptr;
       bool text = v.kind == Plain::kString;
       if (key == "ph") {
-        if (!once(seen, kPh)) return false;
+        if (!once(seen, kPh)) return nullptr;
         if (text) ph_text(e, v.text);
       } else if (key == "name") {
-        if (!once(seen, kName)) return false;
+        if (!once(seen, kName)) return nullptr;
         if (text) name_text(e, v.text);
       } else if (key == "cat") {
-        if (!once(seen, kCat)) return false;
+        if (!once(seen, kCat)) return nullptr;
         e.cat_kind = text ? 1 : 2;
         if (text) cat_text(e, v.text);
       } else if (key == "ts") {
-        if (!once(seen, kTs)) return false;
+        if (!once(seen, kTs)) return nullptr;
         if (!text) e.ts = v.n;
       } else if (key == "dur") {
-        if (!once(seen, kDur)) return false;
+        if (!once(seen, kDur)) return nullptr;
         if (!text) e.dur = v.n;
       } else if (key == "pid") {
-        if (!once(seen, kPid) || v.kind != Plain::kInt) return false;  // strings: simdjson's
+        if (!once(seen, kPid) || v.kind != Plain::kInt) return nullptr;  // strings: simdjson's
         pid_raw = v.text;
         pid = v.n;
       } else if (key == "tid") {
-        if (!once(seen, kTid) || v.kind != Plain::kInt) return false;
+        if (!once(seen, kTid) || v.kind != Plain::kInt) return nullptr;
         tid_raw = v.text;
       } else if (key == "id" && checks != nullptr) {
-        if (!once(seen, kId)) return false;
+        if (!once(seen, kId)) return nullptr;
         e.id_kind = text ? 2 : v.kind == Plain::kInt ? 1 : 3;
         if (v.kind == Plain::kInt) e.id_int = v.n.i;
         if (text) e.id_text = strings.id(v.text);
       } else if (key == "args") {
-        if (!once(seen, kArgs)) return false;
+        if (!once(seen, kArgs)) return nullptr;
         clear_args(e);  // not an object: no args
       }
     }
-    if ((p = next_item(p, end, more)) == nullptr) return false;
+    if ((p = next_item(p, end, more)) == nullptr) return nullptr;
   }
   p = blanks(p, end);
   if (!jsonl && p < end && *p == ',') p = blanks(p + 1, end);  // a Chrome line's separator
-  if (p != end) return false;
+  if (p != end && *p != '\n') return nullptr;
+  const char* line_end = p;
 
   // The line is taken: its thread, as parse_doc finds it (str() of an int pid or tid is its
   // token).
@@ -265,7 +266,7 @@ bool SummaryEngine::State::plain_line(const char* p, const char* end, Event& e) 
   }
   if (tid_parsed) tid_text.assign(tid_raw);
   resolve_thread(e, pid_parsed, tid_parsed, pid_text, tid_text, pid_key);
-  return true;
+  return line_end;
 }
 
 }  // namespace fqntrace::analysis

@@ -224,12 +224,13 @@ struct SummaryEngine::State {
   bool simdjson_line(const char* p, const char* end);
   const char* padded(const char* data, size_t size);  // a copy in buffer, padded for simdjson
   // ---- the plain-line path (engine_plain_line.cpp) ----------------------------------------
-  // One line (from its first non-blank byte to its end) into e, when it is an object of plain
-  // values as the core writes them: keys and strings of printable ASCII without escapes,
-  // numbers without exponents and few enough digits to convert exactly, objects only under
-  // "args", each known key once. False: not such a line (e and the parse state untouched but
-  // for interned strings); simdjson reads it.
-  bool plain_line(const char* p, const char* end, Event& e);
+  // One line (from its first non-blank byte to its newline or `end`) into e, when it is an
+  // object of plain values as the core writes them: keys and strings of printable ASCII
+  // without escapes, numbers without exponents and few enough digits to convert exactly,
+  // objects only under "args", each known key once. The line's end (its newline or `end`), or
+  // nullptr: not such a line (e and the parse state untouched but for interned strings);
+  // simdjson reads it.
+  const char* plain_line(const char* p, const char* end, Event& e);
   // The values parse_doc and plain_line read alike (engine_parse.cpp): one rule each.
   void ph_text(Event& e, std::string_view s);
   void name_text(Event& e, std::string_view s);

@@ -73,6 +73,9 @@ def test_streamed_summary_equals_whole_file_summary_in_every_layout(traced, tmp_
     monkeypatch.setattr(trace_bytes, "CHUNK_BYTES", 97)
     assert streamed(str(pretty))[0] == expected
     assert streamed(str(gz))[0] == expected
+    # the core's layout in small chunks: each chunk starts with the line the last one cut
+    assert streamed(chrome)[0] == expected
+    assert streamed(jsonl)[0] == whole(jsonl)
 
 
 def test_out_of_order_events_fall_back_to_the_whole_file(traced, tmp_path):

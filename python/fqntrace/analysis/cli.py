@@ -26,6 +26,7 @@ exit code (1: the file or the operation failed, 2: bad arguments; 3: `diff --thr
 module slower by more than the threshold).
 """
 
+import ctypes
 import gc
 import os
 import sys
@@ -207,6 +208,23 @@ _COMMANDS = {
 }
 
 
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt() parameters
+
+
+def _keep_freed_chunks():
+    """The batch verbs read a trace in 4 MiB chunks. glibc hands each new chunk fresh pages (it
+    maps large blocks on their own and gives the heap's free top back), so the kernel faulted in
+    and zeroed every chunk's pages: 27 K faults, 8 % of summary's CPU time on 300 MiB. Freed
+    chunks kept in the heap are reused instead. The peak resident size does not change (the
+    pages were resident at the peak anyway). glibc only; elsewhere nothing is done."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(_M_MMAP_THRESHOLD, 32 << 20)  # above any chunk: chunks come from the heap
+    mallopt(_M_TRIM_THRESHOLD, 256 << 20)
+
+
 def main(argv=None):
     parser = build_parser()
     try:
@@ -215,6 +233,7 @@ def main(argv=None):
             # The batch verbs make millions of short-lived dicts and no reference cycles: the
             # cyclic collector would only rescan them (~15 % of the CPU time of a summary).
             gc.disable()
+            _keep_freed_chunks()
         return _COMMANDS[args.verb](args)
     except UsageError as error:
         _err(error)

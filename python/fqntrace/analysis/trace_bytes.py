@@ -7,6 +7,7 @@ gzip stream cut off by a crash ends where its data ends, and is then read as any
 (GzipFile would raise EOFError and lose the last read instead).
 """
 
+import os
 import zlib
 
 from fqntrace.analysis.errors import TraceError
@@ -99,6 +100,24 @@ class ByteSource:
             if self._inflater is None:
                 return data
             self._inflater.pending = data
+
+    def read_again(self, back):
+        """The last `back` bytes read and the chunk after them, read from the file once more:
+        the caller's unconsumed bytes come back at the start of a fresh chunk, where joining
+        them to the next chunk would copy the chunk. None where a file is not read twice
+        (gzip, a pipe)."""
+        if self._inflater is not None or self._first or self._done:
+            return None
+        try:
+            if not self._file.seekable():
+                return None
+            self._file.seek(-back, os.SEEK_CUR)
+            data = self._file.read(back + CHUNK_BYTES)
+        except OSError as error:
+            raise TraceError(f"{self.path}: cannot read ({error.strerror or error})") from None
+        if len(data) <= back:
+            self._done = True
+        return data
 
     def _inflate_some(self):
         """Inflates the pending bytes, at most CHUNK_BYTES of output."""

@@ -134,6 +134,13 @@ class TraceStream:
         """Appends the next chunk to the byte buffer (dropping what was consumed)."""
         if self._beof:
             return False
+        rest = len(self._bbuf) - self._bpos
+        again = self._source.read_again(rest) if rest else None
+        if again is not None:  # the unconsumed bytes and the next chunk, read as one
+            self._offset += self._bpos
+            self._bbuf, self._bpos = again, 0
+            self._beof = len(again) <= rest
+            return not self._beof
         chunk = self._source.read()
         if not chunk:
             self._beof = True
