@@ -8,6 +8,10 @@
 // a line invalid.
 #include <cstring>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 #include "analysis/engine_state.h"
 
 namespace fqntrace::analysis {
@@ -28,9 +32,29 @@ inline const char* blanks(const char* p, const char* end) {
 }
 
 // From just after an opening quote: past the closing one, text set; nullptr when the string is
-// not printable ASCII without escapes.
+// not printable ASCII without escapes. Sixteen bytes at a time where they lie before `end`: a
+// byte below 0x20 or from 0x80 is below 0x20 as a signed char, so one compare finds both.
 inline const char* plain_string(const char* p, const char* end, std::string_view& text) {
   const char* start = p;
+#ifdef __SSE2__
+  const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+  const __m128i space = _mm_set1_epi8(0x20);
+  while (end - p >= 16) {
+    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    int quotes = _mm_movemask_epi8(_mm_cmpeq_epi8(v, quote));
+    int others =
+        _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, backslash), _mm_cmplt_epi8(v, space)));
+    if ((quotes | others) == 0) {
+      p += 16;
+      continue;
+    }
+    int first = __builtin_ctz(static_cast<unsigned>(quotes | others));
+    if ((others >> first) & 1) return nullptr;
+    p += first;
+    text = std::string_view(start, static_cast<size_t>(p - start));
+    return p + 1;
+  }
+#endif
   for (; p < end; ++p) {
     unsigned char c = static_cast<unsigned char>(*p);
     if (c == '"') {

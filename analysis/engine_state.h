@@ -184,6 +184,14 @@ struct SummaryEngine::State {
 
   // ---- steps -----------------------------------------------------------------------------
   uint32_t step_of(uint32_t pid_key, int64_t start);
+  uint32_t slot_of(int64_t step);  // a step's slot (1..), given in the order steps are seen
+  struct StepCache {               // the range step_of found last
+    bool valid = false;
+    uint32_t pid_key = 0;
+    const std::vector<Range>* ranges = nullptr;
+    size_t index = 0;
+    uint32_t slot = 0;
+  } step_cache;
 
   // A frontier group's ops count. `when` (ns): the start of the range that holds them (theirs
   // when outermost), which lies in the step their starts lie in: top's live log gives them to it.

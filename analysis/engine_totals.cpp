@@ -71,18 +71,34 @@ void SummaryEngine::State::add_cpu(const Event& e, ModuleSums& m, int64_t start)
 }
 
 uint32_t SummaryEngine::State::step_of(uint32_t pid_key, int64_t start) {
-  auto it = ranges.find(pid_key);
-  if (it == ranges.end() || it->second.empty()) return 0;
-  const auto& rs = it->second;
-  auto after = std::upper_bound(rs.begin(), rs.end(), start,
+  // The last range with r.start <= start, if start lies in it. Most events lie in the range
+  // the event before found (a thread's events come in time order): that one first.
+  const std::vector<Range>* rs;
+  if (step_cache.valid && step_cache.pid_key == pid_key) {
+    rs = step_cache.ranges;
+    size_t i = step_cache.index;
+    if ((*rs)[i].start <= start && (i + 1 == rs->size() || start < (*rs)[i + 1].start))
+      return start < (*rs)[i].end ? step_cache.slot : 0;  // the range's slot is known
+  } else {
+    auto it = ranges.find(pid_key);
+    if (it == ranges.end() || it->second.empty()) return 0;
+    rs = &it->second;
+  }
+  auto after = std::upper_bound(rs->begin(), rs->end(), start,
                                 [](int64_t t, const Range& r) { return t < r.start; });
-  if (after == rs.begin()) return 0;
+  if (after == rs->begin()) return 0;
   const Range& r = *(after - 1);
   if (!(start < r.end)) return 0;
-  auto slot = step_slot.find(r.step);
+  uint32_t slot = slot_of(r.step);
+  step_cache = {true, pid_key, rs, static_cast<size_t>(after - 1 - rs->begin()), slot};
+  return slot;
+}
+
+uint32_t SummaryEngine::State::slot_of(int64_t step) {
+  auto slot = step_slot.find(step);
   if (slot == step_slot.end()) {
-    step_numbers.push_back(r.step);
-    slot = step_slot.emplace(r.step, static_cast<uint32_t>(step_numbers.size())).first;
+    step_numbers.push_back(step);
+    slot = step_slot.emplace(step, static_cast<uint32_t>(step_numbers.size())).first;
   }
   return slot->second;
 }

@@ -70,6 +70,7 @@ SummaryEngine::~SummaryEngine() = default;
 void SummaryEngine::add_step_range(const std::string& pid_key, int64_t start, int64_t end,
                                    int64_t step) {
   state_->ranges[state_->strings.id(pid_key)].push_back({start, end, step});
+  state_->step_cache.valid = false;
   state_->per_step = true;
   state_->ranges_sorted = false;
 }

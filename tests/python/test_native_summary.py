@@ -10,6 +10,8 @@ as their Python loops."""
 import gzip
 import json
 import os
+import random
+import re
 import subprocess
 import sys
 
@@ -170,6 +172,8 @@ PLAIN_EDITS = [
     (r'"name":"', r'"name":1,"name":"'),
     (r'"args":\{', r'"args":{"fqn":"Net.head",'),
     (r'"name":"', r'"name":"\\u00e9\\"'),  # escapes
+    (r'"name":"', r'"name":"\\u00e9'),
+    (r'"fqn":"', r'"fqn":"\\/'),
     (r'"name":"', r'"name":"é'),  # UTF-8
     (r'"dur":(\d+)\.(\d+)', r'"dur":\1.\2E0'),  # an exponent
     (r'"ts":(\d+)\.(\d+)', r'"ts":\1.\g<2>000000'),  # too many digits to divide exactly
@@ -204,39 +208,83 @@ def engine_blocks(path):
     return sum(n >= 0 for n in blocks)
 
 
-def test_plain_lines_read_as_the_python_loop_reads_them(traces, tmp_path, monkeypatch):
-    import random
-    import re
-
-    rng = random.Random(45)
+def edited_lines(source, rng, used):
+    """source's lines, about a third of its events with two of PLAIN_EDITS each (used[k]: how
+    often edit k was made)."""
     edits = [(re.compile(a), b) for a, b in PLAIN_EDITS]
-    used = [0] * len(edits)
+    out = []
+    for line in open(source).read().split("\n"):
+        chrome_comma = line.endswith(",")
+        body = line[:-1] if chrome_comma else line
+        if body.startswith('{"ph"') and '"footer"' not in body and rng.random() < 0.3:
+            for k in rng.sample(range(len(edits)), 2):
+                pattern, replacement = edits[k]
+                if "footer" in replacement and source.endswith(".jsonl"):
+                    continue  # a footer line ends a JSON Lines trace
+                edited = pattern.sub(replacement, body, count=1)
+                try:
+                    json.loads(edited)
+                except ValueError:
+                    continue  # two edits of one number: not JSON, not a case
+                used[k] += edited != body
+                body = edited
+        out.append(body + ("," if chrome_comma else ""))
+    return out
+
+
+def test_plain_lines_read_as_the_python_loop_reads_them(traces, tmp_path, monkeypatch):
+    rng = random.Random(45)
+    used = [0] * len(PLAIN_EDITS)
     for source in (traces[0], traces[1]):  # Chrome and JSON Lines
-        out = []
-        for line in open(source).read().split("\n"):
-            chrome_comma = line.endswith(",")
-            body = line[:-1] if chrome_comma else line
-            if body.startswith('{"ph"') and '"footer"' not in body and rng.random() < 0.3:
-                for k in rng.sample(range(len(edits)), 2):
-                    pattern, replacement = edits[k]
-                    if "footer" in replacement and source.endswith(".jsonl"):
-                        continue  # a footer line ends a JSON Lines trace
-                    edited = pattern.sub(replacement, body, count=1)
-                    try:
-                        json.loads(edited)
-                    except ValueError:
-                        continue  # two edits of one number: not JSON, not a case
-                    used[k] += edited != body
-                    body = edited
-            out.append(body + ("," if chrome_comma else ""))
         path = tmp_path / os.path.basename(source)
-        path.write_text("\n".join(out))
+        path.write_text("\n".join(edited_lines(source, rng, used)))
         native, python = both(str(path), monkeypatch)
         assert native == python, path
         assert engine_blocks(str(path)) > 0  # the engine read the file, not the Python loop
         native, python = validate_both(path, monkeypatch)
         assert native == python, path
     assert all(used), [PLAIN_EDITS[k] for k, n in enumerate(used) if not n]
+
+
+def engine_sums(engine):
+    """An engine's result, the lists it reads out of hash maps put in one order."""
+    result = engine.result()
+    for key in ("step_times", "step_cpu", "variance"):
+        result[key] = sorted(result[key])
+    return result
+
+
+def test_plain_line_path_gives_simdjsons_sums(traces):
+    # feed_block reads a block's plain lines byte by byte, feed_event any event by simdjson: the
+    # engine's own sums (names, fqns, every count) agree line for line, on the trace as written
+    # and edited, where the summary's table would not show a difference (an op's name).
+    jsonl = traces[1]
+    ranges = summarize._flat_ranges(step_times.read_step_ranges(jsonl))
+    lines = open(jsonl).read().split("\n")
+    edited = edited_lines(jsonl, random.Random(46), [0] * len(PLAIN_EDITS))
+    long_fqn = "Net.blocks.0.0.a_rather_long_name_" * 2  # strings that span 16-byte loads
+    odd = [
+        lines[i].replace('"fqn":"', f'"fqn":"{long_fqn}{escape}', 1)
+        for i, escape in zip(range(1, len(lines), 97), ["\\/", "\\u00e9", "é", "\\n", "x"] * 99)
+    ]
+    # the last 16 bytes of a block are read a byte at a time: an escape there, blocks of a line
+    tails = []
+    for line in lines[1:300]:
+        event = json.loads(line)
+        if "fqn" in event.get("args", {}):
+            del event["args"]["fqn"]
+            text = json.dumps(event, separators=(",", ":"))
+            tails.append(text[:-2] + ',"fqn":"Ne\\u0074"}}')  # "Net", spelt with an escape
+    for events, lines_per_block in ((lines, 0), (edited, 0), (odd, 0), (tails, 1)):
+        events = [e for e in events if e.startswith("{") and '"footer"' not in e]
+        blocks, single = (
+            summarize._native.Engine(True, ranges),
+            summarize._native.Engine(True, ranges),
+        )
+        for text in ["\n".join(events)] if lines_per_block == 0 else events:
+            assert blocks.feed_block(text.encode(), 0, len(text.encode())) == text.count("\n") + 1
+        assert all(single.feed_event(e.encode()) == 1 for e in events)
+        assert engine_sums(blocks) == engine_sums(single)
 
 
 def test_bad_input_behaves_as_in_the_python_loop(traces, tmp_path, monkeypatch):
