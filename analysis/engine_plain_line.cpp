@@ -16,7 +16,7 @@
 
 namespace fqntrace::analysis {
 
-namespace {
+namespace engine {
 
 // A plain value: a string (its text between the quotes) or a number (its token; an int, or a
 // float that converts exactly by one division).
@@ -25,6 +25,10 @@ struct Plain {
   std::string_view text;
   Number n;
 };
+
+}  // namespace engine
+
+namespace {
 
 inline const char* blanks(const char* p, const char* end) {
   while (p < end && (*p == ' ' || *p == '\t' || *p == '\r')) ++p;
@@ -154,7 +158,69 @@ enum TopKey : uint32_t {
   kArgs = 256
 };
 
+// The int arguments integer() reads: each sets its flag (an exact int) and value.
+struct IntArg {
+  std::string_view key;
+  bool Event::*is_int;
+  int64_t Event::*value;
+};
+constexpr IntArg kIntArgs[] = {
+    {"depth", &Event::has_depth, &Event::depth},
+    {"bytes", &Event::bytes_int, &Event::bytes},
+    {"flops", &Event::flops_int, &Event::flops},
+    {"Bytes", &Event::size_int, &Event::size},
+    {"stack_depth", &Event::has_stack_depth, &Event::stack_depth},
+    {"node_ns", &Event::has_node_ns, &Event::node_ns},
+};
+
 }  // namespace
+
+// One of args' items, as parse_args reads it. False: simdjson's path (a known key twice, a
+// phase that is a number).
+bool SummaryEngine::State::plain_arg(std::string_view arg, const Plain& v, Event& e,
+                                     uint32_t& seen) {
+  auto once = [&seen](uint32_t bit) {
+    bool first = (seen & bit) == 0;
+    seen |= bit;
+    return first;
+  };
+  bool text = v.kind == Plain::kString;
+  if (arg == "fqn") {  // the keys of every event first
+    if (!once(1)) return false;
+    e.fqn = text ? strings.id(v.text) : kNone;
+    return true;
+  }
+  if (arg == "phase") {
+    if (!once(2) || !text) return false;  // a number's key: simdjson's path
+    phase_text(e, v.text);
+    return true;
+  }
+  for (size_t i = 0; i < sizeof(kIntArgs) / sizeof(kIntArgs[0]); ++i) {
+    if (arg != kIntArgs[i].key) continue;
+    if (!once(1u << (16 + i))) return false;
+    plain_integer(v, e.*kIntArgs[i].is_int, e.*kIntArgs[i].value);
+    return true;
+  }
+  if (arg == "self_cpu_ns") {
+    if (!once(4)) return false;
+    if (!text) e.cpu = v.n;
+  } else if (arg == "module_type") {
+    if (!once(8)) return false;
+    e.has_module_type = true;
+    e.module_type = text ? strings.id(v.text) : kNone;
+  } else if (arg == "async_work") {
+    if (!once(16)) return false;
+    e.async_work = text ? !v.text.empty() : v.n.is_int ? v.n.i != 0 : v.n.d != 0;
+  } else if (arg == "collective") {
+    e.has_collective = true;
+  } else if (arg == "Fwd thread id") {
+    e.has_fwd_thread = true;
+  } else if (arg == "Addr") {
+    if (!once(32)) return false;
+    e.addr_key = strings.id(text ? "s" + std::string(v.text) : key_of_number(v.n, v.text));
+  }
+  return true;
+}
 
 const char* SummaryEngine::State::plain_line(const char* p, const char* end, Event& e) {
   if (p >= end || *p != '{') return nullptr;
@@ -188,49 +254,7 @@ const char* SummaryEngine::State::plain_line(const char* p, const char* end, Eve
         Plain v;
         p = plain_key(p, end, arg);
         if (p == nullptr || (p = plain_value(p, end, v)) == nullptr) return nullptr;
-        bool text = v.kind == Plain::kString;
-        if (arg == "fqn") {
-          if (!once(args_seen, 1)) return nullptr;
-          e.fqn = text ? strings.id(v.text) : kNone;
-        } else if (arg == "phase") {
-          if (!once(args_seen, 2) || !text) return nullptr;  // a number's key: simdjson's path
-          phase_text(e, v.text);
-        } else if (arg == "depth") {
-          if (!once(args_seen, 4)) return nullptr;
-          plain_integer(v, e.has_depth, e.depth);
-        } else if (arg == "self_cpu_ns") {
-          if (!once(args_seen, 8)) return nullptr;
-          if (!text) e.cpu = v.n;
-        } else if (arg == "module_type") {
-          if (!once(args_seen, 16)) return nullptr;
-          e.has_module_type = true;
-          e.module_type = text ? strings.id(v.text) : kNone;
-        } else if (arg == "async_work") {
-          if (!once(args_seen, 32)) return nullptr;
-          e.async_work = text ? !v.text.empty() : v.n.is_int ? v.n.i != 0 : v.n.d != 0;
-        } else if (arg == "collective") {
-          e.has_collective = true;
-        } else if (arg == "bytes") {
-          if (!once(args_seen, 64)) return nullptr;
-          plain_integer(v, e.bytes_int, e.bytes);
-        } else if (arg == "flops") {
-          if (!once(args_seen, 128)) return nullptr;
-          plain_integer(v, e.flops_int, e.flops);
-        } else if (arg == "Fwd thread id") {
-          e.has_fwd_thread = true;
-        } else if (arg == "Addr") {
-          if (!once(args_seen, 256)) return nullptr;
-          e.addr_key = strings.id(text ? "s" + std::string(v.text) : key_of_number(v.n, v.text));
-        } else if (arg == "Bytes") {
-          if (!once(args_seen, 512)) return nullptr;
-          plain_integer(v, e.size_int, e.size);
-        } else if (arg == "stack_depth") {
-          if (!once(args_seen, 1024)) return nullptr;
-          plain_integer(v, e.has_stack_depth, e.stack_depth);
-        } else if (arg == "node_ns") {
-          if (!once(args_seen, 2048)) return nullptr;
-          plain_integer(v, e.has_node_ns, e.node_ns);
-        }
+        if (!plain_arg(arg, v, e, args_seen)) return nullptr;
         if ((p = next_item(p, end, args_more)) == nullptr) return nullptr;
       }
     } else {

@@ -27,6 +27,9 @@
 namespace fqntrace::analysis {
 
 namespace od = simdjson::ondemand;
+namespace engine {
+struct Plain;  // a plain line's value (engine_plain_line.cpp)
+}
 using namespace engine;  // the engine's own types, in every engine file
 
 struct SummaryEngine::State {
@@ -239,6 +242,9 @@ struct SummaryEngine::State {
   // nullptr: not such a line (e and the parse state untouched but for interned strings);
   // simdjson reads it.
   const char* plain_line(const char* p, const char* end, Event& e);
+  // One of args' items (a plain value), as parse_args reads it; seen: the keys read so far.
+  // False: simdjson's path (a known key twice, a phase that is a number).
+  bool plain_arg(std::string_view arg, const Plain& v, Event& e, uint32_t& seen);
   // The values parse_doc and plain_line read alike (engine_parse.cpp): one rule each.
   void ph_text(Event& e, std::string_view s);
   void name_text(Event& e, std::string_view s);
