@@ -60,7 +60,7 @@ bool SummaryEngine::State::number(od::value v, Number& out, bool& unsupported) {
   if (v.type().get(type)) return false;
   if (type != od::json_type::number) return skip(v);
   od::number n;
-  if (v.get_number().get(n)) {
+  if (long_number(v.raw_json_token()) || v.get_number().get(n)) {
     unsupported = true;  // a big integer (beyond 64 bits), or not a number after all
     return false;
   }
@@ -187,7 +187,8 @@ bool SummaryEngine::State::truthy(od::value v, bool& out) {
     }
     case od::json_type::number: {
       double d;
-      if (v.get_double().get(d)) return false;
+      if (long_number(v.raw_json_token()) || v.get_double().get(d))
+        return false;  // invalid: Python reads it
       out = d != 0;
       return true;
     }

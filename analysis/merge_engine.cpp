@@ -199,7 +199,7 @@ struct MergeEngine::State {
       case od::json_type::number: {
         std::string_view raw = trimmed(v.raw_json_token());
         od::number n;
-        if (v.get_number().get(n)) return false;  // also an integer beyond 64 bits
+        if (long_number(raw) || v.get_number().get(n)) return false;  // also beyond 64 bits
         return !exact || canonical_number(n, raw);
       }
       case od::json_type::string: {
@@ -369,7 +369,8 @@ struct MergeEngine::State {
           pid.assign(text);
         } else if (type == od::json_type::number) {
           od::number n;
-          if (x.get_number().get(n) || n.is_double()) return false;  // a float: Python's repr
+          if (long_number(x.raw_json_token()) || x.get_number().get(n) || n.is_double())
+            return false;  // a float: Python's repr
           pid = n.is_int64() ? std::to_string(n.get_int64()) : std::to_string(n.get_uint64());
         } else if (type == od::json_type::boolean) {
           bool b;
@@ -424,7 +425,7 @@ struct MergeEngine::State {
         if (type == od::json_type::number) {  // Micros(to_ns(x) (+ shift)), three decimals
           od::number n;
           int64_t ns;
-          if (x.get_number().get(n) || !to_ns(n, ns)) return false;
+          if (long_number(raw) || x.get_number().get(n) || !to_ns(n, ns)) return false;
           plan.edits[plan.n_edits++] = {at, at + raw.size(), is(key, "ts") ? Edit::kTs : Edit::kDur,
                                         ns};
           continue;

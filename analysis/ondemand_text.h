@@ -1,6 +1,6 @@
 // Small helpers over simdjson On-Demand shared by the analysis engines (summary_engine.cpp,
-// merge_engine.cpp): a token's text without the whitespace after it, an object key's text, and a
-// literal's check.
+// merge_engine.cpp): a token's text without the whitespace after it, an object key's text, a
+// number simdjson misreads, and a literal's check.
 #pragma once
 
 #include <simdjson.h>
@@ -30,6 +30,18 @@ inline bool key_text(simdjson::ondemand::field& field, std::string_view& out,
     return true;
   }
   return unescape && !field.unescaped_key().get(out);
+}
+
+// More than 19 digits before any exponent in a number's raw token: simdjson (3.x) reads such a
+// number wrong (get_number() gives 0 for 1.00000000000000000001, get_double() 1e-09 for 0.1
+// written with 27 digits), so the Python path reads it. The core writes at most 17.
+inline bool long_number(std::string_view raw) {
+  size_t digits = 0;
+  for (char c : raw) {
+    if (c == 'e' || c == 'E' || c == ',' || c == '}' || c == ']') break;
+    digits += c >= '0' && c <= '9';
+  }
+  return digits > 19;
 }
 
 // A `true`, `false` or `null` literal is what it claims to be (stage 1 only marked its start).

@@ -175,6 +175,12 @@ def test_lines_left_to_python_and_cut_input_same_bytes(ranks, tmp_path, monkeypa
         (b'{"ph":"M","name":"process_name","pid":7,"tid":0, "args":{"name":"python"}}', True),
         (b'{"ph":"i","name":"a","pid":7,"ts":1} {"ph":"i"}', False),  # two events on a line
         (b'{"ph":"i","name":"a","pid":7,"ts":1,', False),  # a cut line
+        # more than 19 digits: simdjson 3.x reads 1.00000000000000000001 as 0
+        (b'{"ph":"i","name":"a","pid":7,"ts":1.00000000000000000001}', False),
+        (
+            b'{"ph":"i","name":"a","pid":7,"ts":1,"args":{"x":0.1000000000000000000000000001}}',
+            False,
+        ),
     ],
 )
 def test_which_lines_the_native_rewrite_takes(line, native):
