@@ -40,6 +40,27 @@ def cli_stdout(*args):
     return proc.stdout
 
 
+def read_top(path):
+    """top's source of a whole trace, read to its end and settled (what `top --once` shows),
+    and its rows at every level by fqn."""
+    from fqntrace.analysis.top.sources import Source
+    from fqntrace.analysis.top.tree import build_rows
+
+    source = Source(str(path), window_s=600)
+    while source.poll() is not None:
+        pass
+    source.settle()
+    rows = {}
+
+    def walk(nodes):
+        for r in nodes:
+            rows[r.fqn] = r
+            walk(r.children)
+
+    walk(build_rows([source]))
+    return source, rows
+
+
 def load_trace(path):
     with open(path) as f:
         return json.load(f)

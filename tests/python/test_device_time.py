@@ -14,10 +14,8 @@ import textwrap
 
 import pytest
 import torch
-from conftest import cli_stdout, run_python
+from conftest import cli_stdout, read_top, run_python
 from fqntrace.analysis import device_join, kineto_annotate, summarize
-from fqntrace.analysis.top.sources import Source
-from fqntrace.analysis.top.tree import build_rows
 from test_gpu_trace import A100, fqntrace_attribution, host_ranges
 
 LOOP = textwrap.dedent(
@@ -347,21 +345,9 @@ def top_rows(path, native):
     elif saved is None:
         pytest.skip("the native summary engine is not built")
     try:
-        source = Source(str(path), window_s=600)
-        while source.poll() is not None:
-            pass
-        source.settle()
+        return read_top(path)[1]
     finally:
         summarize._native = saved
-    rows = {}
-
-    def walk(nodes):
-        for r in nodes:
-            rows[r.fqn] = r
-            walk(r.children)
-
-    walk(build_rows([source]))
-    return rows
 
 
 def kineto_annotate_device(doc):

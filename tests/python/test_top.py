@@ -13,9 +13,9 @@ import time
 import zlib
 
 import pytest
+from conftest import read_top
 from fqntrace.analysis import follower, steps, summarize
 from fqntrace.analysis.top.live import CPU, LiveSummary, NativeLiveSummary
-from fqntrace.analysis.top.sources import Source
 from fqntrace.analysis.top.tree import build_rows
 
 TMUX = shutil.which("tmux")
@@ -336,23 +336,12 @@ def test_per_step_columns_are_the_steps_summary_counts(demo_trace, engine, monke
         monkeypatch.setattr(summarize, "_native", None)
     elif summarize._native is None:
         pytest.skip("the native summary engine is not built")
-    source = Source(demo_trace, window_s=600)
-    while source.poll() is not None:
-        pass
-    source.settle()
+    source, rows = read_top(demo_trace)
     assert isinstance(source.live, NativeLiveSummary) == (engine == "native")
     summary, times = summarize.summarize_with_steps(demo_trace)
     truth = {s["step"]: s["modules"] for s in steps.per_step_from(times)}
     kept = list(source.live.step_self)[:-1]  # the last step read waits for late time
     assert kept == list(range(1, 11))
-    rows = {}
-
-    def walk(nodes):
-        for r in nodes:
-            rows[r.fqn] = r
-            walk(r.children)
-
-    walk(build_rows([source]))
     checked = 0
     for fqn in ("TinyTransformer", "TinyTransformer.layers.0.attn.qkv", "TinyTransformer.head"):
         for index, phase in enumerate(("forward", "backward")):
