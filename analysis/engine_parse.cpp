@@ -549,7 +549,7 @@ long SummaryEngine::State::feed(const char* data, size_t size, bool block) {
 }
 
 // simdjson reads past a text's end: a copy with its padding after it.
-const char* SummaryEngine::State::padded(const char* data, size_t size) {
+char* SummaryEngine::State::padded(const char* data, size_t size) {
   if (buffer.size() < size + simdjson::SIMDJSON_PADDING)
     buffer.resize(size + simdjson::SIMDJSON_PADDING);
   std::memcpy(buffer.data(), data, size);
@@ -589,7 +589,7 @@ long SummaryEngine::State::feed_lines(const char* base, size_t total) {
 bool SummaryEngine::State::simdjson_line(const char* p, const char* end) {
   size_t b = static_cast<size_t>(end - p);
   while (b > 0 && (p[b - 1] == ' ' || p[b - 1] == '\t' || p[b - 1] == '\r')) --b;
-  char* text = const_cast<char*>(padded(p, b));                  // our copy
+  char* text = padded(p, b);
   if (!jsonl && b > 0 && text[b - 1] == ',') text[b - 1] = ' ';  // a Chrome line's separator
   od::document_stream stream;
   if (parser.iterate_many(text, b, std::max<size_t>(b, 1 << 16)).get(stream)) return false;

@@ -233,7 +233,7 @@ struct SummaryEngine::State {
   // plain_line does not take it.
   long feed_lines(const char* base, size_t total);
   bool simdjson_line(const char* p, const char* end);
-  const char* padded(const char* data, size_t size);  // a copy in buffer, padded for simdjson
+  char* padded(const char* data, size_t size);  // a copy in buffer, padded for simdjson
   // ---- the plain-line path (engine_plain_line.cpp) ----------------------------------------
   // One line (from its first non-blank byte to its newline or `end`) into e, when it is an
   // object of plain values as the core writes them: keys and strings of printable ASCII
