@@ -33,8 +33,8 @@ inline bool key_text(simdjson::ondemand::field& field, std::string_view& out,
 }
 
 // More than 19 digits before any exponent in a number's raw token: simdjson (3.x) reads such a
-// number wrong (get_number() gives 0 for 1.00000000000000000001, get_double() 1e-09 for 0.1
-// written with 27 digits), so the Python path reads it. The core writes at most 17.
+// number wrong (get_number() gives 0 for 1.00000000000000000001, get_double() 1.15e-09 for
+// 0.1000000000000000000000000001), so the Python path reads it. The core writes at most 17.
 inline bool long_number(std::string_view raw) {
   size_t digits = 0;
   for (char c : raw) {
