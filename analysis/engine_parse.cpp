@@ -572,14 +572,14 @@ long SummaryEngine::State::feed_lines(const char* base, size_t total) {
     }
     events.emplace_back();
     const char* end = plain_line(p, limit, events.back());
-    if (end == nullptr) {
+    if (end != nullptr) {
+      if (jsonl && events.back().ph == 'F') return kInvalid;  // the reader reads the footer
+    } else {
       events.pop_back();
       const void* nl = std::memchr(p, '\n', static_cast<size_t>(limit - p));
       end = nl == nullptr ? limit : static_cast<const char*>(nl);
-      if (!simdjson_line(p, end)) return kInvalid;
+      if (!simdjson_line(p, end)) return kInvalid;  // a footer too
     }
-    if (jsonl && !events.empty() && events.back().ph == 'F')
-      return kInvalid;  // the reader reads the footer
     p = end + 1;
   }
   return consume();

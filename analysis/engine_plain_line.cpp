@@ -32,7 +32,8 @@ namespace {
 
 inline const char* blanks(const char* p, const char* end) {
   // The core writes no blanks between tokens: one compare for the common case.
-  if (__builtin_expect(p<end&& static_cast<unsigned char>(*p)> ' ', 1)) return p;
+  bool at_token = (p < end) && (*p > ' ');  // no blank, whether char is signed or not
+  if (__builtin_expect(at_token, 1)) return p;
   while (p < end && (*p == ' ' || *p == '\t' || *p == '\r')) ++p;
   return p;
 }
@@ -149,7 +150,15 @@ inline void plain_integer(const Plain& v, bool& is_int, int64_t& out) {
   out = is_int ? v.n.i : 0;
 }
 
-// Each known key once, or simdjson reads the line (the last of repeated keys counts there).
+// Each known key once, or simdjson reads the line (the last of repeated keys counts there):
+// false when `bit` is in `seen` already; it is there afterwards.
+inline bool first_time(uint32_t& seen, uint32_t bit) {
+  bool first = (seen & bit) == 0;
+  seen |= bit;
+  return first;
+}
+
+// The top-level keys' bits.
 enum TopKey : uint32_t {
   kPh = 1,
   kName = 2,
@@ -183,11 +192,7 @@ constexpr IntArg kIntArgs[] = {
 // phase that is a number).
 bool SummaryEngine::State::plain_arg(std::string_view arg, const Plain& v, Event& e,
                                      uint32_t& seen) {
-  auto once = [&seen](uint32_t bit) {
-    bool first = (seen & bit) == 0;
-    seen |= bit;
-    return first;
-  };
+  auto once = [&seen](uint32_t bit) { return first_time(seen, bit); };
   bool text = v.kind == Plain::kString;
   if (arg == "fqn") {  // the keys of every event first
     if (!once(1)) return false;
@@ -234,11 +239,6 @@ const char* SummaryEngine::State::plain_line(const char* p, const char* end, Eve
   Number pid;
   uint32_t seen = 0;
   uint32_t args_seen = 0;
-  auto once = [](uint32_t& set, uint32_t bit) {
-    bool first = (set & bit) == 0;
-    set |= bit;
-    return first;
-  };
   p = blanks(p + 1, end);
   bool more = p >= end || *p != '}';  // `{}`: no items; at the end: plain_key says no
   if (!more) ++p;
@@ -247,7 +247,7 @@ const char* SummaryEngine::State::plain_line(const char* p, const char* end, Eve
     p = plain_key(p, end, key);
     if (p == nullptr) return nullptr;
     if (p < end && *p == '{') {
-      if (key != "args" || !once(seen, kArgs)) return nullptr;
+      if (key != "args" || !first_time(seen, kArgs)) return nullptr;
       clear_args(e);
       e.args = true;
       p = blanks(p + 1, end);
@@ -266,35 +266,36 @@ const char* SummaryEngine::State::plain_line(const char* p, const char* end, Eve
       if ((p = plain_value(p, end, v)) == nullptr) return nullptr;
       bool text = v.kind == Plain::kString;
       if (key == "ph") {
-        if (!once(seen, kPh)) return nullptr;
+        if (!first_time(seen, kPh)) return nullptr;
         if (text) ph_text(e, v.text);
       } else if (key == "name") {
-        if (!once(seen, kName)) return nullptr;
+        if (!first_time(seen, kName)) return nullptr;
         if (text) name_text(e, v.text);
       } else if (key == "cat") {
-        if (!once(seen, kCat)) return nullptr;
+        if (!first_time(seen, kCat)) return nullptr;
         e.cat_kind = text ? 1 : 2;
         if (text) cat_text(e, v.text);
       } else if (key == "ts") {
-        if (!once(seen, kTs)) return nullptr;
+        if (!first_time(seen, kTs)) return nullptr;
         if (!text) e.ts = v.n;
       } else if (key == "dur") {
-        if (!once(seen, kDur)) return nullptr;
+        if (!first_time(seen, kDur)) return nullptr;
         if (!text) e.dur = v.n;
       } else if (key == "pid") {
-        if (!once(seen, kPid) || v.kind != Plain::kInt) return nullptr;  // strings: simdjson's
+        if (!first_time(seen, kPid) || v.kind != Plain::kInt)
+          return nullptr;  // strings: simdjson's
         pid_raw = v.text;
         pid = v.n;
       } else if (key == "tid") {
-        if (!once(seen, kTid) || v.kind != Plain::kInt) return nullptr;
+        if (!first_time(seen, kTid) || v.kind != Plain::kInt) return nullptr;
         tid_raw = v.text;
       } else if (key == "id" && checks != nullptr) {
-        if (!once(seen, kId)) return nullptr;
+        if (!first_time(seen, kId)) return nullptr;
         e.id_kind = text ? 2 : v.kind == Plain::kInt ? 1 : 3;
         if (v.kind == Plain::kInt) e.id_int = v.n.i;
         if (text) e.id_text = strings.id(v.text);
       } else if (key == "args") {
-        if (!once(seen, kArgs)) return nullptr;
+        if (!first_time(seen, kArgs)) return nullptr;
         clear_args(e);  // not an object: no args
       }
     }

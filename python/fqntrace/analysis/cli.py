@@ -26,7 +26,6 @@ exit code (1: the file or the operation failed, 2: bad arguments; 3: `diff --thr
 module slower by more than the threshold).
 """
 
-import ctypes
 import gc
 import os
 import sys
@@ -217,6 +216,8 @@ def _keep_freed_chunks():
     and zeroed every chunk's pages: 27 K faults, 8 % of summary's CPU time on 300 MiB. Freed
     chunks kept in the heap are reused instead. The peak resident size does not change (the
     pages were resident at the peak anyway). glibc only; elsewhere nothing is done."""
+    import ctypes  # here, not at the top: ~7 ms that `top` and every other verb would pay
+
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
