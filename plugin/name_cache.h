@@ -93,11 +93,19 @@ class NameCache {
     return lookup(name, n, hash_name(name, n));
   }
 
+  // The name's info when its pointer is one lookup_stable() keyed in this epoch, else nullptr.
+  // Asked first for any name: a pointer that lookup_stable() keyed points into a schema that
+  // is still registered (deregistering one ends the epoch), so no other live string can have
+  // that address, and whatever form the caller's name has, its bytes are that schema's.
+  __attribute__((always_inline)) const NameInfo* known_pointer(const char* name, uint64_t epoch) {
+    const PointerSlot& p = pointer_slot(name);
+    return p.name == name && epoch == pointer_epoch_ ? &p.info : nullptr;
+  }
+
   // For a name whose pointer is stable while `epoch` stays the same (schema_names::epoch()).
   __attribute__((always_inline)) const NameInfo& lookup_stable(const char* name, uint64_t epoch) {
     if (__builtin_expect(epoch != pointer_epoch_, 0)) forget_pointers(epoch);
-    uint64_t key = reinterpret_cast<uintptr_t>(name) * 0x9E3779B97F4A7C15ull;
-    PointerSlot& p = pointer_slots_[key >> (64 - kPointerSlotsLog2)];
+    PointerSlot& p = pointer_slot(name);
     if (__builtin_expect(p.name == name, 1)) return p.info;
     const NameInfo& info = lookup(name);
     if (info.id == 0) return info;  // not interned (table full): never keyed by its pointer
@@ -132,6 +140,10 @@ class NameCache {
   };
   static constexpr uint32_t kPointerSlotsLog2 = 9;
 
+  PointerSlot& pointer_slot(const char* name) {
+    uint64_t key = reinterpret_cast<uintptr_t>(name) * 0x9E3779B97F4A7C15ull;
+    return pointer_slots_[key >> (64 - kPointerSlotsLog2)];
+  }
   const NameInfo& fill(Slot& s, uint64_t h, const char* name, size_t n);
   void forget_pointers(uint64_t epoch);
 

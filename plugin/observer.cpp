@@ -62,6 +62,26 @@ thread_local ThreadExit tls_exit_hook;
 
 uint32_t os_thread_id() { return static_cast<uint32_t>(::syscall(SYS_gettid)); }
 
+// The frame below every range of a thread (ThreadState::frames[-1]): what a range opened with
+// nothing else open inherits. A user scope of the Global fqn in forward, so an op in it is
+// forward or backward by the thread's graph task (scope_phase), as a range at the top is; its
+// depth is one level above the first written level; nothing in it measures CPU time.
+void set_up_root(Frame& root) {
+  root = Frame{};
+  root.kind = EventKind::kUserScope;
+  root.phase = Phase::kForward;
+  root.range.fqn_id = kGlobalFqnId;
+  root.range.seq = -1;
+  root.inner_depth = 0;
+  root.cpu_owner = -1;
+  root.cpu_up = -1;
+}
+
+// Whether an op's start needs special_op_start whatever its name.
+void note_op_extras(ThreadState* ts) {
+  ts->op_extras = ts->sampled || ts->shapes || ts->graphs_open != 0;
+}
+
 // Slow path: first callback on this thread, or first since a new session started.
 ThreadState* attach(uint64_t generation) {
   if (tls_exited) return nullptr;
@@ -73,6 +93,7 @@ ThreadState* attach(uint64_t generation) {
     ts->node_rng =
         0x9E3779B97F4A7C15ull ^ (uint64_t{ts->os_tid} << 32) ^ reinterpret_cast<uintptr_t>(ts);
     ts->seq_table = SeqMap::instance().table_for(at::RecordFunction::currentThreadId(), ts->os_tid);
+    set_up_root(ts->frames[-1]);
     tls_state = ts;
   }
   if (ts->buffer == nullptr) {
@@ -80,11 +101,15 @@ ThreadState* attach(uint64_t generation) {
     pthread_getname_np(pthread_self(), name, sizeof(name));
     ts->buffer = session_state::register_buffer(ts->os_tid, name);
   }
-  if (ts->stack_top == 0 && session_state::sampled()) ts->stack_top = sampled::stack_top();
+  ts->sampled = session_state::sampled();
+  ts->shapes = session_state::shapes();
+  ts->cpu_time = session_state::cpu_time();
+  ts->graphs_open = 0;
+  note_op_extras(ts);
+  if (ts->stack_top == 0 && ts->sampled) ts->stack_top = sampled::stack_top();
   ts->generation = generation;
   ts->depth = 0;  // ranges opened under an earlier session never end here
   ts->step_close_above = 0;
-  ts->graphs_open = 0;
   ts->cpu_chain = false;
   return ts->buffer != nullptr ? ts : nullptr;
 }
@@ -109,7 +134,7 @@ inline bool in_graph_task(const ThreadState* ts) {
 // still be open while backward runs (record_function("step") around forward and backward): what
 // opens inside it from the engine, outside any node (final callbacks), is backward.
 Phase scope_phase(const ThreadState* ts, const Frame* parent) {
-  if (parent != nullptr && parent->phase != Phase::kForward) return parent->phase;
+  if (parent->phase != Phase::kForward) return parent->phase;
   return in_graph_task(ts) ? Phase::kBackward : Phase::kForward;
 }
 
@@ -124,7 +149,7 @@ void attribute_node(const at::RecordFunction& fn, Frame& f, const Frame* parent)
     f.range.node.flow_src_ns = ts;
     f.range.node.flow_src_tid = tid;
   } else {
-    f.range.fqn_id = parent != nullptr ? parent->range.fqn_id : kGlobalFqnId;
+    f.range.fqn_id = parent->range.fqn_id;
   }
   f.phase = Phase::kBackward;
 }
@@ -134,7 +159,7 @@ void attribute_node(const at::RecordFunction& fn, Frame& f, const Frame* parent)
 void name_graph_op(ThreadState* ts, Frame& f) {
   GraphCursor& c = ts->graphs[std::min(ts->graphs_open, kMaxGraphNesting) - 1];
   if (ts->depth != c.depth) return;
-  if (session_state::sampled()) {
+  if (ts->sampled) {
     sampled::name_graph_op(c, f);
     return;
   }
@@ -173,11 +198,15 @@ void attribute_collective(const at::RecordFunction& fn, const NameInfo& info, Fr
   if (f.kind == EventKind::kUserScope) f.flags |= kCollectiveUserScope;
 }
 
-// What an op's start needs beyond the common case (FLOPs, a compiled graph's call, Dynamo's
-// region, a collective): out of line, so the common start tests one bit and saves no more
-// registers.
+// What an op's start needs beyond the common case (a sampled session's op at the top, FLOPs, a
+// compiled graph's call, Dynamo's region, a collective, input shapes): out of line, so the
+// common start tests one byte and saves no more registers.
 __attribute__((noinline)) void special_op_start(const at::RecordFunction& fn, const NameInfo& info,
                                                 ThreadState* ts, Frame& f) {
+  if (ts->depth == 0 && ts->sampled) {
+    if (f.phase == Phase::kBackward) sampled::attribute_to_current_node(f);
+    sampled::note_stack_depth(ts, fn, f);
+  }
   // Only the outermost FLOP-counted op of a nest counts (convolution, not the _convolution it
   // calls), as FlopCounterMode sees it.
   if (info.flop_kind != 0 && !f.in_flop && fn.needsInputs()) {
@@ -193,34 +222,31 @@ __attribute__((noinline)) void special_op_start(const at::RecordFunction& fn, co
     if (root != 0) f.range.fqn_id = root;
   }
   if (info.collective != 0) attribute_collective(fn, info, f);
-}
-
-// The depth of what is written right inside frame f: one level more, unless f writes nothing.
-inline uint8_t depth_within(const Frame& f) {
-  return f.out_depth + (f.kind != EventKind::kServe && !f.silent);
+  if (ts->shapes && fn.needsInputs()) shapes::record(fn.inputs(), f.out_depth, ts->buffer->ring);
 }
 
 // The fields every new frame starts with, whatever opened it: `rf` identifies it when it ends.
+// Ordered as the frame lays them out, so that the compiler merges neighbouring stores.
 inline void begin_frame(Frame& f, const Frame* parent, const at::RecordFunction* rf, int64_t seq,
                         uint64_t rf_id) {
-  f.rf = rf;
   f.range.seq = seq;
-  f.range.rf_id = rf_id;
   f.range.op = OpPayload{};  // payloads are 16 B each: clears them all
+  f.range.rf_id = rf_id;
+  f.out_depth = parent->inner_depth;
   f.flags = 0;
+  f.stack_depth = 0;
+  f.rf = rf;
+  f.inner_depth = f.out_depth + 1;  // a frame that writes nothing sets its own
+  f.in_flop = parent->in_flop;
+  f.grad = parent->grad;
+  f.in_node = parent->in_node;
   f.collective = false;
   f.special_end = false;
+  f.cpu = false;
+  f.seq_range = false;
+  f.cpu_owner = parent->cpu_owner;
   f.issue_mark = 0;
   f.alloc_bytes = 0;
-  f.grad = parent != nullptr && parent->grad;
-  f.in_node = parent != nullptr && parent->in_node;
-  f.silent = false;
-  f.in_flop = parent != nullptr && parent->in_flop;
-  f.out_depth = parent == nullptr ? 0 : depth_within(*parent);
-  f.cpu = false;
-  f.cpu_owner = parent == nullptr ? -1 : parent->cpu_owner;
-  f.seq_range = false;
-  f.stack_depth = 0;
 }
 
 // Frame f (opening at index ts->depth) measures CPU time: a module's forward or recompute, or
@@ -261,8 +287,7 @@ uint32_t finish_cpu(ThreadState* ts, const Frame& f) {
 
 // The depth of an event written under the thread's innermost open frame (a memory sample).
 inline uint8_t depth_inside(const ThreadState* ts) {
-  if (ts->depth == 0) return 0;
-  return depth_within(ts->frames[ts->depth - 1]);
+  return (ts->frames + ts->depth - 1)->inner_depth;  // the root's at depth 0
 }
 
 // The thread's outermost range holds the memory reporter's slot (FQNTRACE_MEMORY); its end gives
@@ -281,7 +306,7 @@ inline void enter_memory_if_outermost(ThreadState* ts, Frame& f) {
 template <bool kCpuOp>
 __attribute__((always_inline)) inline void finish_start(ThreadState* ts, Frame& f,
                                                         const Frame* parent, bool record_seq) {
-  bool parent_in_op = parent != nullptr && parent->in_op;
+  bool parent_in_op = parent->in_op;
   f.in_op = kCpuOp || parent_in_op;
   f.op_phase = kCpuOp ? f.phase : (parent_in_op ? parent->op_phase : f.phase);
   f.op_fqn = kCpuOp ? f.range.fqn_id : (parent_in_op ? parent->op_fqn : f.range.fqn_id);
@@ -291,8 +316,7 @@ __attribute__((always_inline)) inline void finish_start(ThreadState* ts, Frame& 
       // The frame below stays this range's parent until it ends: outermost cpu_op is known now.
       f.flags |= kTopOp;
       // Sampled mode reads no clock per node: two system calls would cost more than its event.
-      measured =
-          f.phase == Phase::kBackward && session_state::cpu_time() && !session_state::sampled();
+      measured = f.phase == Phase::kBackward && ts->cpu_time && !ts->sampled;
     }
     if (measured) {
       start_cpu(ts, f);  // may start at the last backward op's end reading
@@ -305,8 +329,8 @@ __attribute__((always_inline)) inline void finish_start(ThreadState* ts, Frame& 
       f.flags |= kPhaseTop;
     }
   } else if (f.kind == EventKind::kModule) {
-    if (session_state::sampled()) sampled::open_seq_range(ts, f);
-    if (session_state::cpu_time()) start_cpu(ts, f);
+    if (ts->sampled) sampled::open_seq_range(ts, f);
+    if (ts->cpu_time) start_cpu(ts, f);
   }
   ++ts->depth;
   f.range.start_ns = now_ticks();  // last: our own bookkeeping stays outside the range's time
@@ -318,14 +342,16 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   try {
     ThreadState* ts = current_state();
     if (ts == nullptr || ts->depth >= kMaxDepth) return nullptr;
-    Frame* parent = ts->depth > 0 ? &ts->frames[ts->depth - 1] : nullptr;
+    Frame* parent = ts->frames + ts->depth - 1;  // the root at depth 0
     Frame& f = ts->frames[ts->depth];
     begin_frame(f, parent, &fn, fn.seqNr(), fn.handle());
     enter_memory_if_outermost(ts, f);
     const char* name = fn.name();
-    const NameInfo& info = schema_names::is_schema_name(fn)
-                               ? ts->names.lookup_stable(name, schema_names::epoch())
-                               : ts->names.lookup(name);
+    uint64_t epoch = schema_names::epoch();
+    const NameInfo* known = ts->names.known_pointer(name, epoch);
+    const NameInfo& info = __builtin_expect(known != nullptr, 1) ? *known
+                           : schema_names::is_schema_name(fn) ? ts->names.lookup_stable(name, epoch)
+                                                              : ts->names.lookup(name);
     f.range.name_id = info.id;
     bool record_seq = false;
     switch (fn.scope()) {
@@ -336,26 +362,11 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
           attribute_node(fn, f, parent);
         } else {
           f.kind = EventKind::kOp;
-          if (parent != nullptr) {
-            f.range.fqn_id = parent->range.fqn_id;
-            f.phase =
-                parent->kind == EventKind::kUserScope ? scope_phase(ts, parent) : parent->phase;
-          } else {
-            f.range.fqn_id = kGlobalFqnId;
-            f.phase = in_graph_task(ts) ? Phase::kBackward : Phase::kForward;
-            if (session_state::sampled()) {
-              if (f.phase == Phase::kBackward) sampled::attribute_to_current_node(f);
-              sampled::note_stack_depth(ts, fn, f);
-            }
-          }
+          f.range.fqn_id = parent->range.fqn_id;
+          f.phase = parent->kind == EventKind::kUserScope ? scope_phase(ts, parent) : parent->phase;
           // Backward ops too: with create_graph they create the nodes of a double backward.
-          record_seq = f.range.seq >= 0 && ts->seq_table != nullptr;
-          if (__builtin_expect(info.special || ts->graphs_open != 0, 0)) {
-            special_op_start(fn, info, ts, f);
-          }
-          if (session_state::shapes() && fn.needsInputs()) {
-            shapes::record(fn.inputs(), f.out_depth, ts->buffer->ring);
-          }
+          record_seq = f.range.seq >= 0;
+          if (__builtin_expect(info.special | ts->op_extras, 0)) special_op_start(fn, info, ts, f);
         }
         finish_start<true>(ts, f, parent, record_seq);
         break;
@@ -374,11 +385,11 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
         }
         if (!f.in_node) f.flags |= kTopNode;
         f.in_node = true;
-        if (session_state::sampled()) sampled::pick_node(ts, f);
+        if (ts->sampled) sampled::pick_node(ts, f);
         // The engine's wrapper opens before the node and carries no sequence number: it takes
         // the node's attribution, so work it does after the node (summing gradients into the
         // next node's input) lands on the same module.
-        if (parent != nullptr && parent->kind == EventKind::kEngineEval && parent->range.seq < 0) {
+        if (parent->kind == EventKind::kEngineEval && parent->range.seq < 0) {
           parent->range.fqn_id = f.range.fqn_id;
           parent->op_fqn = f.range.fqn_id;
           parent->range.seq = f.range.seq;
@@ -398,16 +409,17 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
         } else if (ts->pending_serve_fqn != 0) {
           f.kind = EventKind::kServe;
           f.special_end = true;  // writes no event
+          f.inner_depth = f.out_depth;
           f.range.fqn_id = ts->pending_serve_fqn;
           ts->pending_serve_fqn = 0;
           f.phase = scope_phase(ts, parent);
         } else {
           f.kind = EventKind::kUserScope;
-          f.range.fqn_id = parent != nullptr ? parent->range.fqn_id : kGlobalFqnId;
+          f.range.fqn_id = parent->range.fqn_id;
           f.phase = scope_phase(ts, parent);
           // gloo's work ranges ("gloo:all_reduce") are USER_SCOPE ranges on its own threads.
           if (info.collective != 0) attribute_collective(fn, info, f);
-          if (session_state::shapes() && fn.needsInputs()) {
+          if (ts->shapes && fn.needsInputs()) {
             shapes::record(fn.inputs(), f.out_depth, ts->buffer->ring);
           }
         }
@@ -430,14 +442,14 @@ __attribute__((always_inline)) inline void write_event(ThreadState* ts, const Fr
                                                        uint64_t end_ns, uint32_t self_cpu = 0) {
   EventRing& ring = ts->buffer->ring;
   if (RawEvent* e = ring.claim()) {
-    e->range = f.range;
+    std::memcpy(static_cast<void*>(e), &f, sizeof(RawEvent));  // the frame starts with its event
     e->range.end_ns = end_ns;
-    e->kind = kSpecial && f.collective ? EventKind::kCollective : f.kind;
-    e->phase = f.phase;
-    e->depth = f.out_depth;
-    e->flags = kSpecial && f.cpu ? f.flags | kHasCpu : f.flags;
-    e->self_cpu = self_cpu + f.stack_depth;  // never both (kHasCpu, kStackDepth)
-    if (kSpecial && e->kind == EventKind::kOp) e->range.op.alloc_bytes = f.alloc_bytes;
+    if (kSpecial) {
+      if (f.collective) e->kind = EventKind::kCollective;
+      if (f.cpu) e->flags |= kHasCpu;
+      e->self_cpu += self_cpu;  // never both (kHasCpu, kStackDepth)
+      if (e->kind == EventKind::kOp) e->range.op.alloc_bytes = f.alloc_bytes;
+    }
     if (ring.publish() == EventRing::Push::kHalfFull) session_state::wake_drain();
   }
 }
@@ -497,10 +509,14 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
   ThreadState* ts = tls_state;
   if (ts == nullptr || ts->depth == 0 || ts->generation != session_state::generation()) return;
   try {
-    uint32_t lowest = ts->depth > kEndSearch ? ts->depth - kEndSearch : 0;
     uint32_t i = ts->depth;
-    while (i > lowest && ts->frames[i - 1].rf != &fn) --i;
-    if (i == lowest) return;  // not a range we opened (too deep, or opened before the session)
+    if (__builtin_expect(ts->frames[i - 1].rf != &fn, 0)) {
+      // Not the innermost: ranges above it were abandoned, or it is not a range we opened (too
+      // deep, or opened before the session).
+      uint32_t lowest = i > kEndSearch ? i - kEndSearch : 0;
+      while (i > lowest && ts->frames[i - 1].rf != &fn) --i;
+      if (i == lowest) return;
+    }
     close_frame(ts, i - 1, end_ns);
   } catch (...) {
     session_state::fail_from_callback("an internal error in the end callback");
@@ -568,7 +584,7 @@ bool open_scope(ScopeKind kind, uint32_t fqn_id, uint32_t type_id, uint32_t name
   try {
     ThreadState* ts = current_state();
     if (ts == nullptr || ts->depth >= kMaxDepth) return false;
-    Frame* parent = ts->depth > 0 ? &ts->frames[ts->depth - 1] : nullptr;
+    Frame* parent = ts->frames + ts->depth - 1;  // the root at depth 0
     if (kind == ScopeKind::kModule) {
       // torch.compile(m) calls its wrapper and then `m` itself, both named alike: one scope.
       for (uint32_t i = ts->depth; i > 0 && i + kEndSearch > ts->depth; --i) {
@@ -594,6 +610,7 @@ bool open_scope(ScopeKind kind, uint32_t fqn_id, uint32_t type_id, uint32_t name
     } else {
       f.kind = EventKind::kServe;
       f.special_end = true;  // writes no event
+      f.inner_depth = f.out_depth;
       f.phase = phase;
     }
     finish_start<false>(ts, f, parent, false);
@@ -675,10 +692,14 @@ void enter_compiled_graph(CompiledGraph* graph) {
     ts->graphs[ts->graphs_open] = GraphCursor{graph, graph->fqns_under(root), ts->depth, 0};
   }
   ++ts->graphs_open;
+  note_op_extras(ts);
 }
 
 void exit_compiled_graph() {
   ThreadState* ts = tls_state;
-  if (ts != nullptr && ts->graphs_open > 0) --ts->graphs_open;
+  if (ts != nullptr && ts->graphs_open > 0) {
+    --ts->graphs_open;
+    note_op_extras(ts);
+  }
 }
 }  // namespace fqntrace::observer

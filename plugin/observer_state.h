@@ -4,6 +4,7 @@
 #pragma once
 #include <ATen/record_function.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "buffer/buffer_registry.h"
@@ -23,45 +24,61 @@ constexpr uint32_t kMaxDepth = 255;  // depth travels as a uint8_t
 // An open range: the event it becomes (header and payload, filled at start), and what ranges
 // opened inside it inherit.
 struct Frame {
-  const at::RecordFunction* rf;  // identity of the open range (the object lives until it ends)
-  Range range;                   // start_ns in ticks; end_ns is set when it ends
+  // The event, laid out as RawEvent (asserted below): the common end copies these 64 bytes into
+  // the ring whole and sets the end time.
+  Range range;     // start_ns in ticks; end_ns is set when it ends
   EventKind kind;  // the range's own kind (a collective is a kOp or kUserScope range here)
   Phase phase;
-  uint8_t flags;        // kPhaseTop
-  bool collective;      // range.collective is the payload: the event is a kCollective
-  bool in_op;           // this range or an enclosing one is a cpu_op (op, node, engine wrapper)
-  Phase op_phase;       // phase of the nearest cpu_op among this range and its enclosing ones
-  uint32_t op_fqn;      // fqn of that cpu_op
-  bool in_flop;         // this range or an enclosing one is a FLOP-counted op
-  uint32_t issue_mark;  // issuing collective: what collectives::end_issue needs (0: none)
-  bool grad;            // this range or an enclosing one is an AccumulateGrad node
-  bool in_node;         // this range or an enclosing one is an autograd node
-  // Sampled mode: a node not picked (kSilentNode): its event only feeds the module spans, so it
-  // counts for no level of the depth of what is written inside it.
-  bool silent;
   // The depth its event is written with: how many written ranges enclose it on this thread.
   // Serve frames write nothing, so they count for no level (their index in `frames` does).
   uint8_t out_depth;
-  uint64_t alloc_bytes;  // FQNTRACE_MEMORY: bytes allocated inside this range so far
+  uint8_t flags;         // kTopOp, kPhaseTop, kTopNode, kCollectiveWork, ...
+  uint32_t stack_depth;  // kStackDepth: what the event's self_cpu carries instead of CPU time
+
+  const at::RecordFunction* rf;  // identity of the open range (the object lives until it ends)
+  // The depth of what is written right inside it: one level more than its own, unless it
+  // writes nothing (a serve frame, a sampled mode's silent node).
+  uint8_t inner_depth;
+  // Inherited: this range or an enclosing one is a FLOP-counted op / an AccumulateGrad node / an
+  // autograd node.
+  bool in_flop;
+  bool grad;
+  bool in_node;
+  // Set by whatever gives the frame such work, cleared for every new frame (adjacent, so that
+  // begin_frame clears them in one store):
+  bool collective;  // range.collective is the payload: the event is a kCollective
   // Its end needs more than writing the event (a collective to finish, allocated bytes, the
-  // memory slot to give back, a serve frame that writes nothing): set by whatever gives the frame
-  // such work, so the common end tests one byte.
+  // memory slot to give back, a serve frame that writes nothing, CPU time), so the common end
+  // tests one byte.
   bool special_end;
-  // CPU time (plugin/thread_cpu.h). `cpu`: this frame measures it (its end is special);
-  // cpu_start: the reading at its start; cpu_inside: what the measuring frames inside it spent;
-  // cpu_owner: index of the innermost measuring frame among this one and those enclosing it
-  // (-1: none); cpu_up: that of the measuring frame enclosing this one, which its time leaves.
-  bool cpu;
+  bool cpu;        // this frame measures CPU time (plugin/thread_cpu.h); its end is special
+  bool seq_range;  // sampled mode, module frames: keeps a range of sequence numbers (seq_next)
+  bool in_op;      // this range or an enclosing one is a cpu_op (op, node, engine wrapper)
+  Phase op_phase;  // phase of the nearest cpu_op among this range and its enclosing ones
+  // CPU time: cpu_owner: index of the innermost measuring frame among this one and those
+  // enclosing it (-1: none); cpu_up: that of the measuring frame enclosing this one, which its
+  // time leaves; cpu_start: the reading at its start; cpu_inside: what the measuring frames
+  // inside it spent.
   int16_t cpu_owner;
   int16_t cpu_up;
+  uint32_t op_fqn;       // fqn of that cpu_op
+  uint32_t issue_mark;   // issuing collective: what collectives::end_issue needs (0: none)
+  uint64_t alloc_bytes;  // FQNTRACE_MEMORY: bytes allocated inside this range so far
   uint64_t cpu_start;
   uint64_t cpu_inside;
-  uint32_t stack_depth;  // kStackDepth: what the event's self_cpu carries instead of CPU time
   // Sampled mode, module frames: the autograd sequence numbers this module's forward creates
-  // are its own from seq_next on, until a submodule opens or it ends (seq_range: it keeps one).
-  bool seq_range;
+  // are its own from seq_next on, until a submodule opens or it ends.
   int64_t seq_next;
 };
+static_assert(sizeof(Frame) == 128, "frames are indexed by a shift");
+static_assert(offsetof(Frame, range) == offsetof(RawEvent, range) &&
+                  offsetof(Frame, kind) == offsetof(RawEvent, kind) &&
+                  offsetof(Frame, phase) == offsetof(RawEvent, phase) &&
+                  offsetof(Frame, out_depth) == offsetof(RawEvent, depth) &&
+                  offsetof(Frame, flags) == offsetof(RawEvent, flags) &&
+                  offsetof(Frame, stack_depth) == offsetof(RawEvent, self_cpu) &&
+                  offsetof(Frame, rf) == sizeof(RawEvent),
+              "a frame starts with its event, byte for byte");
 
 // A compiled graph running on this thread: ops opened at `depth` are the graph's own calls.
 struct GraphCursor {
@@ -82,6 +99,11 @@ struct ThreadState {
   uint32_t pending_module_type = 0;
   uint32_t pending_serve_fqn = 0;
   bool ran_backward = false;  // this thread has run an autograd node: graph tasks happen here
+  // The session's settings, read when the thread attaches to it (they hold for a session).
+  bool sampled = false;    // session_state::sampled()
+  bool shapes = false;     // session_state::shapes()
+  bool cpu_time = false;   // session_state::cpu_time()
+  bool op_extras = false;  // sampled, shapes or a compiled graph running: see note_op_extras
   // The thread's last CPU reading while no op has started since (cpu_chain), and the measuring
   // frame whose time ran on from it (cpu_chain_owner, -1: none). A measuring frame opening
   // under that same frame starts at that reading instead of a new one: a stretch of backward
@@ -102,7 +124,14 @@ struct ThreadState {
   GraphCursor graphs[kMaxGraphNesting];
   memory::ThreadSlot memory_slot;  // FQNTRACE_MEMORY: our reporter in the slot while depth > 0
   NameCache names;
-  Frame frames[kMaxDepth];
+  // frames[-1] is the thread's root: a frame that never opens or ends, as if the thread ran
+  // inside a user scope of the Global fqn in forward, so that every range has a parent to
+  // inherit from (attach() sets it up).
+  Frame* const frames = frame_storage + 1;
+  Frame frame_storage[kMaxDepth + 1];
+  ThreadState() = default;
+  ThreadState(const ThreadState&) = delete;
+  ThreadState& operator=(const ThreadState&) = delete;
 };
 
 }  // namespace fqntrace::observer

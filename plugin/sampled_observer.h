@@ -49,7 +49,7 @@ namespace __attribute__((visibility("hidden"))) sampled {
     x ^= x << 17;
     ts->node_rng = x;
     if (static_cast<double>(x >> 11) * 0x1.0p-53 >= session_state::sample()) {
-      f.silent = true;
+      f.inner_depth = f.out_depth;  // writes nothing: no level for what runs inside
       f.flags |= kSilentNode;
     }
   }

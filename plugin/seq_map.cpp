@@ -12,7 +12,12 @@ SeqMap::SeqMap() {
 }
 
 SeqMap::Table* SeqMap::table_for(uint64_t logical_tid, uint32_t os_tid) {
-  if (logical_tid >= kMaxThreads) return nullptr;
+  if (logical_tid >= kMaxThreads) {
+    // Out of range: written, never read (its slots are atomics, so threads sharing it race
+    // harmlessly), which spares every op's start a test.
+    static Table* overflow = new Table(0);
+    return overflow;
+  }
   Table* t = tables_[logical_tid].load(std::memory_order_acquire);
   if (t != nullptr) return t;  // logical ids are never reused, so this is our own table
   t = new Table(os_tid);

@@ -26,7 +26,8 @@ class SeqMap {
 
   static SeqMap& instance();
 
-  // Slow path, once per thread: the table for this logical thread (nullptr if id out of range).
+  // Slow path, once per thread: the table for this logical thread (an id out of range gets a
+  // table no lookup reads).
   Table* table_for(uint64_t logical_tid, uint32_t os_tid);
 
   static void record(Table* t, int64_t seq, uint32_t fqn_id, uint64_t start_ns) {

@@ -69,7 +69,12 @@ TEST(SeqMapTest, UnknownThreadsAndSequenceNumbersAreNotFound) {
   EXPECT_FALSE(SeqMap::instance().lookup(SeqMap::kMaxThreads, 3, &fqn, &ts, &tid));
   EXPECT_FALSE(SeqMap::instance().lookup(kThread, -1, &fqn, &ts, &tid));     // no seq
   EXPECT_FALSE(SeqMap::instance().lookup(kThread, 60000, &fqn, &ts, &tid));  // never recorded
-  EXPECT_EQ(SeqMap::instance().table_for(SeqMap::kMaxThreads, 1), nullptr);
+  // A thread past the table's range records into a table no lookup reads.
+  SeqMap::Table* overflow = SeqMap::instance().table_for(SeqMap::kMaxThreads, 1);
+  ASSERT_NE(overflow, nullptr);
+  SeqMap::record(overflow, 5, 7, 700);
+  EXPECT_FALSE(SeqMap::instance().lookup(SeqMap::kMaxThreads, 5, &fqn, &ts, &tid));
+  EXPECT_EQ(SeqMap::instance().table_for(SeqMap::kMaxThreads + 9, 1), overflow);
 }
 
 }  // namespace
