@@ -32,19 +32,19 @@ class EventRing {
   // publish() makes the claimed slot visible to the drain and answers as push() does.
   RawEvent* claim() {
     uint64_t head = head_.load(std::memory_order_relaxed);
-    if (head - tail_cache_ >= capacity_ / 2) {
-      tail_cache_ = tail_.load(std::memory_order_acquire);
-      if (head - tail_cache_ >= capacity_) {
-        dropped_.store(dropped_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-        return nullptr;
-      }
-    }
+    if (__builtin_expect(head >= look_at_, 0) && !room_after_looking(head)) return nullptr;
     return &slots_[head & mask_].event;
+  }
+  // claim() without reading tail_: the slot, or nullptr when claim() would have to look at the
+  // drain's progress first. Changes nothing, so a caller can still take another path.
+  RawEvent* claim_if_room() {
+    uint64_t head = head_.load(std::memory_order_relaxed);
+    return __builtin_expect(head < look_at_, 1) ? &slots_[head & mask_].event : nullptr;
   }
   Push publish() {
     uint64_t head = head_.load(std::memory_order_relaxed) + 1;
     head_.store(head, std::memory_order_release);
-    return head - tail_cache_ == capacity_ / 2 ? Push::kHalfFull : Push::kOk;
+    return head == look_at_ ? Push::kHalfFull : Push::kOk;
   }
 
   // Consumer side (drain thread only): calls f(const RawEvent&) for every published event.
@@ -73,8 +73,21 @@ class EventRing {
   std::unique_ptr<Slot[]> slots_;
   alignas(64) std::atomic<uint64_t> head_{0};
   uint64_t tail_cache_ = 0;  // producer's last view of tail_: avoids touching the consumer's line
+  // tail_cache_ + half the capacity: the head at which the producer reads tail_ again (and the
+  // ring, seen from here, is half full).
+  uint64_t look_at_;
   std::atomic<uint64_t> dropped_{0};
   alignas(64) std::atomic<uint64_t> tail_{0};
+
+  // Half the ring is in use as the producer last saw it: is there room for one more after
+  // reading tail_ again? Out of line: once per half ring.
+  __attribute__((noinline)) bool room_after_looking(uint64_t head) {
+    tail_cache_ = tail_.load(std::memory_order_acquire);
+    look_at_ = tail_cache_ + capacity_ / 2;
+    if (head - tail_cache_ < capacity_) return true;
+    dropped_.store(dropped_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return false;
+  }
 };
 
 }  // namespace fqntrace

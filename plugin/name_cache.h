@@ -29,33 +29,43 @@ struct NameInfo {
 // Slow path (may lock): interns and classifies a name this thread has not met.
 NameInfo describe_name(const char* name);
 
-// Word-at-a-time hash of the n bytes at s; never 0 (0 marks an empty cache slot).
+// Hash of the n bytes at s; never 0 (0 marks an empty cache slot). A name of 8 bytes or more
+// is hashed by its length, its first word and its last two: names that share a long prefix
+// ("autograd::engine::evaluate_function: ...") differ at their end, and a hit is confirmed by
+// comparing every byte (same_bytes), so names that hash alike only cost a probe.
 inline uint64_t hash_name(const char* s, size_t n) {
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0x100000001B3ull);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
+  auto load8 = [](const char* p) {
     uint64_t w;
-    std::memcpy(&w, s + i, 8);
-    h = (h ^ w) * 0xff51afd7ed558ccdull;
-    h ^= h >> 32;
+    std::memcpy(&w, p, 8);
+    return w;
+  };
+  auto mix = [](uint64_t h) {
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ (h >> 32);
+  };
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0x100000001B3ull);
+  if (n >= 8) {
+    h = mix(h ^ load8(s));
+    if (n > 16) h = mix(h ^ load8(s + n - 16));
+    h = mix(h ^ load8(s + n - 8));
+  } else {
+    // 0..7 bytes without a variable-length memcpy (a library call): two overlapping 4-byte
+    // loads, or three single bytes; either covers every byte.
+    uint64_t w = 0;
+    if (n >= 4) {
+      uint32_t a, b;
+      std::memcpy(&a, s, 4);
+      std::memcpy(&b, s + n - 4, 4);
+      w = a | (static_cast<uint64_t>(b) << 32);
+    } else if (n > 0) {
+      w = static_cast<uint8_t>(s[0]) |
+          (static_cast<uint64_t>(static_cast<uint8_t>(s[n / 2])) << 8) |
+          (static_cast<uint64_t>(static_cast<uint8_t>(s[n - 1])) << 16);
+    }
+    h = mix(h ^ w);
   }
-  // The last 0..7 bytes without a variable-length memcpy (a library call): two overlapping
-  // 4-byte loads, or three single bytes; either covers every byte of the tail.
-  const char* p = s + i;
-  size_t r = n - i;
-  uint64_t w = 0;
-  if (r >= 4) {
-    uint32_t a, b;
-    std::memcpy(&a, p, 4);
-    std::memcpy(&b, p + r - 4, 4);
-    w = a | (static_cast<uint64_t>(b) << 32);
-  } else if (r > 0) {
-    w = static_cast<uint8_t>(p[0]) | (static_cast<uint64_t>(static_cast<uint8_t>(p[r / 2])) << 8) |
-        (static_cast<uint64_t>(static_cast<uint8_t>(p[r - 1])) << 16);
-  }
-  h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
-  h ^= h >> 29;
-  return h | 1;
+  h = (h ^ (h >> 29)) * 0xc4ceb9fe1a85ec53ull;
+  return (h ^ (h >> 32)) | 1;
 }
 
 // Do the n bytes at a and b match? Word-at-a-time like hash_name and inlined: a library memcmp

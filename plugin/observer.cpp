@@ -303,7 +303,9 @@ inline void enter_memory_if_outermost(ThreadState* ts, Frame& f) {
 // ranges opened inside inherit, then the clock. kCpuOp: an op, node or engine wrapper, i.e. a
 // FUNCTION or BACKWARD_FUNCTION range (known by the caller, so the common start computes none of
 // the alternatives).
-template <bool kCpuOp>
+// kPlain: the caller knows the frame measures no CPU time and that the ticks are the TSC
+// (start_plain_op), so the start calls nothing.
+template <bool kCpuOp, bool kPlain = false>
 __attribute__((always_inline)) inline void finish_start(ThreadState* ts, Frame& f,
                                                         const Frame* parent, bool record_seq) {
   bool parent_in_op = parent->in_op;
@@ -318,7 +320,7 @@ __attribute__((always_inline)) inline void finish_start(ThreadState* ts, Frame& 
       // Sampled mode reads no clock per node: two system calls would cost more than its event.
       measured = f.phase == Phase::kBackward && ts->cpu_time && !ts->sampled;
     }
-    if (measured) {
+    if (!kPlain && measured) {
       start_cpu(ts, f);  // may start at the last backward op's end reading
     } else {
       // An op's time is the measuring frame's it runs in, not the next one's: the thread's last
@@ -333,20 +335,54 @@ __attribute__((always_inline)) inline void finish_start(ThreadState* ts, Frame& 
     if (ts->cpu_time) start_cpu(ts, f);
   }
   ++ts->depth;
-  f.range.start_ns = now_ticks();  // last: our own bookkeeping stays outside the range's time
+  // Last: our own bookkeeping stays outside the range's time.
+#if defined(__x86_64__)
+  f.range.start_ns = kPlain ? __rdtsc() : now_ticks();
+#else
+  f.range.start_ns = now_ticks();
+#endif
   if (record_seq) SeqMap::record(ts->seq_table, f.range.seq, f.range.fqn_id, f.range.start_ns);
 }
 
-std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  if (!session_state::running()) return nullptr;
+// An op whose start needs nothing but the common work (start_plain_op's conditions): true once
+// it started. False leaves the thread as it was (only the unopened frame above the top is
+// written), and start_range starts the range instead.
+__attribute__((always_inline)) inline bool start_plain_op(const at::RecordFunction& fn,
+                                                          const char* name, ThreadState* ts) {
+#if defined(__x86_64__)
+  const NameInfo* info = ts->names.known_pointer(name, schema_names::epoch());
+  if (info == nullptr || (info->engine_eval | info->special | ts->op_extras)) return false;
+  if (ts->depth == 0 && memory::enabled()) return false;  // the memory slot to take
+  Frame* parent = ts->frames + ts->depth - 1;             // the root at depth 0
+  // scope_phase, without asking the engine: a thread that never ran backward runs no graph task.
+  Phase phase = parent->phase;
+  if (parent->kind == EventKind::kUserScope && phase == Phase::kForward && ts->ran_backward) {
+    return false;
+  }
+  if (phase == Phase::kBackward && !parent->in_op && ts->cpu_time) return false;  // start_cpu
+  if (!ticks_are_tsc()) return false;
+  Frame& f = ts->frames[ts->depth];
+  begin_frame(f, parent, &fn, fn.seqNr(), fn.handle());
+  f.range.name_id = info->id;
+  f.kind = EventKind::kOp;
+  f.range.fqn_id = parent->range.fqn_id;
+  f.phase = phase;
+  finish_start<true, true>(ts, f, parent, f.range.seq >= 0);
+  return true;
+#else
+  return false;
+#endif
+}
+
+// Any range's start, from the name on (on_start read it).
+__attribute__((noinline)) void start_range(const at::RecordFunction& fn, const char* name) {
   try {
     ThreadState* ts = current_state();
-    if (ts == nullptr || ts->depth >= kMaxDepth) return nullptr;
+    if (ts == nullptr || ts->depth >= kMaxDepth) return;
     Frame* parent = ts->frames + ts->depth - 1;  // the root at depth 0
     Frame& f = ts->frames[ts->depth];
     begin_frame(f, parent, &fn, fn.seqNr(), fn.handle());
     enter_memory_if_outermost(ts, f);
-    const char* name = fn.name();
     uint64_t epoch = schema_names::epoch();
     const NameInfo* known = ts->names.known_pointer(name, epoch);
     const NameInfo& info = __builtin_expect(known != nullptr, 1) ? *known
@@ -354,7 +390,10 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
                                                               : ts->names.lookup(name);
     f.range.name_id = info.id;
     bool record_seq = false;
-    switch (fn.scope()) {
+    // Ops are most ranges: their case is tested first.
+    constexpr long kFunction = static_cast<long>(at::RecordScope::FUNCTION);
+    switch (
+        static_cast<at::RecordScope>(__builtin_expect(static_cast<long>(fn.scope()), kFunction))) {
       case at::RecordScope::FUNCTION:
         if (info.engine_eval) {
           f.kind = EventKind::kEngineEval;
@@ -426,12 +465,34 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
         finish_start<false>(ts, f, parent, false);
         break;
       default:
-        return nullptr;
+        return;
     }
   } catch (...) {
     session_state::fail_from_callback("an internal error in the start callback");
   }
+}
+
+// The common op (start_plain_op) calls nothing but fn.name(); every other range goes to
+// start_range.
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  if (!session_state::running()) return nullptr;
+  const char* name = fn.name();
+  ThreadState* ts = tls_state;
+  if (__builtin_expect(fn.scope() == at::RecordScope::FUNCTION && ts != nullptr &&
+                           ts->generation == session_state::generation() && ts->buffer != nullptr &&
+                           ts->depth < kMaxDepth,
+                       1) &&
+      start_plain_op(fn, name, ts)) {
+    return nullptr;
+  }
+  start_range(fn, name);
   return nullptr;
+}
+
+// The event of frame f, ending at end_ns: the frame starts with it, byte for byte.
+inline void fill_event(RawEvent* e, const Frame& f, uint64_t end_ns) {
+  std::memcpy(static_cast<void*>(e), &f, sizeof(RawEvent));
+  e->range.end_ns = end_ns;
 }
 
 // Frame f (at depth i) becomes one event in the thread's ring, written straight into its slot
@@ -442,8 +503,7 @@ __attribute__((always_inline)) inline void write_event(ThreadState* ts, const Fr
                                                        uint64_t end_ns, uint32_t self_cpu = 0) {
   EventRing& ring = ts->buffer->ring;
   if (RawEvent* e = ring.claim()) {
-    std::memcpy(static_cast<void*>(e), &f, sizeof(RawEvent));  // the frame starts with its event
-    e->range.end_ns = end_ns;
+    fill_event(e, f, end_ns);
     if (kSpecial) {
       if (f.collective) e->kind = EventKind::kCollective;
       if (f.cpu) e->flags |= kHasCpu;
@@ -504,13 +564,14 @@ __attribute__((always_inline)) inline void close_frame(ThreadState* ts, uint32_t
   }
 }
 
-void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
-  uint64_t end_ns = now_ticks();
+// Any range's end: the innermost frame or one below it, a special frame, a step waiting, a
+// ring that must look at the drain's progress, any clock.
+__attribute__((noinline)) void end_range(const at::RecordFunction& fn, uint64_t end_ns) {
   ThreadState* ts = tls_state;
   if (ts == nullptr || ts->depth == 0 || ts->generation != session_state::generation()) return;
   try {
     uint32_t i = ts->depth;
-    if (__builtin_expect(ts->frames[i - 1].rf != &fn, 0)) {
+    if (ts->frames[i - 1].rf != &fn) {
       // Not the innermost: ranges above it were abandoned, or it is not a range we opened (too
       // deep, or opened before the session).
       uint32_t lowest = i > kEndSearch ? i - kEndSearch : 0;
@@ -521,6 +582,36 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
   } catch (...) {
     session_state::fail_from_callback("an internal error in the end callback");
   }
+}
+
+// end_range on the monotonic clock, read in here so that the common end keeps no value across
+// the call.
+__attribute__((noinline)) void end_range_now(const at::RecordFunction& fn) {
+  end_range(fn, now_ticks());
+}
+
+// The common end (the innermost frame, nothing special, room in the ring) calls nothing before
+// its last step, so it needs no registers saved; anything else goes to end_range.
+void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
+#if defined(__x86_64__)
+  if (__builtin_expect(!ticks_are_tsc(), 0)) return end_range_now(fn);
+  uint64_t end_ns = __rdtsc();
+#else
+  uint64_t end_ns = now_ticks();
+#endif
+  ThreadState* ts = tls_state;
+  if (ts == nullptr || ts->depth == 0 || ts->generation != session_state::generation()) return;
+  uint32_t i = ts->depth - 1;
+  const Frame& f = ts->frames[i];
+  EventRing& ring = ts->buffer->ring;
+  RawEvent* e = ring.claim_if_room();
+  if (__builtin_expect(f.rf != &fn || f.special_end || i < ts->step_close_above || e == nullptr,
+                       0)) {
+    return end_range(fn, end_ns);
+  }
+  ts->depth = i;
+  fill_event(e, f, end_ns);
+  if (ring.publish() == EventRing::Push::kHalfFull) session_state::wake_drain();
 }
 
 }  // namespace

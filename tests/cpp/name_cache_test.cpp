@@ -93,6 +93,20 @@ TEST(NameCacheTest, PointerKeyedLookupForgetsOnNewEpoch) {
   EXPECT_EQ(cache->lookup_stable(text, 3).flop_kind, cache->lookup("aten::mm").flop_kind);
 }
 
+// The hash reads a long name's first word and last two only: names that differ in the middle
+// alone hash alike, and still each keep their own id.
+TEST(NameCacheTest, NamesDifferingOnlyInTheMiddleKeepTheirOwnIds) {
+  auto cache = std::make_unique<NameCache>();
+  const std::string a = "autograd::engine::evaluate_function: torch::A::Middle::MulBackward0";
+  const std::string b = "autograd::engine::evaluate_function: torch::B::Middle::MulBackward0";
+  ASSERT_EQ(hash_name(a.c_str(), a.size()), hash_name(b.c_str(), b.size()));
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_EQ(name_of(cache->lookup(a.c_str())), a);
+    EXPECT_EQ(name_of(cache->lookup(b.c_str())), b);
+  }
+  EXPECT_NE(cache->lookup(a.c_str()).id, cache->lookup(b.c_str()).id);
+}
+
 TEST(NameCacheTest, HashIsNeverZero) {
   for (const char* s : {"", "a", "abcd", "abcdefgh", "aten::_scaled_dot_product_flash_attention"}) {
     EXPECT_NE(hash_name(s, std::char_traits<char>::length(s)), 0u);
