@@ -66,13 +66,20 @@ void TickConverter::recalibrate_if_due() {
 
 uint64_t TickConverter::convert(uint64_t ticks) const {
   if (pieces_.empty()) return ticks;
-  // The piece that holds the tick: nearly always the last one, so that is tried before a search
-  // (the drain converts two ticks per event; the search grows with the hours a run lasts).
+  // The piece that holds the tick: nearly always the last one (to_ns tried it), so that is tried
+  // before a search (the drain converts two ticks per event; the search grows with the hours a
+  // run lasts).
+  // Next likeliest, the piece before it: a re-measurement starts a piece at "now", and the
+  // events still in the rings then were recorded before it.
   const Piece* last = &pieces_.back();
   if (ticks < last->tick) {
-    auto it = std::upper_bound(pieces_.begin(), pieces_.end(), ticks,
-                               [](uint64_t t, const Piece& piece) { return t < piece.tick; });
-    last = it == pieces_.begin() ? &pieces_.front() : &*(it - 1);
+    if (pieces_.size() >= 2 && ticks >= last[-1].tick) {
+      --last;
+    } else {
+      auto it = std::upper_bound(pieces_.begin(), pieces_.end(), ticks,
+                                 [](uint64_t t, const Piece& piece) { return t < piece.tick; });
+      last = it == pieces_.begin() ? &pieces_.front() : &*(it - 1);
+    }
   }
   const Piece& piece = *last;
   double delta = ticks >= piece.tick ? static_cast<double>(ticks - piece.tick)
