@@ -385,9 +385,12 @@ __attribute__((noinline)) void start_range(const at::RecordFunction& fn, const c
     enter_memory_if_outermost(ts, f);
     uint64_t epoch = schema_names::epoch();
     const NameInfo* known = ts->names.known_pointer(name, epoch);
-    const NameInfo& info = __builtin_expect(known != nullptr, 1) ? *known
-                           : schema_names::is_schema_name(fn) ? ts->names.lookup_stable(name, epoch)
-                                                              : ts->names.lookup(name);
+    // Only a dispatcher op (FUNCTION) can be named by its schema.
+    const NameInfo& info =
+        __builtin_expect(known != nullptr, 1) ? *known
+        : fn.scope() == at::RecordScope::FUNCTION && schema_names::is_schema_name(fn)
+            ? ts->names.lookup_stable(name, epoch)
+            : ts->names.lookup(name);
     f.range.name_id = info.id;
     bool record_seq = false;
     // Ops are most ranges: their case is tested first.
