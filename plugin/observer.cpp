@@ -114,13 +114,20 @@ ThreadState* attach(uint64_t generation) {
   return ts->buffer != nullptr ? ts : nullptr;
 }
 
+// The thread is attached to the running session (current_state() needs no slow path).
+inline bool attached(const ThreadState* ts) {
+  return ts != nullptr && ts->generation == session_state::generation() && ts->buffer != nullptr;
+}
+
+// The thread has frames open in the running session: an end may close one of them.
+inline bool has_open_frames(const ThreadState* ts) {
+  return ts != nullptr && ts->depth != 0 && ts->generation == session_state::generation();
+}
+
 inline ThreadState* current_state() {
-  uint64_t generation = session_state::generation();
   ThreadState* ts = tls_state;
-  if (__builtin_expect(ts != nullptr && ts->generation == generation && ts->buffer != nullptr, 1)) {
-    return ts;
-  }
-  return attach(generation);
+  if (__builtin_expect(attached(ts), 1)) return ts;
+  return attach(session_state::generation());
 }
 
 // Is the autograd engine running a graph task on this thread? Only asked for ranges outside any
@@ -136,6 +143,18 @@ inline bool in_graph_task(const ThreadState* ts) {
 Phase scope_phase(const ThreadState* ts, const Frame* parent) {
   if (parent->phase != Phase::kForward) return parent->phase;
   return in_graph_task(ts) ? Phase::kBackward : Phase::kForward;
+}
+
+// The phase of an op opened inside `parent` (docs/architecture.md's attribution rules).
+inline Phase op_phase_in(const ThreadState* ts, const Frame* parent) {
+  return parent->kind == EventKind::kUserScope ? scope_phase(ts, parent) : parent->phase;
+}
+
+// Would op_phase_in ask the engine whether a graph task runs? Never on a thread that never ran
+// backward, which lets the plain start do without that call.
+inline bool asks_engine(const ThreadState* ts, const Frame* parent) {
+  return parent->kind == EventKind::kUserScope && parent->phase == Phase::kForward &&
+         ts->ran_backward;
 }
 
 // Backward ranges: the module whose forward created the node, via (forward thread, seq).
@@ -292,11 +311,18 @@ inline uint8_t depth_inside(const ThreadState* ts) {
 
 // The thread's outermost range holds the memory reporter's slot (FQNTRACE_MEMORY); its end gives
 // the slot back, so the frame's end is special.
+inline bool takes_memory_slot(const ThreadState* ts) { return ts->depth == 0 && memory::enabled(); }
 inline void enter_memory_if_outermost(ThreadState* ts, Frame& f) {
-  if (ts->depth == 0 && memory::enabled()) {
+  if (takes_memory_slot(ts)) {
     memory::enter(ts->memory_slot);
     f.special_end = true;
   }
+}
+
+// Does an outermost cpu_op of this phase measure CPU time (start_cpu)? Sampled mode reads no
+// clock per node: two system calls would cost more than its event.
+inline bool measures_cpu(const ThreadState* ts, Phase phase) {
+  return phase == Phase::kBackward && ts->cpu_time && !ts->sampled;
 }
 
 // The last of every range's start (module scopes opened without a RecordFunction too): what
@@ -317,8 +343,7 @@ __attribute__((always_inline)) inline void finish_start(ThreadState* ts, Frame& 
     if (!parent_in_op) {
       // The frame below stays this range's parent until it ends: outermost cpu_op is known now.
       f.flags |= kTopOp;
-      // Sampled mode reads no clock per node: two system calls would cost more than its event.
-      measured = f.phase == Phase::kBackward && ts->cpu_time && !ts->sampled;
+      measured = measures_cpu(ts, f.phase);
     }
     if (!kPlain && measured) {
       start_cpu(ts, f);  // may start at the last backward op's end reading
@@ -352,14 +377,12 @@ __attribute__((always_inline)) inline bool start_plain_op(const at::RecordFuncti
 #if defined(__x86_64__)
   const NameInfo* info = ts->names.known_pointer(name, schema_names::epoch());
   if (info == nullptr || (info->engine_eval | info->special | ts->op_extras)) return false;
-  if (ts->depth == 0 && memory::enabled()) return false;  // the memory slot to take
-  Frame* parent = ts->frames + ts->depth - 1;             // the root at depth 0
-  // scope_phase, without asking the engine: a thread that never ran backward runs no graph task.
+  if (takes_memory_slot(ts)) return false;
+  Frame* parent = ts->frames + ts->depth - 1;  // the root at depth 0
+  // op_phase_in gives the parent's phase when it need not ask the engine.
+  if (asks_engine(ts, parent)) return false;
   Phase phase = parent->phase;
-  if (parent->kind == EventKind::kUserScope && phase == Phase::kForward && ts->ran_backward) {
-    return false;
-  }
-  if (phase == Phase::kBackward && !parent->in_op && ts->cpu_time) return false;  // start_cpu
+  if (measures_cpu(ts, phase) && !parent->in_op) return false;  // start_cpu
   if (!ticks_are_tsc()) return false;
   Frame& f = ts->frames[ts->depth];
   begin_frame(f, parent, &fn, fn.seqNr(), fn.handle());
@@ -405,7 +428,7 @@ __attribute__((noinline)) void start_range(const at::RecordFunction& fn, const c
         } else {
           f.kind = EventKind::kOp;
           f.range.fqn_id = parent->range.fqn_id;
-          f.phase = parent->kind == EventKind::kUserScope ? scope_phase(ts, parent) : parent->phase;
+          f.phase = op_phase_in(ts, parent);
           // Backward ops too: with create_graph they create the nodes of a double backward.
           record_seq = f.range.seq >= 0;
           if (__builtin_expect(info.special | ts->op_extras, 0)) special_op_start(fn, info, ts, f);
@@ -481,10 +504,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (!session_state::running()) return nullptr;
   const char* name = fn.name();
   ThreadState* ts = tls_state;
-  if (__builtin_expect(fn.scope() == at::RecordScope::FUNCTION && ts != nullptr &&
-                           ts->generation == session_state::generation() && ts->buffer != nullptr &&
-                           ts->depth < kMaxDepth,
-                       1) &&
+  if (__builtin_expect(
+          fn.scope() == at::RecordScope::FUNCTION && attached(ts) && ts->depth < kMaxDepth, 1) &&
       start_plain_op(fn, name, ts)) {
     return nullptr;
   }
@@ -571,7 +592,7 @@ __attribute__((always_inline)) inline void close_frame(ThreadState* ts, uint32_t
 // ring that must look at the drain's progress, any clock.
 __attribute__((noinline)) void end_range(const at::RecordFunction& fn, uint64_t end_ns) {
   ThreadState* ts = tls_state;
-  if (ts == nullptr || ts->depth == 0 || ts->generation != session_state::generation()) return;
+  if (!has_open_frames(ts)) return;
   try {
     uint32_t i = ts->depth;
     if (ts->frames[i - 1].rf != &fn) {
@@ -603,7 +624,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
   uint64_t end_ns = now_ticks();
 #endif
   ThreadState* ts = tls_state;
-  if (ts == nullptr || ts->depth == 0 || ts->generation != session_state::generation()) return;
+  if (!has_open_frames(ts)) return;
   uint32_t i = ts->depth - 1;
   const Frame& f = ts->frames[i];
   EventRing& ring = ts->buffer->ring;
@@ -718,7 +739,7 @@ bool open_scope(ScopeKind kind, uint32_t fqn_id, uint32_t type_id, uint32_t name
 void close_scope() noexcept {
   uint64_t end_ns = now_ticks();
   ThreadState* ts = tls_state;
-  if (ts == nullptr || ts->depth == 0 || ts->generation != session_state::generation()) return;
+  if (!has_open_frames(ts)) return;
   try {
     // Scopes nest with the calls that open them: the innermost direct frame is this one. Ranges
     // still open above it (a record_function entered and never exited) are abandoned.
