@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -17,38 +18,63 @@ struct Contrib {
 };
 
 // A small map with a hash index once it grows: most frontier groups hold one or two entries,
-// the outermost ones (a whole step's ops) thousands.
+// the outermost ones (a whole step's ops) thousands. The first entry lives in the map itself,
+// so a group of one op, a range that ends and is merged or counted, allocates nothing.
 template <class T>
 class SmallMap {
  public:
+  // The entries, in the order added.
+  struct Items {
+    T* first;
+    T* last;
+    T* begin() const { return first; }
+    T* end() const { return last; }
+  };
+
   T* find(uint64_t key) {
-    if (!index_.empty()) {
-      auto it = index_.find(key);
-      return it == index_.end() ? nullptr : &items_[it->second];
+    if (index_ != nullptr) {
+      auto it = index_->find(key);
+      return it == index_->end() ? nullptr : &spill_[it->second];
     }
-    for (auto& item : items_)
+    for (T& item : items())
       if (item.key == key) return &item;
     return nullptr;
   }
   T& add(T item) {
-    items_.push_back(std::move(item));
-    if (!index_.empty()) {
-      index_.emplace(items_.back().key, items_.size() - 1);
-    } else if (items_.size() > 16) {
-      for (size_t k = 0; k < items_.size(); ++k) index_.emplace(items_[k].key, k);
+    if (spill_.empty()) {
+      if (inline_size_ == 0) {
+        first_ = std::move(item);
+        inline_size_ = 1;
+        return first_;
+      }
+      spill_.push_back(std::move(first_));  // a second entry: both in the vector from now on
+      inline_size_ = 0;
     }
-    return items_.back();
+    spill_.push_back(std::move(item));
+    if (index_ != nullptr) {
+      index_->emplace(spill_.back().key, spill_.size() - 1);
+    } else if (spill_.size() > 16) {
+      index_ = std::make_unique<std::unordered_map<uint64_t, size_t>>();
+      for (size_t k = 0; k < spill_.size(); ++k) index_->emplace(spill_[k].key, k);
+    }
+    return spill_.back();
   }
   void clear() {
-    items_.clear();
-    index_.clear();
+    inline_size_ = 0;
+    spill_.clear();  // keeps its capacity for the next ranges held here
+    index_.reset();
   }
-  size_t size() const { return items_.size(); }
-  std::vector<T>& items() { return items_; }
+  size_t size() const { return spill_.empty() ? inline_size_ : spill_.size(); }
+  Items items() {
+    if (spill_.empty()) return {&first_, &first_ + inline_size_};
+    return {spill_.data(), spill_.data() + spill_.size()};
+  }
 
  private:
-  std::vector<T> items_;
-  std::unordered_map<uint64_t, size_t> index_;
+  T first_{};
+  size_t inline_size_ = 0;  // first_ holds an entry (while spill_ is empty)
+  std::vector<T> spill_;
+  std::unique_ptr<std::unordered_map<uint64_t, size_t>> index_;
 };
 
 struct Group {

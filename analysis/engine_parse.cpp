@@ -405,14 +405,36 @@ void SummaryEngine::State::ph_text(Event& e, std::string_view s) {
     e.ph = 'F';  // a JSON Lines footer is no event
 }
 
+// What a name is (the flags name_text sets), worked out once per distinct name.
+enum NameKind : uint8_t {
+  kKindKnown = 1,
+  kKindMemory = 2,
+  kKindWrapper = 4,
+  kKindStep = 8,
+  kKindCompiled = 16
+};
+
+static uint8_t name_kind(std::string_view s) {
+  uint8_t kind = kKindKnown;
+  if (s == "[memory]") kind |= kKindMemory;
+  if (s.substr(0, kEngineWrapper.size()) == kEngineWrapper) kind |= kKindWrapper;
+  if (s.substr(0, kStepPrefix.size()) == kStepPrefix) kind |= kKindStep;
+  if (s == "CompiledFunction" || s == "CompiledFunctionBackward" ||
+      s.substr(0, kCompiledRegion.size()) == kCompiledRegion)
+    kind |= kKindCompiled;
+  return kind;
+}
+
 void SummaryEngine::State::name_text(Event& e, std::string_view s) {
   e.name = strings.id(s);
+  if (e.name >= name_kinds.size()) name_kinds.resize(strings.size(), 0);
+  uint8_t& kind = name_kinds[e.name];
+  if (kind == 0) kind = name_kind(s);
   e.name_is_str = true;
-  e.name_is_memory = s == "[memory]";
-  e.name_is_wrapper = s.substr(0, kEngineWrapper.size()) == kEngineWrapper;
-  e.name_is_step = s.substr(0, kStepPrefix.size()) == kStepPrefix;
-  e.name_is_compiled = s == "CompiledFunction" || s == "CompiledFunctionBackward" ||
-                       s.substr(0, kCompiledRegion.size()) == kCompiledRegion;
+  e.name_is_memory = (kind & kKindMemory) != 0;
+  e.name_is_wrapper = (kind & kKindWrapper) != 0;
+  e.name_is_step = (kind & kKindStep) != 0;
+  e.name_is_compiled = (kind & kKindCompiled) != 0;
 }
 
 void SummaryEngine::State::cat_text(Event& e, std::string_view s) {

@@ -37,6 +37,8 @@ struct SummaryEngine::State {
   od::parser parser;
   std::vector<char> buffer;  // a text copied with simdjson's padding after it
   Interner strings;          // fqns, names, module types, keys
+  std::vector<uint8_t>
+      name_kinds;  // string id -> its NameKind flags as an event's name; 0: not yet
   uint32_t question_mark;
   uint32_t addr_none;         // args.get("Addr") is None
   std::vector<Event> events;  // one parsed block
@@ -242,9 +244,12 @@ struct SummaryEngine::State {
   // nullptr: not such a line (e and the parse state untouched but for interned strings);
   // simdjson reads it.
   const char* plain_line(const char* p, const char* end, Event& e);
-  // One of args' items (a plain value), as parse_args reads it; seen: the keys read so far.
-  // False: simdjson's path (a known key twice, a phase that is a number).
-  bool plain_arg(std::string_view arg, const Plain& v, Event& e, uint32_t& seen);
+  // One of args' items (its key, engine_plain_line.cpp's ArgKey, and a plain value), as
+  // parse_args reads it; seen: the keys read so far. False: simdjson's path (a known key twice,
+  // a phase that is a number).
+  bool plain_arg(uint8_t arg, const Plain& v, Event& e, uint32_t& seen);
+  // args' object from just after its opening brace: past the closing one, or nullptr.
+  const char* plain_args(const char* p, const char* end, Event& e);
   // The values parse_doc and plain_line read alike (engine_parse.cpp): one rule each.
   void ph_text(Event& e, std::string_view s);
   void name_text(Event& e, std::string_view s);

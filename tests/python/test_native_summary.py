@@ -143,12 +143,17 @@ def test_native_summary_equals_the_python_loop_on_real_traces(traces, monkeypatc
 PLAIN_EDITS = [
     (r'"ts":(\d+)\.(\d+)', r'"ts":\1.\g<2>0'),  # the same times, other spellings
     (r'"dur":(\d+)\.(\d+)', r'"dur":\1.\g<2>0'),
+    (r'"ts":(\d+)\.(\d\d)0\b', r'"ts":\1.\2'),  # two decimals: ns without a division
+    (r'"dur":(\d+)\.(\d\d)0\b', r'"dur":\1.\2'),
+    (r'"dur":(\d+)\.\d+', r'"dur":-1234567890123.5'),  # past 2^50 ns: by the division
     (r'"dur":(\d+)\.\d+', r'"dur":"\1"'),  # not a number: no duration
     (r'"depth":(\d+)', r'"depth":\1.0'),  # a float depth is no depth
     (r'"depth":(\d+)', r'"depth":"\1"'),
     (r'"fqn":"(?:[^"\\]|\\.)*"', r'"fqn":7'),  # not a string: no fqn
     (r'"phase":"forward"', r'"phase":"warmup"'),  # a phase of its own
     (r'"args":\{', r'"zz":-12.5,"args":{"other":"x",'),  # keys nobody reads
+    (r'^\{"ph":("[^"]*"),"cat":("[^"]*")', r'{"cat":\2,"ph":\1'),  # keys in another order
+    (r'"args":\{"fqn":("[^"]*"),"phase":("[^"]*")', r'"args":{"phase":\2,"fqn":\1'),
     (r'":', r'" :  '),  # blanks between the tokens
     (r',"', r' ,	"'),
     (r'\}\}$', r'} }  '),
@@ -171,6 +176,8 @@ PLAIN_EDITS = [
     (r'"cat":"cpu_op"', r'"cat":"cpu_op","cat":"x"'),
     (r'"name":"', r'"name":1,"name":"'),
     (r'"args":\{', r'"args":{"fqn":"Net.head",'),
+    (r'"phase":"(\w+)"', r'"phase":"\1","phase":"backward"'),
+    (r'"depth":(\d+)', r'"depth":\1,"depth":0'),
     (r'"name":"', r'"name":"\\u00e9\\"'),  # escapes
     (r'"name":"', r'"name":"\\u00e9'),
     (r'"fqn":"', r'"fqn":"\\/'),
@@ -285,6 +292,37 @@ def test_plain_line_path_gives_simdjsons_sums(traces):
             assert blocks.feed_block(text.encode(), 0, len(text.encode())) == text.count("\n") + 1
         assert all(single.feed_event(e.encode()) == 1 for e in events)
         assert engine_sums(blocks) == engine_sums(single)
+
+
+def test_times_read_without_a_division_are_pythons(traces):
+    # A plain line's ts and dur with at most three decimals become ns by integers alone
+    # (below 2^50 ns), the rest by the division: each must be round(float(text) * 1000), as
+    # simdjson's path (feed_event) and the Python loop read them. Each event on a thread and
+    # module of its own, so that any time is a valid stream.
+    rng = random.Random(50)
+    edge = 1 << 50
+    times = ["0.0", "-0.000", "0.5", "2.25", "7.125", "999999999999.999", "1125899906842.62"]
+    times += ["1125899906842.623", "1125899906842.625", "-1125899906842.624", "0.001", "12"]
+    for _ in range(300):
+        k = rng.randint(1, 3)
+        ns = rng.choice(
+            [rng.randrange(edge), edge - 1 - rng.randrange(10**6), rng.randrange(10**9)]
+        )
+        whole, frac = divmod(ns // 10 ** (3 - k), 10**k)
+        times.append(f"{'-' if rng.random() < 0.1 else ''}{whole}.{frac:0{k}d}")
+    lines = [
+        f'{{"ph":"X","cat":"cpu_op","name":"op","pid":1,"tid":{i},"ts":{t},"dur":{t.lstrip("-")},'
+        f'"args":{{"fqn":"m{i}","phase":"forward","depth":0}}}}'
+        for i, t in enumerate(times)
+    ]
+    blocks, single = summarize._native.Engine(True, []), summarize._native.Engine(True, [])
+    text = "\n".join(lines).encode()
+    assert blocks.feed_block(text, 0, len(text)) == len(lines)
+    assert all(single.feed_event(line.encode()) == 1 for line in lines)
+    assert engine_sums(blocks) == engine_sums(single)
+    got = {fqn: (first, phases[0][0]) for fqn, _, _, first, phases in blocks.result()["modules"]}
+    for i, t in enumerate(times):
+        assert got[f"m{i}"] == (round(float(t) * 1000), round(float(t.lstrip("-")) * 1000)), t
 
 
 def test_numbers_simdjson_misreads_go_to_the_python_loop(traces, tmp_path, monkeypatch):
