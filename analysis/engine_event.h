@@ -55,17 +55,22 @@ inline bool same_text(std::string_view a, std::string_view b) {
 }
 
 // Strings to dense ids; ids index a vector of the strings. A trace repeats a few hundred names
-// and fqns millions of times: a direct-mapped cache keyed by the length and the first and last
-// eight bytes answers most lookups with one compare of the text, without hashing all of it. Two
-// strings alike in those bytes only share a slot, which costs the map's lookup, never a wrong id.
+// and fqns millions of times: a cache of two ways per set, keyed by the length and the first and
+// last eight bytes, answers most lookups with one compare of the text, without hashing all of
+// it (one way thrashed: a quarter of a trace's strings share a slot with another). Strings
+// alike in those bytes only share a set, which costs the map's lookup, never a wrong id.
 class Interner {
  public:
   uint32_t id(std::string_view s) {
-    Slot& slot = cache_[slot_of(s)];
-    if (slot.text != nullptr && slot.size == s.size() && same_bytes(slot.text, s.data(), s.size()))
-      return slot.id;
+    Slot* set = &cache_[set_of(s) * 2];
+    if (set[0].matches(s)) return set[0].id;
+    if (set[1].matches(s)) {
+      std::swap(set[0], set[1]);  // the most recent first
+      return set[0].id;
+    }
     uint32_t id = lookup(s);
-    slot = Slot{strings_[id]->data(), s.size(), id};
+    set[1] = set[0];
+    set[0] = Slot{strings_[id]->data(), s.size(), id};
     return id;
   }
   const std::string& str(uint32_t id) const { return *strings_[id]; }
@@ -76,11 +81,14 @@ class Interner {
     const char* text = nullptr;  // the interned string's bytes (stable)
     size_t size = 0;
     uint32_t id = 0;
+    bool matches(std::string_view s) const {
+      return text != nullptr && size == s.size() && same_bytes(text, s.data(), size);
+    }
   };
-  static constexpr int kSlotBits = 10;
-  static constexpr size_t kSlots = size_t{1} << kSlotBits;
+  static constexpr int kSetBits = 10;
+  static constexpr size_t kSlots = size_t{2} << kSetBits;
 
-  static size_t slot_of(std::string_view s) {
+  static size_t set_of(std::string_view s) {
     uint64_t first = 0, last = 0;
     if (s.size() >= 8) {
       std::memcpy(&first, s.data(), 8);
@@ -89,7 +97,7 @@ class Interner {
       std::memcpy(&first, s.data(), s.size());
     }
     uint64_t h = (first * 0x9E3779B97F4A7C15ull) ^ (last * 0xC2B2AE3D27D4EB4Full) ^ s.size();
-    return static_cast<size_t>((h ^ (h >> 29)) * 0xD6E8FEB86659FD93ull >> (64 - kSlotBits));
+    return static_cast<size_t>((h ^ (h >> 29)) * 0xD6E8FEB86659FD93ull >> (64 - kSetBits));
   }
 
   uint32_t lookup(std::string_view s) {

@@ -21,6 +21,41 @@ bool SummaryEngine::State::in_file_order(const Event& e) {
   return true;
 }
 
+// A range's groups (given by `put`, which merges them into a map) where the range now stands:
+// merged into the sibling below it on the stack (every range enclosing one encloses the other),
+// or on a slot of their own. Live, an outermost sibling is final (settle() would count it now):
+// counting it before this one comes keeps each outermost range's time at its own start, so top
+// can give it to its step. Merged, a second's worth of steps would count as one.
+template <class Put>
+void SummaryEngine::State::place(Thread& thread, const Event& e, int64_t start, int64_t end,
+                                 Put put) {
+  size_t k = thread.size;
+  bool sibling =
+      k > 0 && e.has_depth && thread.stack[k - 1].has_depth && thread.stack[k - 1].depth == e.depth;
+  if (sibling && logging && e.depth == 0) {
+    Pending& below = thread.stack[k - 1];
+    for (auto& g : below.groups.items()) commit(g, below.start);
+    below.groups.clear();
+    put(below.groups);
+    below.start = start;
+    below.end = end;
+  } else if (sibling) {
+    Pending& below = thread.stack[k - 1];
+    put(below.groups);
+    below.end = std::max(below.end, end);
+  } else {
+    if (thread.stack.size() <= k) thread.stack.emplace_back();
+    Pending& slot = thread.stack[k];
+    slot.start = start;
+    slot.end = end;
+    slot.has_depth = e.has_depth;
+    slot.depth = e.depth;
+    slot.groups.clear();  // empty but after finish(), which counts the stack and leaves it
+    put(slot.groups);
+    thread.size = k + 1;
+  }
+}
+
 bool SummaryEngine::State::apply(const Event& e) {
   if (e.cat == kCatModuleSpan) return true;  // the module track: a view, never counted
   if (!in_file_order(e)) return true;
@@ -50,9 +85,8 @@ bool SummaryEngine::State::apply(const Event& e) {
       return false;  // an outer range written before its inner one
     --k;
   }
-  Pending& fresh = scratch_pending;
-  fresh.groups.clear();
   if (is_op) {
+    // An op: one group of its own, put straight where it belongs (no scratch to swap in).
     uint64_t owner = (uint64_t(e.phase) << 32) | e.fqn;
     int64_t excluded = 0;
     for (size_t j = k; j < thread.size; ++j) {
@@ -74,39 +108,18 @@ bool SummaryEngine::State::apply(const Event& e) {
       g.contribs.add(Contrib{(uint64_t(e.name) << 32) | slot,
                              std::max<int64_t>(end - start - excluded, 0), 1});
     }
-    fresh.groups.add(std::move(g));
-  } else {
-    for (size_t j = k; j < thread.size; ++j) merge_groups(fresh.groups, thread.stack[j].groups);
+    for (size_t j = k; j < thread.size; ++j) thread.stack[j].groups.clear();
+    thread.size = k;
+    place(thread, e, start, end, [&g](SmallMap<Group>& into) { merge_group(into, std::move(g)); });
+    return true;
   }
+  Pending& fresh = scratch_pending;
+  fresh.groups.clear();
+  for (size_t j = k; j < thread.size; ++j) merge_groups(fresh.groups, thread.stack[j].groups);
   for (size_t j = k; j < thread.size; ++j) thread.stack[j].groups.clear();
   thread.size = k;
-  bool sibling =
-      k > 0 && e.has_depth && thread.stack[k - 1].has_depth && thread.stack[k - 1].depth == e.depth;
-  if (sibling && logging && e.depth == 0) {
-    // Live: an outermost sibling is final (settle() would count it now); counting it before
-    // this one comes keeps each outermost range's time at its own start, so top can give it
-    // to its step. Merged, a second's worth of steps would count as one.
-    Pending& below = thread.stack[k - 1];
-    for (auto& g : below.groups.items()) commit(g, below.start);
-    below.groups.clear();
-    std::swap(below.groups, fresh.groups);
-    below.start = start;
-    below.end = end;
-  } else if (sibling) {
-    Pending& below =
-        thread.stack[k - 1];  // a sibling: every range enclosing one encloses the other
-    merge_groups(below.groups, fresh.groups);
-    below.end = std::max(below.end, end);
-  } else {
-    if (thread.stack.size() <= k) thread.stack.emplace_back();
-    Pending& slot = thread.stack[k];
-    slot.start = start;
-    slot.end = end;
-    slot.has_depth = e.has_depth;
-    slot.depth = e.depth;
-    std::swap(slot.groups, fresh.groups);
-    thread.size = k + 1;
-  }
+  place(thread, e, start, end,
+        [&fresh](SmallMap<Group>& into) { merge_groups(into, fresh.groups); });
   return true;
 }
 

@@ -111,26 +111,29 @@ struct Block {
   int phase;
 };
 
-inline void merge_groups(SmallMap<Group>& into, SmallMap<Group>& from) {
-  if (from.size() > into.size()) std::swap(into, from);  // sums: the direction does not matter
-  for (auto& g : from.items()) {
-    Group* mine = into.find(g.key);
-    if (mine == nullptr) {
-      into.add(std::move(g));
-      continue;
-    }
-    mine->dur += g.dur;
-    mine->excluded += g.excluded;
-    for (auto& c : g.contribs.items()) {
-      Contrib* t = mine->contribs.find(c.key);
-      if (t == nullptr) {
-        mine->contribs.add(c);
-      } else {
-        t->ns += c.ns;
-        t->count += c.count;
-      }
+// One group into a map of them: summed into the group of its owner, or added.
+inline void merge_group(SmallMap<Group>& into, Group&& g) {
+  Group* mine = into.find(g.key);
+  if (mine == nullptr) {
+    into.add(std::move(g));
+    return;
+  }
+  mine->dur += g.dur;
+  mine->excluded += g.excluded;
+  for (auto& c : g.contribs.items()) {
+    Contrib* t = mine->contribs.find(c.key);
+    if (t == nullptr) {
+      mine->contribs.add(c);
+    } else {
+      t->ns += c.ns;
+      t->count += c.count;
     }
   }
+}
+
+inline void merge_groups(SmallMap<Group>& into, SmallMap<Group>& from) {
+  if (from.size() > into.size()) std::swap(into, from);  // sums: the direction does not matter
+  for (auto& g : from.items()) merge_group(into, std::move(g));
   from.clear();
 }
 

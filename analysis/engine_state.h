@@ -217,6 +217,8 @@ struct SummaryEngine::State {
   bool in_file_order(const Event& e);  // Totals.add_in_file_order; false: an "M" record
 
   bool apply(const Event& e);
+  template <class Put>
+  void place(Thread& thread, const Event& e, int64_t start, int64_t end, Put put);
 
   long feed(const char* data, size_t size, bool block);
 
