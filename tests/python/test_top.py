@@ -387,6 +387,23 @@ def test_per_step_columns_are_the_steps_summary_counts(demo_trace, engine, monke
                 assert "-" not in line.split()[-3:], line
 
 
+def test_a_tail_longer_than_the_end_marks_window_is_read_whole(demo_trace, tmp_path):
+    """The follower looks for the tail only near the end of what it read (find_end_mark): a tail
+    that starts further back (here a Chrome tail padded to 200 KB, read in one 2 MiB chunk)
+    goes with the events to the engine, which declines the block, and the general path reads
+    it. The same rows as the trace without the padding, and the tail is read."""
+    text = open(demo_trace).read()
+    assert text.endswith("}}\n") or text.endswith("}}")
+    padded = tmp_path / "padded.json"
+    padded.write_text(text.rstrip()[:-1] + ', "pad": "' + "x" * 200_000 + '"}\n')
+    _, plain = read_top(demo_trace)
+    source, long = read_top(padded)
+    assert source.follower.tail is not None and source.follower.state == "ended"
+    assert {f: (r.total, r.steps) for f, r in long.items()} == {
+        f: (r.total, r.steps) for f, r in plain.items()
+    }
+
+
 def test_top_follows_a_running_job_and_q_quits(pane, tmp_path):
     path = tmp_path / "live.json"
     job = train(path, seconds=10)

@@ -19,7 +19,7 @@ from fqntrace.analysis.trace_format import (
     parse_chrome_header,
     parse_chrome_tail,
 )
-from fqntrace.analysis.tracestream import BATCH_ERRORS, DECODER, decode_batch
+from fqntrace.analysis.tracestream import BATCH_ERRORS, DECODER, decode_batch, find_end_mark
 
 # The header of a Chrome trace is its first line, up to this key (the events follow it).
 _TRACE_EVENTS_KEY = re.compile(r'"traceEvents"\s*:\s*\[')
@@ -145,7 +145,7 @@ class Follower:
             start = stop + 1
         if start >= end:
             return events, 0
-        mark = data.find(FOOTER_MARK if self.format == JSONL else b"\n]", start, end)
+        mark = find_end_mark(data, FOOTER_MARK if self.format == JSONL else b"\n]", start, end)
         if self.format == CHROME and data[start : start + 1] == b"]":
             mark = start
         stop = end if mark < 0 else data.rfind(b"\n", start, mark + 1) + 1 or start
