@@ -325,6 +325,38 @@ def test_times_read_without_a_division_are_pythons(traces):
         assert got[f"m{i}"] == (round(float(t) * 1000), round(float(t.lstrip("-")) * 1000)), t
 
 
+def test_alike_strings_and_numbers_of_every_length_read_as_simdjson_reads_them():
+    # The interner's cache keys a string by its length and first and last eight bytes: fqns that
+    # differ only in the middle share a set (three of them evict each other) and must keep their
+    # own modules. Ints of 1 to 18 digits (read eight digits at a time: tids, and flops of up to
+    # 16, whose sums stay in 64 bits) must be simdjson's.
+    fqns = [f"Model.layers.{i}.attention.qkv_proj" for i in range(3)]  # alike but in the middle
+    fqns += ["Global", "x", "Model.layers.10.attention.qkv_proj"]
+    rng = random.Random(51)
+    lines = []
+    for i in range(600):
+        digits = i % 18 + 1
+        tid = rng.randrange(10 ** (digits - 1), 10**digits)
+        flops = rng.randrange(10 ** (min(digits, 16) - 1), 10 ** min(digits, 16))
+        fqn = fqns[i % len(fqns)]
+        lines.append(
+            f'{{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":7,"tid":{tid},"ts":{i}.5,'
+            f'"dur":{digits}.25,"args":{{"fqn":"{fqn}","phase":"forward","flops":{flops},'
+            f'"depth":0}}}}'
+        )
+    blocks, single = summarize._native.Engine(True, []), summarize._native.Engine(True, [])
+    text = "\n".join(lines).encode()
+    assert blocks.feed_block(text, 0, len(text)) == len(lines)
+    assert all(single.feed_event(line.encode()) == 1 for line in lines)
+    assert engine_sums(blocks) == engine_sums(single)
+    modules = {m[0]: m[4][0] for m in blocks.result()["modules"]}
+    assert sorted(modules) == sorted(fqns)
+    for k, fqn in enumerate(fqns):
+        mine = [json.loads(line)["args"] for line in lines[k :: len(fqns)]]
+        assert modules[fqn][1] == len(mine)  # ops
+        assert modules[fqn][2] == sum(a["flops"] for a in mine)
+
+
 def test_numbers_simdjson_misreads_go_to_the_python_loop(traces, tmp_path, monkeypatch):
     # simdjson 3.x reads a number of more than 19 digits wrong (get_number() gives 0 for
     # 2.00000000000000000001): the engine declines such a block, and the general path decodes
