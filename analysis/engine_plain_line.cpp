@@ -83,6 +83,9 @@ inline const char* plain_string(const char* p, const char* end, std::string_view
 constexpr double kPow10[] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                              1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
 
+// The word-at-a-time reads below take a text's first byte as a word's lowest.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the plain-line reader is little-endian");
+
 // How many of eight bytes (the first in the low byte) are ASCII digits before the first that
 // is not one. Subtracting '0' from every byte borrows only out of a byte below '0', and adding
 // 0x76 carries only out of a byte that is no digit, so the bytes before the first non-digit are
@@ -316,6 +319,7 @@ constexpr ExpectedKey kNextTop[] = {
     {},                          // after args: the end
     {},
 };
+static_assert(sizeof(kNextTop) / sizeof(kNextTop[0]) == kOtherKey + 1, "one per TopKey");
 constexpr ExpectedKey kFirstTop = expect("\"ph\":", kPh);
 constexpr ExpectedKey kFirstArg = expect("\"fqn\":", kFqn);
 constexpr ExpectedKey kAfterFqn = expect("\"phase\":", kPhase);
