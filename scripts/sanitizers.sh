@@ -54,7 +54,13 @@ python_smoke() {
       "-DCMAKE_MODULE_LINKER_FLAGS=-fsanitize=address,undefined" >"$dir/cmake-configure.log" 2>&1 \
       || { cat "$dir/cmake-configure.log" >&2; exit 1; }
   fi
-  cmake --build "$dir" -j "$JOBS" --target fqntrace fqntrace_C
+  # The summary engine too (the CLI's, no libtorch): its plain-line reader loads words of eight
+  # and sixteen bytes at a time, where an off-by-one would read past a block.
+  local targets=(fqntrace fqntrace_C)
+  if grep -q "fqntrace_analysis_native" "$dir/build.ninja"; then
+    targets+=(fqntrace_analysis_native)
+  fi
+  cmake --build "$dir" -j "$JOBS" --target "${targets[@]}"
   local built=$(( $(date +%s) - start ))
   out="$(mktemp -d)"
   cp -r python/fqntrace "$out/"
@@ -64,6 +70,14 @@ python_smoke() {
   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$SUPP/ubsan.supp" \
   PYTHONPATH="$out" FQNTRACE="$out/smoke.json" FQNTRACE_FORMATS=summary FQNTRACE_FLOPS=1 \
   FQNTRACE_SHAPES=1 OMP_NUM_THREADS=1 "$PY" tests/sanitize/python_smoke.py "$out"
+  if [ -f "$dir"/_native_summary*.so ]; then
+    cp "$dir"/_native_summary*.so "$out/fqntrace/analysis/"
+    LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)" \
+    ASAN_OPTIONS="halt_on_error=1:detect_leaks=0" \
+    UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$SUPP/ubsan.supp" \
+    PYTHONPATH="$out" OMP_NUM_THREADS=1 "$PY" -m pytest -q -p no:cacheprovider \
+      tests/python/test_native_summary.py
+  fi
   rm -rf "$out"
   echo "== ASan+UBSan Python smoke: built in ${built} s, ran in $(( $(date +%s) - start - built )) s"
 }
