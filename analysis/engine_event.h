@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/bytes.h"
+
 namespace fqntrace::analysis::engine {
 
 constexpr int64_t kNestToleranceNs = 1;  // traceio.NEST_TOLERANCE_NS
@@ -23,33 +25,7 @@ constexpr uint32_t kPhaseNone = 3;
 
 enum Cat : uint8_t { kCatOther, kCatCpuOp, kCatUserAnnotation, kCatDevice, kCatModuleSpan };
 
-// a[0, n) == b[0, n), a word at a time, inline: the engine compares short texts (names, fqns,
-// pid and tid tokens) millions of times, where a call to memcmp costs more than the compare.
-inline bool same_bytes(const char* a, const char* b, size_t n) {
-  if (n >= 8) {
-    uint64_t x, y;
-    for (size_t i = 0; i + 8 < n; i += 8) {
-      std::memcpy(&x, a + i, 8);
-      std::memcpy(&y, b + i, 8);
-      if (x != y) return false;
-    }
-    std::memcpy(&x, a + n - 8, 8);  // the last eight bytes, overlapping the words before
-    std::memcpy(&y, b + n - 8, 8);
-    return x == y;
-  }
-  if (n >= 4) {
-    uint32_t x, y, u, v;
-    std::memcpy(&x, a, 4);
-    std::memcpy(&y, b, 4);
-    std::memcpy(&u, a + n - 4, 4);
-    std::memcpy(&v, b + n - 4, 4);
-    return x == y && u == v;
-  }
-  for (size_t i = 0; i < n; ++i)
-    if (a[i] != b[i]) return false;
-  return true;
-}
-
+// a == b, by same_bytes (common/bytes.h).
 inline bool same_text(std::string_view a, std::string_view b) {
   return a.size() == b.size() && same_bytes(a.data(), b.data(), a.size());
 }
@@ -91,8 +67,8 @@ class Interner {
   static size_t set_of(std::string_view s) {
     uint64_t first = 0, last = 0;
     if (s.size() >= 8) {
-      std::memcpy(&first, s.data(), 8);
-      std::memcpy(&last, s.data() + s.size() - 8, 8);
+      first = load_word(s.data());
+      last = load_word(s.data() + s.size() - 8);
     } else if (!s.empty()) {
       std::memcpy(&first, s.data(), s.size());
     }

@@ -112,9 +112,8 @@ constexpr uint64_t kPow10Int[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 1000
 // Eight bytes at a time while eight lie before `end`.
 inline const char* digit_run(const char* p, const char* end, uint64_t& m) {
   while (end - p >= 8) {
-    uint64_t word, values;
-    std::memcpy(&word, p, 8);
-    int n = leading_digits(word, values);
+    uint64_t values;
+    int n = leading_digits(load_word(p), values);
     if (n == 0) return p;
     m = m * kPow10Int[n] + digits_value(values, n);
     p += n;
@@ -328,9 +327,7 @@ constexpr ExpectedKey kLastArg = expect("\"depth\":", kDepth);  // after any oth
 // At the expected key: past its colon and the blanks after it.
 inline bool at_key(const char*& p, const char* end, const ExpectedKey& x) {
   if (x.size == 0 || end - p < 8) return false;
-  uint64_t word;
-  std::memcpy(&word, p, 8);
-  if ((word & x.mask) != x.word) return false;
+  if ((load_word(p) & x.mask) != x.word) return false;
   p = blanks(p + x.size, end);
   return true;
 }

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/bytes.h"
+
 namespace fqntrace {
 
 // What the observer wants to know about a name, computed once when a thread first meets it.
@@ -34,20 +36,15 @@ NameInfo describe_name(const char* name);
 // ("autograd::engine::evaluate_function: ...") differ at their end, and a hit is confirmed by
 // comparing every byte (same_bytes), so names that hash alike only cost a probe.
 inline uint64_t hash_name(const char* s, size_t n) {
-  auto load8 = [](const char* p) {
-    uint64_t w;
-    std::memcpy(&w, p, 8);
-    return w;
-  };
   auto mix = [](uint64_t h) {
     h *= 0xff51afd7ed558ccdull;
     return h ^ (h >> 32);
   };
   uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0x100000001B3ull);
   if (n >= 8) {
-    h = mix(h ^ load8(s));
-    if (n > 16) h = mix(h ^ load8(s + n - 16));
-    h = mix(h ^ load8(s + n - 8));
+    h = mix(h ^ load_word(s));
+    if (n > 16) h = mix(h ^ load_word(s + n - 16));
+    h = mix(h ^ load_word(s + n - 8));
   } else {
     // 0..7 bytes without a variable-length memcpy (a library call): two overlapping 4-byte
     // loads, or three single bytes; either covers every byte.
@@ -66,30 +63,6 @@ inline uint64_t hash_name(const char* s, size_t n) {
   }
   h = (h ^ (h >> 29)) * 0xc4ceb9fe1a85ec53ull;
   return (h ^ (h >> 32)) | 1;
-}
-
-// Do the n bytes at a and b match? Word-at-a-time like hash_name and inlined: a library memcmp
-// call costs more than the compare itself for names this short.
-inline bool same_bytes(const char* a, const char* b, size_t n) {
-  auto load8 = [](const char* p) {
-    uint64_t w;
-    std::memcpy(&w, p, 8);
-    return w;
-  };
-  auto load4 = [](const char* p) {
-    uint32_t w;
-    std::memcpy(&w, p, 4);
-    return w;
-  };
-  if (n >= 8) {
-    for (size_t i = 0; i + 8 < n; i += 8) {
-      if (load8(a + i) != load8(b + i)) return false;
-    }
-    return load8(a + n - 8) == load8(b + n - 8);  // the last word, overlapping the one before
-  }
-  if (n >= 4) return load4(a) == load4(b) && load4(a + n - 4) == load4(b + n - 4);
-  // 0..3 bytes: the first, middle and last byte cover them all.
-  return n == 0 || (a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1]);
 }
 
 // Per-thread cache in front of describe_name (lives inside the thread's state, no TLS of its own).
