@@ -27,7 +27,8 @@ inline bool same_bytes(const char* a, const char* b, size_t n) {
     for (size_t i = 0; i + 8 < n; i += 8) {
       if (load_word(a + i) != load_word(b + i)) return false;
     }
-    return load_word(a + n - 8) == load_word(b + n - 8);  // the last word, overlapping the one before
+    return load_word(a + n - 8) ==
+           load_word(b + n - 8);  // the last word, overlapping the one before
   }
   if (n >= 4) return load4(a) == load4(b) && load4(a + n - 4) == load4(b + n - 4);
   // 0..3 bytes: the first, middle and last byte cover them all.
