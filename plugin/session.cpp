@@ -172,7 +172,8 @@ struct Session {
   // (steps::Segment) as the drain has read them, and the capture whose file is open.
   std::vector<steps::Segment> segments;
   size_t next_segment = 0;
-  uint32_t captures_opened = 0;  // the last capture index a file was opened (or failed) for
+  uint64_t segments_known_until = 0;  // segments_since's tick: no segment unread starts before
+  uint32_t captures_opened = 0;       // the last capture index a file was opened (or failed) for
   struct OpenCapture {
     uint32_t index = 0;        // 0: none open
     uint32_t file_number = 0;  // its files' number (capture_path)
@@ -193,8 +194,7 @@ struct Session {
   // Caller holds drain_mu.
   void drain_all() {
     drain->begin_batch();  // before any event of this batch: see TickConverter
-    next_segment = steps::segments_since(next_segment, &segments);
-    trim_segments();
+    read_segments();
     try {
       open_capture_if_started();
     } catch (...) {  // out of memory opening a capture: that capture fails, tracing goes on
@@ -214,9 +214,19 @@ struct Session {
     finish_capture_if_complete(false);
   }
 
-  // Where an event goes: the segment its start lies in (nearly always the last one).
+  void read_segments() {
+    next_segment = steps::segments_since(next_segment, &segments, &segments_known_until);
+    trim_segments();
+  }
+
+  // Where an event goes: the segment its start lies in (nearly always the last one). An event
+  // that started after the segments were read may lie in one pushed since (a capture's steps
+  // ended while the drain was behind): they are read again first, else the steps after a
+  // capture went into its file. A capture that began since is opened at the next batch, so its
+  // events before that go to the trace file only, as they did.
   unsigned route_event(const RawEvent& e) {
     uint64_t start = e.kind == EventKind::kMemory ? e.memory.ts : e.range.start_ns;
+    if (start > segments_known_until) read_segments();
     size_t i = segments.size();
     while (i > 1 && segments[i - 1].start_ticks > start) --i;
     const steps::Segment& seg = segments[i - 1];

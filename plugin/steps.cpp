@@ -277,8 +277,9 @@ void recording_target(bool* main, uint32_t* capture) {
   *capture = capture_records(step) ? g_capture.index : 0;
 }
 
-size_t segments_since(size_t from, std::vector<Segment>* out) {
+size_t segments_since(size_t from, std::vector<Segment>* out, uint64_t* known_until) {
   std::lock_guard<std::mutex> lock(g_step_mu);
+  *known_until = now_ticks();  // every segment's start is read under this lock too
   size_t begin = from < g_segments_first ? 0 : from - g_segments_first;
   for (size_t i = begin; i < segments_log().size(); ++i) out->push_back(segments_log()[i]);
   return g_segments_first + segments_log().size();

@@ -71,8 +71,10 @@ struct Segment {
 };
 // The drain: appends the segments from number `from` on to *out; returns the next number. The
 // oldest are forgotten after kSegmentsKept (an event older than that goes by the oldest kept).
+// *known_until: a tick read under the same lock as every segment's start, so a segment not
+// among them starts after it: the segments read decide where any event up to it goes.
 constexpr size_t kSegmentsKept = 4096;
-size_t segments_since(size_t from, std::vector<Segment>* out);
+size_t segments_since(size_t from, std::vector<Segment>* out, uint64_t* known_until);
 
 // The track the step ranges are written on: a thread id no OS thread has (Linux's are < 2^22),
 // named "ProfilerStep". Its own track keeps every thread's ranges properly nested whatever the
