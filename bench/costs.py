@@ -79,12 +79,12 @@ MLP_MODULE_CALLS = 8
 # last changed is not shown in the opening table but below it, dated, until a run measures it
 # again (parts: PART_CODE, "tracer" unless named there; rows measured by hand: their `code`).
 CODE = {
-    "tracer": "plugin record_function buffer drain exporters binding include "
+    "tracer": "plugin record_function buffer drain exporters binding include common "
     "python/fqntrace/_hooks.py".split(),
     "exporters": "buffer drain exporters tests/support bench/exporter_bench".split(),
-    "trackers": "plugin record_function buffer binding python/fqntrace/_hooks.py "
+    "trackers": "plugin record_function buffer binding common python/fqntrace/_hooks.py "
     "python/fqntrace/_mod_tracker.py".split(),
-    "cli": "python/fqntrace/analysis analysis".split(),
+    "cli": "python/fqntrace/analysis analysis common".split(),
 }
 PART_CODE = {"p3": "trackers", "p4": "exporters", "cli-300": "cli", "cli-1024": "cli"}
 
