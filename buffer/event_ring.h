@@ -17,7 +17,8 @@ class EventRing {
   enum class Push { kOk, kHalfFull, kDropped };
 
   // Producer side (owner thread only). kHalfFull: stored, and the ring just reached half its
-  // capacity — the caller should wake the drain thread (at most once per half ring).
+  // capacity, or, while the drain stays behind, half of the room that was left at the last look:
+  // the caller should wake the drain thread (a few times per ring, never on every push).
   // kDropped: full, the event is counted as dropped.
   Push push(const RawEvent& e) {
     RawEvent* slot = claim();
@@ -73,20 +74,26 @@ class EventRing {
   std::unique_ptr<Slot[]> slots_;
   alignas(64) std::atomic<uint64_t> head_{0};
   uint64_t tail_cache_ = 0;  // producer's last view of tail_: avoids touching the consumer's line
-  // tail_cache_ + half the capacity: the head at which the producer reads tail_ again (and the
-  // ring, seen from here, is half full).
+  // The head at which the producer reads tail_ again: tail_cache_ + half the capacity, or, when
+  // the ring was already half full at the last look, halfway to full.
   uint64_t look_at_;
   std::atomic<uint64_t> dropped_{0};
   alignas(64) std::atomic<uint64_t> tail_{0};
 
-  // Half the ring is in use as the producer last saw it: is there room for one more after
-  // reading tail_ again? Out of line: once per half ring.
+  // The head reached look_at_: is there room for one more after reading tail_ again? Out of line.
+  // A drain that is behind (more than half the ring in use) moves the next look only halfway to
+  // full, not one event on: a lagging drain costs the producer a few looks per ring, where a
+  // look on every event cost each one the slow path.
   __attribute__((noinline)) bool room_after_looking(uint64_t head) {
     tail_cache_ = tail_.load(std::memory_order_acquire);
-    look_at_ = tail_cache_ + capacity_ / 2;
-    if (head - tail_cache_ < capacity_) return true;
-    dropped_.store(dropped_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    return false;
+    uint64_t used = head - tail_cache_;
+    if (used >= capacity_) {
+      dropped_.store(dropped_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      return false;
+    }
+    look_at_ =
+        used < capacity_ / 2 ? tail_cache_ + capacity_ / 2 : head + (capacity_ - used + 1) / 2;
+    return true;
   }
 };
 

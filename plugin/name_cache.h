@@ -72,7 +72,9 @@ class NameCache {
   static constexpr uint32_t kProbes = 8;
 
   __attribute__((always_inline)) const NameInfo& lookup(const char* name) {
-    size_t n = std::strlen(name);
+    return lookup(name, std::strlen(name));
+  }
+  __attribute__((always_inline)) const NameInfo& lookup(const char* name, size_t n) {
     return lookup(name, n, hash_name(name, n));
   }
 
@@ -84,16 +86,27 @@ class NameCache {
     const PointerSlot& p = pointer_slot(name);
     return p.name == name && epoch == pointer_epoch_ ? &p.info : nullptr;
   }
+  // The same, but only for an op that needs nothing beyond the common start (`plain`).
+  __attribute__((always_inline)) const NameInfo* known_plain(const char* name, uint64_t epoch) {
+    const PointerSlot& p = pointer_slot(name);
+    return p.name == name && epoch == pointer_epoch_ && p.plain ? &p.info : nullptr;
+  }
 
   // For a name whose pointer is stable while `epoch` stays the same (schema_names::epoch()).
-  __attribute__((always_inline)) const NameInfo& lookup_stable(const char* name, uint64_t epoch) {
+  // n: the name's length. flops_counted: the callback asks for op inputs, so an op with FLOPs
+  // needs its special start (within one epoch: a change of it starts a new one).
+  __attribute__((always_inline)) const NameInfo& lookup_stable(const char* name, size_t n,
+                                                               uint64_t epoch,
+                                                               bool flops_counted = true) {
     if (__builtin_expect(epoch != pointer_epoch_, 0)) forget_pointers(epoch);
     PointerSlot& p = pointer_slot(name);
     if (__builtin_expect(p.name == name, 1)) return p.info;
-    const NameInfo& info = lookup(name);
+    const NameInfo& info = lookup(name, n);
     if (info.id == 0) return info;  // not interned (table full): never keyed by its pointer
     p.info = info;
     p.name = name;
+    p.plain = !(info.engine_eval || info.collective != 0 || info.compiled_region ||
+                (info.flop_kind != 0 && flops_counted));
     return p.info;
   }
 
@@ -120,7 +133,9 @@ class NameCache {
   struct PointerSlot {
     const char* name = nullptr;  // fn.name() of a schema-named op, compared by address only
     NameInfo info{};
+    bool plain = false;  // the op needs nothing beyond the common start (known_plain)
   };
+  static_assert(sizeof(PointerSlot) == 24, "the plain flag fits in the slot's padding");
   // Direct-mapped: 2,048 slots (48 KiB a thread) keep the few dozen ops a loop runs from evicting
   // each other (512 measurably did, on P1's MLP step).
   static constexpr uint32_t kPointerSlotsLog2 = 11;

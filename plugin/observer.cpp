@@ -21,6 +21,7 @@
 #include "plugin/memory_reporter.h"
 #include "plugin/observer_state.h"
 #include "plugin/param_owners.h"
+#include "plugin/rf_name.h"
 #include "plugin/sampled_observer.h"
 #include "plugin/schema_names.h"
 #include "plugin/seq_map.h"
@@ -108,6 +109,7 @@ ThreadState* attach(uint64_t generation) {
   note_op_extras(ts);
   if (ts->stack_top == 0 && ts->sampled) ts->stack_top = sampled::stack_top();
   ts->generation = generation;
+  ts->ready_generation = ts->buffer != nullptr ? generation : ~uint64_t{0};
   ts->depth = 0;  // ranges opened under an earlier session never end here
   ts->step_close_above = 0;
   ts->cpu_chain = false;
@@ -375,8 +377,8 @@ __attribute__((always_inline)) inline void finish_start(ThreadState* ts, Frame& 
 __attribute__((always_inline)) inline bool start_plain_op(const at::RecordFunction& fn,
                                                           const char* name, ThreadState* ts) {
 #if defined(__x86_64__)
-  const NameInfo* info = ts->names.known_pointer(name, schema_names::epoch());
-  if (info == nullptr || (info->engine_eval | info->special | ts->op_extras)) return false;
+  const NameInfo* info = ts->names.known_plain(name, schema_names::epoch());
+  if (info == nullptr || ts->op_extras) return false;
   if (takes_memory_slot(ts)) return false;
   Frame* parent = ts->frames + ts->depth - 1;  // the root at depth 0
   // op_phase_in gives the parent's phase when it need not ask the engine.
@@ -398,7 +400,7 @@ __attribute__((always_inline)) inline bool start_plain_op(const at::RecordFuncti
 }
 
 // Any range's start, from the name on (on_start read it).
-__attribute__((noinline)) void start_range(const at::RecordFunction& fn, const char* name) {
+__attribute__((noinline)) void start_range(const at::RecordFunction& fn, rf_name::Name name) {
   try {
     ThreadState* ts = current_state();
     if (ts == nullptr || ts->depth >= kMaxDepth) return;
@@ -407,13 +409,13 @@ __attribute__((noinline)) void start_range(const at::RecordFunction& fn, const c
     begin_frame(f, parent, &fn, fn.seqNr(), fn.handle());
     enter_memory_if_outermost(ts, f);
     uint64_t epoch = schema_names::epoch();
-    const NameInfo* known = ts->names.known_pointer(name, epoch);
+    const NameInfo* known = ts->names.known_pointer(name.data, epoch);
     // Only a dispatcher op (FUNCTION) can be named by its schema.
     const NameInfo& info =
         __builtin_expect(known != nullptr, 1) ? *known
-        : fn.scope() == at::RecordScope::FUNCTION && schema_names::is_schema_name(fn)
-            ? ts->names.lookup_stable(name, epoch)
-            : ts->names.lookup(name);
+        : fn.scope() == at::RecordScope::FUNCTION && name.schema
+            ? ts->names.lookup_stable(name.data, name.size, epoch, schema_names::flops_counted())
+            : ts->names.lookup(name.data, name.size);
     f.range.name_id = info.id;
     bool record_seq = false;
     // Ops are most ranges: their case is tested first.
@@ -498,19 +500,30 @@ __attribute__((noinline)) void start_range(const at::RecordFunction& fn, const c
   }
 }
 
-// The common op (start_plain_op) calls nothing but fn.name(); every other range goes to
-// start_range.
-std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  if (!session_state::running()) return nullptr;
-  const char* name = fn.name();
-  ThreadState* ts = tls_state;
-  if (__builtin_expect(
-          fn.scope() == at::RecordScope::FUNCTION && attached(ts) && ts->depth < kMaxDepth, 1) &&
-      start_plain_op(fn, name, ts)) {
-    return nullptr;
-  }
+// Every range but the common op's: on_start's tail call, so that on_start keeps no value across
+// a call and saves no registers.
+__attribute__((noinline)) std::unique_ptr<at::ObserverContext> start_other(
+    const at::RecordFunction& fn, rf_name::Name name) {
   start_range(fn, name);
   return nullptr;
+}
+
+// The common op (start_plain_op) calls nothing: the name is read inline (plugin/rf_name.h);
+// every other range goes to start_range.
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  rf_name::Name name = rf_name::of(fn);
+  ThreadState* ts = tls_state;
+  // Attached to the running session (with a buffer), in one compare: not running, or attached to
+  // an earlier one, falls through.
+  if (__builtin_expect(ts != nullptr &&
+                           ts->ready_generation == session_state::running_generation() &&
+                           fn.scope() == at::RecordScope::FUNCTION && ts->depth < kMaxDepth,
+                       1) &&
+      start_plain_op(fn, name.data, ts)) {
+    return nullptr;
+  }
+  if (!session_state::running()) return nullptr;
+  return start_other(fn, name);
 }
 
 // The event of frame f, ending at end_ns: the frame starts with it, byte for byte.
@@ -642,6 +655,9 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
 
 Callbacks install(bool need_inputs, bool need_ids) {
   schema_names::init();
+  // FLOPs are counted where the inputs are (special_op_start): without them an op with FLOPs
+  // takes the common start.
+  schema_names::set_flops_counted(need_inputs);
   auto callback = [&] {
     return at::RecordFunctionCallback(&on_start, &on_end)
         .needsInputs(need_inputs)

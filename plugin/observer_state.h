@@ -91,6 +91,9 @@ constexpr uint32_t kMaxGraphNesting = 4;
 
 struct ThreadState {
   uint64_t generation = 0;  // session the thread is attached to
+  // That generation once the thread has a buffer in it, else ~0 (no session's): on_start's one
+  // compare with session_state::running_generation().
+  uint64_t ready_generation = ~uint64_t{0};
   ThreadBuffer* buffer = nullptr;
   SeqMap::Table* seq_table = nullptr;
   uint32_t os_tid = 0;

@@ -9,6 +9,7 @@ namespace fqntrace::schema_names {
 
 const char* g_string_form_overload = nullptr;
 std::atomic<uint64_t> g_epoch{1};
+std::atomic<bool> g_flops_counted{true};
 
 namespace {
 
@@ -33,6 +34,12 @@ void init() {
     at::RecordFunction probe(at::RecordScope::USER_SCOPE);
     g_string_form_overload = probe.overload_name();
   });
+}
+
+void set_flops_counted(bool counted) {
+  if (g_flops_counted.exchange(counted, std::memory_order_acq_rel) != counted) {
+    g_epoch.fetch_add(1, std::memory_order_acq_rel);
+  }
 }
 
 }  // namespace fqntrace::schema_names

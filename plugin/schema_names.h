@@ -30,4 +30,10 @@ inline bool is_schema_name(const at::RecordFunction& fn) {
 
 inline uint64_t epoch() { return g_epoch.load(std::memory_order_acquire); }
 
+// Whether the callback asks for op inputs (and so counts FLOPs): pointer caches note per op
+// whether it needs more than the common start, so a change starts a new epoch.
+extern std::atomic<bool> g_flops_counted;
+inline bool flops_counted() { return g_flops_counted.load(std::memory_order_relaxed); }
+void set_flops_counted(bool counted);
+
 }  // namespace fqntrace::schema_names

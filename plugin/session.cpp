@@ -365,7 +365,7 @@ struct Session {
 
   void on_write_failure(const std::string& error) {
     drain->fail();
-    session_state::g_running.store(false, std::memory_order_relaxed);
+    session_state::set_running(false);
     log_bad_env(config.raw_value, error + summary_not_written(),
                 "Free disk space or set FQNTRACE to a path on another file system.");
   }
@@ -412,7 +412,7 @@ void on_fork_child() {
   // The child has no drain thread and must never write the parent's file.
   g_forked_child = true;
   g_drain_alive.store(false, std::memory_order_relaxed);  // SIGTERM must not wait for it here
-  session_state::g_running.store(false, std::memory_order_relaxed);
+  session_state::set_running(false);
   memory::set_enabled(false);  // the allocator stops asking our reporter (and its own table)
   g_session = nullptr;
 }
@@ -500,7 +500,7 @@ bool start_session(const Config& config, std::string* error) {
   choose_tick_source(config.monotonic_clock);
   session->drain->start_clock();  // before the callback: the first event already has a map
   session_state::g_generation.fetch_add(1, std::memory_order_relaxed);
-  session_state::g_running.store(true, std::memory_order_relaxed);
+  session_state::set_running(true);
   session_state::g_shapes.store(config.shapes, std::memory_order_relaxed);
   session_state::g_module_ranges.store(config.module_ranges, std::memory_order_relaxed);
   session_state::g_cpu_time.store(config.cpu_time, std::memory_order_relaxed);
@@ -539,7 +539,7 @@ bool stop_session() {
   if (g_session == nullptr) return true;
   std::unique_ptr<Session> session(g_session);
   g_session = nullptr;
-  session_state::g_running.store(false, std::memory_order_relaxed);
+  session_state::set_running(false);
   session_state::g_recording.store(false, std::memory_order_relaxed);
   memory::set_enabled(false);
   if (session->callback_installed) observer::uninstall(session->callback);

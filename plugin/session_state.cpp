@@ -8,7 +8,7 @@
 
 namespace fqntrace::session_state {
 
-std::atomic<bool> g_running{false};
+std::atomic<uint64_t> g_running_generation{0};
 std::atomic<uint64_t> g_generation{0};
 std::atomic<bool> g_shapes{false};
 std::atomic<bool> g_recording{false};
@@ -75,7 +75,7 @@ void allow_drain() {
 
 void fail_from_callback(const char* what) noexcept {
   static std::atomic<bool> logged{false};
-  g_running.store(false, std::memory_order_relaxed);
+  set_running(false);
   if (!logged.exchange(true)) {
     try {
       log_line(std::string(what) +

@@ -9,7 +9,10 @@
 
 namespace fqntrace::session_state {
 
-extern std::atomic<bool> g_running;
+// The running session's generation; 0 while none runs (stopped, failed, a forked child). One
+// word, so that a callback asks "is this thread attached to a running session?" by one compare
+// with its own ThreadState::ready_generation.
+extern std::atomic<uint64_t> g_running_generation;
 extern std::atomic<uint64_t> g_generation;
 extern std::atomic<bool> g_shapes;  // FQNTRACE_SHAPES=1
 // The observer's callback is installed (a session runs and the step window is open): module
@@ -23,7 +26,15 @@ extern std::atomic<double> g_sample;
 extern std::atomic<bool>
     g_module_spans;  // on unless FQNTRACE_MODULE_SPANS=0 (drain/module_spans.h)
 
-inline bool running() { return g_running.load(std::memory_order_relaxed); }
+inline uint64_t running_generation() {
+  return g_running_generation.load(std::memory_order_relaxed);
+}
+inline bool running() { return running_generation() != 0; }
+// The session of generation() starts running, or tracing stops.
+inline void set_running(bool on) {
+  g_running_generation.store(on ? g_generation.load(std::memory_order_relaxed) : 0,
+                             std::memory_order_relaxed);
+}
 inline uint64_t generation() { return g_generation.load(std::memory_order_relaxed); }
 inline bool shapes() { return g_shapes.load(std::memory_order_relaxed); }
 inline bool module_ranges() { return g_module_ranges.load(std::memory_order_relaxed); }
@@ -31,9 +42,7 @@ inline bool cpu_time() { return g_cpu_time.load(std::memory_order_relaxed); }
 inline double sample() { return g_sample.load(std::memory_order_relaxed); }
 inline bool sampled() { return sample() < 1.0; }
 inline bool module_spans() { return g_module_spans.load(std::memory_order_relaxed); }
-inline bool recording() {
-  return g_recording.load(std::memory_order_relaxed) && g_running.load(std::memory_order_relaxed);
-}
+inline bool recording() { return g_recording.load(std::memory_order_relaxed) && running(); }
 
 // Slow path: a thread's first event in a process. nullptr if tracing stopped meanwhile.
 ThreadBuffer* register_buffer(uint32_t os_tid, const char* thread_name);

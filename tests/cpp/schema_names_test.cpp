@@ -7,9 +7,13 @@
 #include <gtest/gtest.h>
 #include <torch/library.h>
 
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include "plugin/rf_name.h"
 
 namespace fqntrace {
 namespace {
@@ -45,6 +49,58 @@ TEST(SchemaNamesTest, OnlyDispatcherOpsAreSchemaNamed) {
   EXPECT_FALSE(seen["short scope"]);
   ASSERT_EQ(seen.count("a function range whose name is long enough for the heap"), 1u);
   EXPECT_FALSE(seen["a function range whose name is long enough for the heap"]);
+}
+
+// plugin/rf_name.h reads the name out of the RecordFunction: it must be what name() gives, with
+// its length, and schema-named exactly when is_schema_name() says so, for every form of name.
+struct ReadName {
+  std::string name;
+  bool same_pointer;
+  size_t size;
+  bool schema;
+  bool is_schema_name;
+};
+std::vector<ReadName>* g_read = nullptr;
+
+std::unique_ptr<at::ObserverContext> read_name(const at::RecordFunction& fn) {
+  rf_name::Name n = rf_name::of(fn);
+  if (g_read != nullptr) {
+    g_read->push_back(
+        {fn.name(), n.data == fn.name(), n.size, n.schema, schema_names::is_schema_name(fn)});
+  }
+  return nullptr;
+}
+
+TEST(SchemaNamesTest, InlineNameIsWhatRecordFunctionNames) {
+  EXPECT_EQ(FQNTRACE_RF_NAME_INLINE, 1) << "the torch we build against is one rf_name.h reads";
+  schema_names::init();
+  std::vector<ReadName> read;
+  g_read = &read;
+  auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(&read_name)
+          .scopes({at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE}));
+  {
+    at::Tensor a = at::ones({4});
+    at::Tensor b = at::mul(at::add(a, a), 2);
+    { RECORD_USER_SCOPE("short scope"); }
+    {
+      RECORD_FUNCTION("a function range whose name is long enough for the heap",
+                      std::vector<c10::IValue>());
+    }
+    { RECORD_USER_SCOPE(""); }
+  }
+  at::removeCallback(handle);
+  g_read = nullptr;
+  ASSERT_GE(read.size(), 5u);
+  int schema_named = 0;
+  for (const ReadName& r : read) {
+    EXPECT_TRUE(r.same_pointer) << r.name;
+    EXPECT_EQ(r.size, r.name.size()) << r.name;
+    EXPECT_EQ(r.schema, r.is_schema_name) << r.name;
+    schema_named += r.schema;
+  }
+  EXPECT_GE(schema_named, 2);  // aten::add, aten::mul (and what they call)
+  EXPECT_LT(schema_named, static_cast<int>(read.size()));
 }
 
 TEST(SchemaNamesTest, DeregisteringAnOperatorMovesTheEpoch) {

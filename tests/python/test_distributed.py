@@ -835,3 +835,30 @@ def test_process_group_without_torchrun_env_gets_bytes(tmp_path):
     assert (issuer["args"]["bytes"], issuer["args"]["group_size"]) == (40, 1)
     [work] = [w for w in works(trace) if w["name"] == "gloo:all_reduce"]
     assert attribution(work) == attribution(issuer)
+
+
+# The observer's per-thread pointer cache notes which ops need more than the common start; FLOP
+# ops do exactly while the callback asks for inputs. A process group turns the inputs on in the
+# middle of a run (above): ops the cache already knew must count their FLOPs from then on, as
+# with FQNTRACE_SHAPES=1 (the cache starts a new epoch; docs/trace-format.md).
+def test_inputs_turned_on_mid_run_reach_ops_the_cache_knew(tmp_path):
+    from conftest import run_python
+
+    code = (
+        "import torch, torch.distributed as dist\n"
+        "a, b = torch.ones(8, 8), torch.ones(8, 8)\n"
+        "for _ in range(3): torch.mm(a, b)\n"
+        f"store = dist.FileStore({str(tmp_path / 'store')!r}, 1)\n"
+        "dist.init_process_group('gloo', store=store, rank=0, world_size=1)\n"
+        "for _ in range(3): torch.mm(a, b)\n"
+        "dist.destroy_process_group()\n"
+    )
+    trace_path = tmp_path / "mid.json"
+    env = {"FQNTRACE": str(trace_path), "FQNTRACE_FLOPS": "0"}
+    env.update({k: "" for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK")})
+    run_python(code, env, check_rc=0)
+    mms = sorted(
+        (e for e in load(trace_path)["traceEvents"] if e.get("name") == "aten::mm"),
+        key=lambda e: e["ts"],
+    )
+    assert [e["args"].get("flops") for e in mms] == [None] * 3 + [2 * 8 * 8 * 8] * 3
