@@ -17,12 +17,14 @@
 
 // RecordFunction's layout depends on NDEBUG (a debug-only member sits before `fn_`), as the
 // inline seqNr() already does; torch's wheels are built with NDEBUG. Other torch versions, or a
-// build without NDEBUG, call name().
+// build without NDEBUG, call name() (as does -DFQNTRACE_RF_NAME_INLINE=0).
+#ifndef FQNTRACE_RF_NAME_INLINE
 #if defined(NDEBUG) && TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 13 && \
     TORCH_VERSION_MINOR <= 15
 #define FQNTRACE_RF_NAME_INLINE 1
 #else
 #define FQNTRACE_RF_NAME_INLINE 0
+#endif
 #endif
 
 namespace fqntrace::rf_name {
