@@ -139,6 +139,10 @@ def run(mode, what, count, outdir):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FQNTRACE")}
     env.update(environment(mode, os.path.join(outdir, f"{tag}.json")))
     env["FQNTRACE_BENCH_EXPORT"] = os.path.join(outdir, f"{tag}.export.json")
+    # One hash seed for every process: with a random one the interpreter's own instructions per
+    # op moved by ~20 between two runs of the same mode (dict probes), as much as a change to the
+    # callbacks moves; with it, a mode's count repeats to the instruction.
+    env["PYTHONHASHSEED"] = "0"
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes"]
     cmd += [f"--callgrind-out-file={os.path.join(outdir, 'cg.' + tag)}.%p", sys.executable]
     cmd += [os.path.abspath(__file__), "--child", mode, "--what", what, "--count", str(count)]
