@@ -409,10 +409,11 @@ __attribute__((noinline)) void start_range(const at::RecordFunction& fn, rf_name
     begin_frame(f, parent, &fn, fn.seqNr(), fn.handle());
     enter_memory_if_outermost(ts, f);
     uint64_t epoch = schema_names::epoch();
-    const NameInfo* known = ts->names.known_pointer(name.data, epoch);
+    // A name RecordFunction copied is never at a registered schema's address: no pointer lookup.
+    const NameInfo* known = name.schema ? ts->names.known_pointer(name.data, epoch) : nullptr;
     // Only a dispatcher op (FUNCTION) can be named by its schema.
     const NameInfo& info =
-        __builtin_expect(known != nullptr, 1) ? *known
+        known != nullptr ? *known
         : fn.scope() == at::RecordScope::FUNCTION && name.schema
             ? ts->names.lookup_stable(name.data, name.size, epoch, schema_names::flops_counted())
             : ts->names.lookup(name.data, name.size);
@@ -500,14 +501,6 @@ __attribute__((noinline)) void start_range(const at::RecordFunction& fn, rf_name
   }
 }
 
-// Every range but the common op's: on_start's tail call, so that on_start keeps no value across
-// a call and saves no registers.
-__attribute__((noinline)) std::unique_ptr<at::ObserverContext> start_other(
-    const at::RecordFunction& fn, rf_name::Name name) {
-  start_range(fn, name);
-  return nullptr;
-}
-
 // The common op (start_plain_op) calls nothing: the name is read inline (plugin/rf_name.h);
 // every other range goes to start_range.
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
@@ -522,8 +515,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
       start_plain_op(fn, name.data, ts)) {
     return nullptr;
   }
-  if (!session_state::running()) return nullptr;
-  return start_other(fn, name);
+  if (session_state::running()) start_range(fn, name);
+  return nullptr;
 }
 
 // The event of frame f, ending at end_ns: the frame starts with it, byte for byte.

@@ -54,8 +54,8 @@ class SeqMap {
  private:
   static constexpr uint64_t kValid = 1ull << 63;
   static uint64_t pack(int64_t seq, uint32_t fqn_id) {
-    return kValid | ((static_cast<uint64_t>(seq) & ((1ull << 39) - 1)) << 24) |
-           (fqn_id & 0xFFFFFFu);
+    // seq's bits above 39 shift out (its bit 39 lands on kValid's): seq modulo 2^39, unmasked.
+    return kValid | (static_cast<uint64_t>(seq) << 24) | (fqn_id & 0xFFFFFFu);
   }
   SeqMap();
   std::atomic<Table*> tables_[kMaxThreads];
