@@ -24,7 +24,7 @@ NameInfo describe_name(const char* name) {
   info.collective_name_id =
       info.collective != 0 ? InternTable::instance().intern(collectives::kind_name(info.collective))
                            : 0;
-  info.special = info.flop_kind != 0 || info.collective != 0 || info.compiled_region;
+  info.special = needs_special_start(info, true);
   return info;
 }
 

@@ -31,6 +31,13 @@ struct NameInfo {
 // Slow path (may lock): interns and classifies a name this thread has not met.
 NameInfo describe_name(const char* name);
 
+// Does an op of this name need more than the common start beyond being an engine wrapper (FLOPs
+// to count, a collective, Dynamo's region)? FLOPs only while they are counted (the callback asks
+// for inputs): NameInfo::special assumes they are, the pointer table's `plain` asks.
+inline bool needs_special_start(const NameInfo& info, bool flops_counted) {
+  return (info.flop_kind != 0 && flops_counted) || info.collective != 0 || info.compiled_region;
+}
+
 // Hash of the n bytes at s; never 0 (0 marks an empty cache slot). A name of 8 bytes or more
 // is hashed by its length, its first word and its last two: names that share a long prefix
 // ("autograd::engine::evaluate_function: ...") differ at their end, and a hit is confirmed by
@@ -78,15 +85,10 @@ class NameCache {
     return lookup(name, n, hash_name(name, n));
   }
 
-  // The name's info when its pointer is one lookup_stable() keyed in this epoch, else nullptr.
-  // Asked first for any name: a pointer that lookup_stable() keyed points into a schema that
-  // is still registered (deregistering one ends the epoch), so no other live string can have
-  // that address, and whatever form the caller's name has, its bytes are that schema's.
-  __attribute__((always_inline)) const NameInfo* known_pointer(const char* name, uint64_t epoch) {
-    const PointerSlot& p = pointer_slot(name);
-    return p.name == name && epoch == pointer_epoch_ ? &p.info : nullptr;
-  }
-  // The same, but only for an op that needs nothing beyond the common start (`plain`).
+  // The name's info when its pointer is one lookup_stable() keyed in this epoch and the op needs
+  // nothing beyond the common start (`plain`), else nullptr. A pointer lookup_stable() keyed
+  // points into a schema that is still registered (deregistering one ends the epoch), so no
+  // other live string can have that address.
   __attribute__((always_inline)) const NameInfo* known_plain(const char* name, uint64_t epoch) {
     const PointerSlot& p = pointer_slot(name);
     return p.name == name && epoch == pointer_epoch_ && p.plain ? &p.info : nullptr;
@@ -96,8 +98,7 @@ class NameCache {
   // n: the name's length. flops_counted: the callback asks for op inputs, so an op with FLOPs
   // needs its special start (within one epoch: a change of it starts a new one).
   __attribute__((always_inline)) const NameInfo& lookup_stable(const char* name, size_t n,
-                                                               uint64_t epoch,
-                                                               bool flops_counted = true) {
+                                                               uint64_t epoch, bool flops_counted) {
     if (__builtin_expect(epoch != pointer_epoch_, 0)) forget_pointers(epoch);
     PointerSlot& p = pointer_slot(name);
     if (__builtin_expect(p.name == name, 1)) return p.info;
@@ -105,8 +106,7 @@ class NameCache {
     if (info.id == 0) return info;  // not interned (table full): never keyed by its pointer
     p.info = info;
     p.name = name;
-    p.plain = !(info.engine_eval || info.collective != 0 || info.compiled_region ||
-                (info.flop_kind != 0 && flops_counted));
+    p.plain = !(info.engine_eval || needs_special_start(info, flops_counted));
     return p.info;
   }
 

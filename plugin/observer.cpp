@@ -118,7 +118,7 @@ ThreadState* attach(uint64_t generation) {
 
 // The thread is attached to the running session (current_state() needs no slow path).
 inline bool attached(const ThreadState* ts) {
-  return ts != nullptr && ts->generation == session_state::generation() && ts->buffer != nullptr;
+  return ts != nullptr && ts->ready_generation == session_state::generation();
 }
 
 // The thread has frames open in the running session: an end may close one of them.
@@ -408,14 +408,12 @@ __attribute__((noinline)) void start_range(const at::RecordFunction& fn, rf_name
     Frame& f = ts->frames[ts->depth];
     begin_frame(f, parent, &fn, fn.seqNr(), fn.handle());
     enter_memory_if_outermost(ts, f);
-    uint64_t epoch = schema_names::epoch();
-    // A name RecordFunction copied is never at a registered schema's address: no pointer lookup.
-    const NameInfo* known = name.schema ? ts->names.known_pointer(name.data, epoch) : nullptr;
-    // Only a dispatcher op (FUNCTION) can be named by its schema.
+    // A schema's name by its pointer (only a dispatcher op, FUNCTION, has one); a name
+    // RecordFunction copied, which is never at a schema's address, by its bytes.
     const NameInfo& info =
-        known != nullptr ? *known
-        : fn.scope() == at::RecordScope::FUNCTION && name.schema
-            ? ts->names.lookup_stable(name.data, name.size, epoch, schema_names::flops_counted())
+        name.schema && fn.scope() == at::RecordScope::FUNCTION
+            ? ts->names.lookup_stable(name.data, name.size, schema_names::epoch(),
+                                      schema_names::flops_counted())
             : ts->names.lookup(name.data, name.size);
     f.range.name_id = info.id;
     bool record_seq = false;

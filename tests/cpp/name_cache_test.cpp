@@ -83,15 +83,17 @@ TEST(NameCacheTest, PointerKeyedLookupForgetsOnNewEpoch) {
   auto cache = std::make_unique<NameCache>();
   char text[32];
   std::snprintf(text, sizeof(text), "aten::add");
-  EXPECT_EQ(name_of(cache->lookup_stable(text, std::strlen(text), 1)), "aten::add");
-  EXPECT_EQ(name_of(cache->lookup_stable(text, std::strlen(text), 1)), "aten::add");
+  EXPECT_EQ(name_of(cache->lookup_stable(text, std::strlen(text), 1, true)), "aten::add");
+  EXPECT_EQ(name_of(cache->lookup_stable(text, std::strlen(text), 1, true)), "aten::add");
   std::snprintf(text, sizeof(text), "aten::mul_scalar_xyz");  // the address reused
-  EXPECT_EQ(name_of(cache->lookup_stable(text, std::strlen(text), 2)), "aten::mul_scalar_xyz");
-  EXPECT_EQ(name_of(cache->lookup_stable(text, std::strlen(text), 2)), "aten::mul_scalar_xyz");
+  EXPECT_EQ(name_of(cache->lookup_stable(text, std::strlen(text), 2, true)),
+            "aten::mul_scalar_xyz");
+  EXPECT_EQ(name_of(cache->lookup_stable(text, std::strlen(text), 2, true)),
+            "aten::mul_scalar_xyz");
   // The byte-checked lookup and the pointer-keyed one agree on ids and classification.
-  EXPECT_EQ(cache->lookup_stable(text, std::strlen(text), 2).id, cache->lookup(text).id);
+  EXPECT_EQ(cache->lookup_stable(text, std::strlen(text), 2, true).id, cache->lookup(text).id);
   std::snprintf(text, sizeof(text), "aten::mm");
-  EXPECT_EQ(cache->lookup_stable(text, std::strlen(text), 3).flop_kind,
+  EXPECT_EQ(cache->lookup_stable(text, std::strlen(text), 3, true).flop_kind,
             cache->lookup("aten::mm").flop_kind);
 }
 
